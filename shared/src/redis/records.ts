@@ -1,0 +1,82 @@
+import { z } from "zod";
+
+/**
+ * The shapes the control plane publishes into Redis and the data plane reads (DESIGN.md
+ * "Redis between the planes"). Both planes parse with these schemas, so a drift fails loudly.
+ */
+
+export const PlanLimitsSchema = z.object({
+  name: z.string(),
+  /** Requests per second per app key; every batch element counts one. */
+  requestsPerSecond: z.number().int().positive(),
+  /** Response units per workspace per UTC day. */
+  dailyRequestLimit: z.number().int().positive(),
+  /** Response units per workspace per UTC month; null = no monthly limit. */
+  monthlyRequestLimit: z.number().int().positive().nullable(),
+});
+export type PlanLimits = z.infer<typeof PlanLimitsSchema>;
+
+export const AllowlistSchema = z.object({
+  /** Exact origins (`https://app.example.com`) or wildcard hosts (`*.example.com`). */
+  origins: z.array(z.string()),
+  /** Single addresses or CIDR ranges, IPv4 and IPv6. */
+  ips: z.array(z.string()),
+});
+export type Allowlist = z.infer<typeof AllowlistSchema>;
+
+export const KeyRecordSchema = z.object({
+  kind: z.enum(["app", "node"]),
+  workspaceId: z.string(),
+  /** Set when kind = "app". */
+  appId: z.string().nullable(),
+  /** Set when kind = "node" (dedicated node endpoint key). */
+  nodeId: z.string().nullable(),
+  plan: PlanLimitsSchema,
+  allowlist: AllowlistSchema,
+  /** Epoch ms after which the key stops working (a regenerated key's grace period); null = no expiry. */
+  expiresAtMs: z.number().int().nullable(),
+  /** Dedicated nodes only: "SAFE" refuses unsafe methods on the node endpoint. */
+  rpcMethods: z.enum(["SAFE", "UNSAFE"]).nullable(),
+});
+export type KeyRecord = z.infer<typeof KeyRecordSchema>;
+
+export const UpstreamRecordSchema = z.object({
+  id: z.string(),
+  httpUrl: z.string(),
+  wsUrl: z.string().nullable(),
+  /** Relative share of traffic, 1..1000. */
+  weight: z.number().int().positive(),
+});
+export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
+
+export const NetworkRecordSchema = z.object({
+  slug: z.string(),
+  name: z.string(),
+  protocol: z.enum(["EVM", "SUBSTRATE"]),
+  chainId: z.number().int().nullable(),
+  /** Whether `debug_*` methods may reach this network's shared nodes. */
+  allowDebug: z.boolean(),
+  upstreams: z.array(UpstreamRecordSchema),
+});
+export type NetworkRecord = z.infer<typeof NetworkRecordSchema>;
+
+export const WorkspaceRecordSchema = z.object({
+  workspaceId: z.string(),
+  plan: PlanLimitsSchema,
+});
+export type WorkspaceRecord = z.infer<typeof WorkspaceRecordSchema>;
+
+/** Messages on the events channel. Data planes drop or reload the cached state each names. */
+export const PlaneEventSchema = z.discriminatedUnion("type", [
+  /** A key record was written or changed (allowlist edit, new key). */
+  z.object({ type: z.literal("key.upsert"), keyHash: z.string() }),
+  /** A key was revoked: it must stop working at once (and WS connections using it close). */
+  z.object({ type: z.literal("key.revoke"), keyHash: z.string() }),
+  /** A workspace's plan or limits changed: every key record of the workspace was re-written. */
+  z.object({ type: z.literal("workspace.update"), workspaceId: z.string() }),
+  /** Networks or upstreams changed: reload the networks hash. */
+  z.object({ type: z.literal("networks.update") }),
+  /** Full re-publish finished: drop every cached record and reload. */
+  z.object({ type: z.literal("resync") }),
+]);
+export type PlaneEvent = z.infer<typeof PlaneEventSchema>;

@@ -18,7 +18,11 @@ export interface StartOptions {
   timeoutMs?: number;
 }
 
-export async function startProcess(cmd: string, args: string[], opts: StartOptions = {}): Promise<StartedProcess> {
+export async function startProcess(
+  cmd: string,
+  args: string[],
+  opts: StartOptions = {},
+): Promise<StartedProcess> {
   const child = spawn(cmd, args, {
     env: { ...process.env, ...opts.env },
     cwd: opts.cwd,

@@ -4,10 +4,7 @@ import { z } from "zod";
  * Parses `env` once at process start. On a bad value it throws one error that names every offending
  * variable, e.g. `Invalid configuration: DATA_PLANE_PORT: expected a port number (1-65535), got "x"`.
  */
-export function parseEnv<S extends z.ZodObject>(
-  schema: S,
-  env: NodeJS.ProcessEnv = process.env,
-): z.infer<S> {
+export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
   const result = schema.safeParse(env);
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => {

@@ -23,16 +23,40 @@ export interface ErrorRow {
   readonly message: string;
 }
 
-function row(httpStatus: number, code: number, category: ErrorCategory, reason: string, message: string): ErrorRow {
+function row(
+  httpStatus: number,
+  code: number,
+  category: ErrorCategory,
+  reason: string,
+  message: string,
+): ErrorRow {
   return Object.freeze({ httpStatus, code, category, reason, message });
 }
 
 export const GatewayError = Object.freeze({
-  ParseError: row(400, -32700, ErrorCategory.ClientError, "parse_error", "Parse error: body is not valid JSON"),
+  ParseError: row(
+    400,
+    -32700,
+    ErrorCategory.ClientError,
+    "parse_error",
+    "Parse error: body is not valid JSON",
+  ),
   InvalidRequest: row(400, -32600, ErrorCategory.ClientError, "invalid_request", "Invalid request"),
   EmptyBatch: row(400, -32600, ErrorCategory.ClientError, "empty_batch", "Invalid request: empty batch"),
-  BatchTooLarge: row(400, -32600, ErrorCategory.ClientError, "batch_too_large", "Invalid request: batch too large"),
-  BodyTooLarge: row(413, -32600, ErrorCategory.ClientError, "body_too_large", "Invalid request: body too large"),
+  BatchTooLarge: row(
+    400,
+    -32600,
+    ErrorCategory.ClientError,
+    "batch_too_large",
+    "Invalid request: batch too large",
+  ),
+  BodyTooLarge: row(
+    413,
+    -32600,
+    ErrorCategory.ClientError,
+    "body_too_large",
+    "Invalid request: body too large",
+  ),
   UnsupportedMediaType: row(
     415,
     -32600,
@@ -43,12 +67,36 @@ export const GatewayError = Object.freeze({
   MethodNotAllowed: row(405, -32600, ErrorCategory.ClientError, "http_method", "Invalid request: use POST"),
   MissingKey: row(401, -32016, ErrorCategory.ClientError, "missing_key", "Unauthorized: API key missing"),
   UnknownKey: row(401, -32016, ErrorCategory.ClientError, "unknown_key", "Unauthorized: API key unknown"),
-  OriginNotAllowed: row(403, -32016, ErrorCategory.ClientError, "origin_not_allowed", "Forbidden: origin not allowed"),
-  IpNotAllowed: row(403, -32016, ErrorCategory.ClientError, "ip_not_allowed", "Forbidden: IP address not allowed"),
+  OriginNotAllowed: row(
+    403,
+    -32016,
+    ErrorCategory.ClientError,
+    "origin_not_allowed",
+    "Forbidden: origin not allowed",
+  ),
+  IpNotAllowed: row(
+    403,
+    -32016,
+    ErrorCategory.ClientError,
+    "ip_not_allowed",
+    "Forbidden: IP address not allowed",
+  ),
   NotFound: row(404, -32601, ErrorCategory.ClientError, "not_found", "Not found: unknown network or path"),
   MethodBlocked: row(200, -32601, ErrorCategory.ClientError, "method_blocked", "Method not allowed"),
-  RateLimited: row(429, -32005, ErrorCategory.TooManyRequests, "rate_limit", "Too many requests: rate limit exceeded"),
-  DailyLimit: row(429, -32005, ErrorCategory.TooManyRequests, "daily_limit", "Too many requests: daily limit reached"),
+  RateLimited: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "rate_limit",
+    "Too many requests: rate limit exceeded",
+  ),
+  DailyLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "daily_limit",
+    "Too many requests: daily limit reached",
+  ),
   MonthlyLimit: row(
     429,
     -32005,
@@ -56,10 +104,22 @@ export const GatewayError = Object.freeze({
     "monthly_limit",
     "Too many requests: monthly limit reached",
   ),
-  UpstreamUnreachable: row(502, -32603, ErrorCategory.NodeError, "upstream_unreachable", "Upstream node unreachable"),
+  UpstreamUnreachable: row(
+    502,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_unreachable",
+    "Upstream node unreachable",
+  ),
   NoUpstream: row(503, -32603, ErrorCategory.NodeError, "no_upstream", "No healthy upstream node available"),
   UpstreamTimeout: row(504, -32603, ErrorCategory.NodeError, "upstream_timeout", "Upstream node timed out"),
-  UpstreamBadResponse: row(502, -32603, ErrorCategory.NodeError, "upstream_bad_response", "Upstream node answered with an invalid response"),
+  UpstreamBadResponse: row(
+    502,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_bad_response",
+    "Upstream node answered with an invalid response",
+  ),
   Internal: row(500, -32603, ErrorCategory.ServiceError, "internal", "Internal gateway error"),
 });
 export type GatewayErrorName = keyof typeof GatewayError;

@@ -1,0 +1,127 @@
+import { existsSync, readFileSync } from "node:fs";
+import { Redis } from "ioredis";
+import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
+import { RedisNames } from "../shared/src/redis/keys";
+import type { KeyRecord, NetworkRecord } from "../shared/src/redis/records";
+import { KeyRecordSchema, NetworkRecordSchema } from "../shared/src/redis/records";
+import { freePort } from "../test/helpers/ports";
+import { type StartedProcess, startProcess } from "../test/helpers/process";
+
+/**
+ * The gateway under test: the data plane run as its own process (`dist/data-plane/src/main.js`, as an
+ * operator runs it), configured through its environment, reading keys and networks that this module seeds
+ * into Redis under a prefix unique to the run (`cleanup()` deletes them).
+ */
+
+export const GATEWAY_MAIN = `${__dirname}/../data-plane/src/main.js`;
+export const BENCH_NETWORK = "eth-bench";
+
+/** Limits far above anything one machine can send, so the bench measures the proxy, not the limiter. */
+const UNLIMITED_PLAN = {
+  name: "bench",
+  requestsPerSecond: 1_000_000_000,
+  dailyRequestLimit: 1_000_000_000_000,
+  monthlyRequestLimit: null,
+};
+
+export class BenchRedis {
+  readonly prefix = `rgbench:${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}:`;
+  readonly names = new RedisNames(this.prefix);
+  readonly redis: Redis;
+
+  constructor(readonly url: string) {
+    this.redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 });
+  }
+
+  connect(): Promise<void> {
+    return this.redis.connect();
+  }
+
+  async seedNetwork(upstreamHttpUrl: string): Promise<void> {
+    const record: NetworkRecord = NetworkRecordSchema.parse({
+      slug: BENCH_NETWORK,
+      name: "EVM bench (stub upstream)",
+      protocol: "EVM",
+      chainId: 1,
+      allowDebug: false,
+      upstreams: [{ id: "stub", httpUrl: upstreamHttpUrl, wsUrl: null, weight: 1 }],
+    });
+    await this.redis.hset(this.names.networks(), BENCH_NETWORK, JSON.stringify(record));
+    await this.redis.set(this.names.publishedAt(), new Date().toISOString());
+  }
+
+  /** Seeds `n` app keys (pipelined) and returns them. */
+  async seedKeys(n: number, workspaceId = "ws-bench"): Promise<string[]> {
+    const keys: string[] = [];
+    const CHUNK = 5000;
+    for (let start = 0; start < n; start += CHUNK) {
+      const pipe = this.redis.pipeline();
+      for (let i = start; i < Math.min(n, start + CHUNK); i++) {
+        const key = generateApiKey();
+        const record: KeyRecord = KeyRecordSchema.parse({
+          kind: "app",
+          workspaceId,
+          appId: `app-bench-${i}`,
+          nodeId: null,
+          plan: UNLIMITED_PLAN,
+          allowlist: { origins: [], ips: [] },
+          expiresAtMs: null,
+          rpcMethods: null,
+        });
+        pipe.set(this.names.apiKey(hashApiKey(key)), JSON.stringify(record));
+        keys.push(key);
+      }
+      await pipe.exec();
+    }
+    return keys;
+  }
+
+  async cleanup(): Promise<void> {
+    let cursor = "0";
+    do {
+      const [next, found] = await this.redis.scan(cursor, "MATCH", `${this.prefix}*`, "COUNT", 5000);
+      cursor = next;
+      if (found.length > 0) await this.redis.unlink(...found);
+    } while (cursor !== "0");
+    this.redis.disconnect();
+  }
+}
+
+export interface Gateway {
+  port: number;
+  baseUrl: string;
+  proc: StartedProcess;
+}
+
+export async function startGateway(o: {
+  redisUrl: string;
+  prefix: string;
+  env?: NodeJS.ProcessEnv;
+}): Promise<Gateway> {
+  if (!existsSync(GATEWAY_MAIN)) throw new Error(`gateway not built: ${GATEWAY_MAIN} is missing`);
+  const port = await freePort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const proc = await startProcess(process.execPath, [GATEWAY_MAIN], {
+    env: {
+      DATA_PLANE_PORT: String(port),
+      DATA_PLANE_HOST: "127.0.0.1",
+      REDIS_URL: o.redisUrl,
+      REDIS_KEY_PREFIX: o.prefix,
+      LOG_LEVEL: "warn",
+      KEY_CACHE_MAX_ENTRIES: "250000",
+      KEY_CACHE_TTL_MS: "3600000",
+      ...o.env,
+    },
+    ready: async () => (await fetch(`${baseUrl}/readyz`)).status === 200,
+    timeoutMs: 30_000,
+  });
+  return { port, baseUrl, proc };
+}
+
+/** Resident set size and its peak of a process, from /proc (MiB). */
+export function processMemory(pid: number): { rssMiB: number; hwmMiB: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (field: string) =>
+    Number.parseInt(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? "0", 10);
+  return { rssMiB: kb("VmRSS") / 1024, hwmMiB: kb("VmHWM") / 1024 };
+}

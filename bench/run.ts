@@ -1,0 +1,483 @@
+/**
+ * `npm run bench`: throughput, latency and memory of the gateway against a plain nginx proxy_pass, both in
+ * front of the same instant stub upstream. Not a timed test; results go to bench/results.json (committed)
+ * and raw tool output to bench/out/ (ignored).
+ *
+ * Every process (stub, nginx, gateway) runs separately on a free port and is stopped by PID. Load comes
+ * from wrk (Debian package `wrk`) or, when missing, autocannon (1 ms latency resolution). nginx comes from
+ * the Debian package `nginx`; without it that row is skipped. wrk2 is not packaged in Debian, so fixed-rate
+ * latency uses wrk with calibrated per-connection pauses (or, without wrk, this repo's open-loop client).
+ *
+ * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk threads:
+ * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
+ * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join, resolve } from "node:path";
+import { Pool } from "undici";
+import { freePort } from "../test/helpers/ports";
+import { type StartedProcess, startProcess } from "../test/helpers/process";
+import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
+import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
+import { type Nginx, startNginx } from "./nginx";
+
+const envInt = (name: string, def: number) => {
+  const v = process.env[name];
+  if (v === undefined || v === "") return def;
+  const n = Number.parseInt(v, 10);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name}: expected a non-negative integer, got ${v}`);
+  return n;
+};
+
+const cfg = {
+  durationS: Math.max(1, envInt("BENCH_DURATION_S", 10)),
+  warmupS: envInt("BENCH_WARMUP_S", 2),
+  connections: Math.max(1, envInt("BENCH_CONNECTIONS", 64)),
+  threads: Math.max(1, envInt("BENCH_THREADS", os.cpus().length <= 2 ? 1 : 2)),
+  repeats: Math.max(1, envInt("BENCH_REPEATS", 1)),
+  rssKeys: envInt("BENCH_RSS_KEYS", 100_000),
+  stubImpl: (process.env.BENCH_STUB_IMPL ?? "uws") as "uws" | "node",
+  redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+};
+
+const BENCH_DIR = resolve(__dirname, "../../bench");
+const OUT_DIR = join(BENCH_DIR, "out");
+const RESULTS = process.env.BENCH_RESULTS || join(BENCH_DIR, "results.json");
+
+const CHAIN_ID_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
+const BATCH_100_BODY = JSON.stringify(
+  Array.from({ length: 100 }, (_, i) => ({
+    jsonrpc: "2.0",
+    id: i + 1,
+    method: "eth_getBalance",
+    params: [`0x${(i + 1).toString(16).padStart(40, "0")}`, "latest"],
+  })),
+);
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+/** Latency at a steady rate, from paced wrk or the open-loop client. */
+interface FixedRow {
+  method: "wrk-paced" | "open-loop";
+  targetRate: number;
+  achievedRate: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  p999Ms: number | null;
+  failed: number;
+}
+
+type Row = LoadResult & {
+  label: string;
+  target: string;
+  elementsPerSec?: number;
+  runsRequestsPerSec?: number[];
+};
+
+function versionOf(cmd: string, args: string[]): string | null {
+  const r = spawnSync(cmd, args, { encoding: "utf8" });
+  if (r.error) return null;
+  return `${r.stdout ?? ""}${r.stderr ?? ""}`.split("\n")[0]!.trim() || null;
+}
+
+/** The committed results file is linted with the repo (`biome check .`): write it in Biome's format. */
+function formatWithBiome(file: string): void {
+  try {
+    const biome = require.resolve("@biomejs/biome/bin/biome");
+    const r = spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
+    if (r.status !== 0)
+      log(`note: biome could not format ${file}: ${(r.stderr || r.stdout).trim().split("\n")[0]}`);
+  } catch {
+    log(`note: biome not installed; ${file} left as JSON.stringify wrote it`);
+  }
+}
+
+async function post(url: string, body: string): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // keep the text
+  }
+  return { status: res.status, json };
+}
+
+/** One request through the target before loading it: fails loudly when the setup is wrong. */
+async function expectChainId(label: string, url: string): Promise<void> {
+  const r = await post(url, CHAIN_ID_BODY);
+  const result = (r.json as { result?: unknown }).result;
+  if (r.status !== 200 || result !== "0x1")
+    throw new Error(`${label}: sanity request failed: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+}
+
+const fmt = (n: number | null | undefined, digits = 2) =>
+  n === null || n === undefined || Number.isNaN(n) ? "-" : n.toFixed(digits);
+const fmtInt = (n: number | null | undefined) =>
+  n === null || n === undefined || Number.isNaN(n) ? "-" : Math.round(n).toLocaleString("en-US");
+
+async function main(): Promise<void> {
+  mkdirSync(OUT_DIR, { recursive: true });
+  const tool: "wrk" | "autocannon" = which("wrk") ? "wrk" : "autocannon";
+  const nginxBin = which("nginx");
+  log(
+    `bench: ${cfg.durationS}s per run (+${cfg.warmupS}s warm-up), ${cfg.connections} connections, load by ${tool}` +
+      (tool === "wrk" ? ` (${cfg.threads} thread${cfg.threads > 1 ? "s" : ""})` : " (wrk not installed)"),
+  );
+
+  const stops: Array<() => Promise<unknown>> = [];
+  const stopAll = async () => {
+    while (stops.length > 0) await stops.pop()!().catch(() => undefined);
+  };
+  process.once("SIGINT", () => void stopAll().then(() => process.exit(130)));
+
+  const rows: Row[] = [];
+  let fixed: {
+    rate: number;
+    direct: FixedRow;
+    nginx: FixedRow | null;
+    gateway: FixedRow;
+  } | null = null;
+  let rss: {
+    keys: number;
+    idleMiB: number;
+    withKeysMiB: number;
+    peakMiB: number;
+    warmFailures: number;
+  } | null = null;
+  const skipped: string[] = [];
+
+  /** One scenario run (after its warm-up). */
+  const measureOnce = async (
+    label: string,
+    target: string,
+    url: string,
+    body: Body,
+    round: number,
+  ): Promise<Row> => {
+    const base = { url, body, connections: cfg.connections, threads: cfg.threads, outDir: OUT_DIR };
+    const suffix = cfg.repeats > 1 ? `.${round + 1}` : "";
+    if (cfg.warmupS > 0)
+      await runLoad({ ...base, durationS: cfg.warmupS, label: `${label}${suffix}.warmup` }, tool);
+    const r = await runLoad({ ...base, durationS: cfg.durationS, label: `${label}${suffix}` }, tool);
+    const bad = r.non2xx + r.socketErrors;
+    log(
+      `  ${`${label}${suffix}`.padEnd(22)} ${fmtInt(r.requestsPerSec).padStart(9)} req/s  p50 ${fmt(r.p50Ms)} ms  p99 ${fmt(r.p99Ms)} ms` +
+        (bad > 0 ? `  (${r.non2xx} non-2xx, ${r.socketErrors} socket errors)` : ""),
+    );
+    return { ...r, label, target };
+  };
+
+  /**
+   * Runs every scenario `BENCH_REPEATS` times, round-robin (so a burst of load from something else on the
+   * machine hits all targets alike), and keeps each scenario's median run by requests/s.
+   */
+  const measureAll = async (
+    scenarios: Array<{ label: string; target: string; url: string; body: Body }>,
+  ): Promise<Map<string, Row>> => {
+    const runs = new Map<string, Row[]>(scenarios.map((sc) => [sc.label, []]));
+    for (let round = 0; round < cfg.repeats; round++)
+      for (const sc of scenarios)
+        runs.get(sc.label)!.push(await measureOnce(sc.label, sc.target, sc.url, sc.body, round));
+    const out = new Map<string, Row>();
+    for (const sc of scenarios) {
+      const sorted = [...runs.get(sc.label)!].sort((a, b) => a.requestsPerSec - b.requestsPerSec);
+      const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
+      const row: Row = { ...median, runsRequestsPerSec: sorted.map((r) => Math.round(r.requestsPerSec)) };
+      rows.push(row);
+      out.set(sc.label, row);
+    }
+    return out;
+  };
+
+  const redis = new BenchRedis(cfg.redisUrl);
+  try {
+    // 1. stub upstream, its own process
+    const stubPort = await freePort();
+    const stub: StartedProcess = await startProcess(
+      process.execPath,
+      [join(__dirname, "stub-upstream.js"), "--port", String(stubPort), "--impl", cfg.stubImpl],
+      { readyLine: /listening on \d+/ },
+    );
+    stops.push(() => stub.stop());
+    const stubUrl = `http://127.0.0.1:${stubPort}`;
+    await expectChainId("stub", stubUrl);
+    log(`stub upstream (${cfg.stubImpl}) on ${stubPort}, pid ${stub.pid}`);
+
+    // 2. nginx proxy_pass
+    let nginx: Nginx | null = null;
+    if (nginxBin) {
+      const dir = mkdtempSync(join(os.tmpdir(), "bench-nginx-"));
+      nginx = await startNginx({ binary: nginxBin, dir, upstreamPort: stubPort, keepalive: cfg.connections });
+      stops.push(async () => {
+        await nginx!.proc.stop();
+        rmSync(dir, { recursive: true, force: true });
+      });
+      await expectChainId("nginx", nginx.url);
+      log(`nginx ${nginx.version} on ${nginx.port}, pid ${nginx.proc.pid}`);
+    } else {
+      log("nginx not installed: skipped");
+      skipped.push("nginx (not installed)");
+    }
+
+    // 3. gateway
+    let gateway: Gateway | null = null;
+    let key = "";
+    try {
+      await redis.connect();
+      await redis.seedNetwork(stubUrl);
+      [key] = await redis.seedKeys(1);
+      gateway = await startGateway({ redisUrl: cfg.redisUrl, prefix: redis.prefix });
+      const gw = gateway;
+      stops.push(() => gw.proc.stop());
+      log(`gateway on ${gateway.port}, pid ${gateway.proc.pid}, redis prefix ${redis.prefix}`);
+    } catch (e) {
+      log(`gateway not started: skipped (${(e as Error).message.split("\n")[0]})`);
+      skipped.push(`gateway (${(e as Error).message.split("\n")[0]})`);
+    }
+    const path = `/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key)}`;
+    const gwUrl = gateway ? `${gateway.baseUrl}${path}` : "";
+    if (gateway) await expectChainId("gateway", gwUrl);
+
+    // 4. throughput and latency at full load
+    log("\nfull load:");
+    const uniq: Body = { kind: "unique-eth-call" };
+    const chainId: Body = { kind: "static", body: CHAIN_ID_BODY };
+    const batch100: Body = { kind: "static", body: BATCH_100_BODY };
+    const scenarios = [
+      { label: "direct", target: "stub", url: `${stubUrl}${path}`, body: uniq },
+      ...(nginx ? [{ label: "nginx", target: "nginx", url: `${nginx.url}${path}`, body: uniq }] : []),
+      ...(gateway
+        ? [
+            { label: "gateway-cache-miss", target: "gateway", url: gwUrl, body: uniq },
+            { label: "gateway-cache-hit", target: "gateway", url: gwUrl, body: chainId },
+            { label: "gateway-batch-100", target: "gateway", url: gwUrl, body: batch100 },
+          ]
+        : []),
+      ...(nginx
+        ? [{ label: "nginx-batch-100", target: "nginx", url: `${nginx.url}${path}`, body: batch100 }]
+        : []),
+    ];
+    const measured = await measureAll(scenarios);
+    const direct = measured.get("direct")!;
+    const viaNginx = measured.get("nginx") ?? null;
+    const miss = measured.get("gateway-cache-miss") ?? null;
+    const hit = measured.get("gateway-cache-hit") ?? null;
+    const batch = measured.get("gateway-batch-100") ?? null;
+    const nginxBatch = measured.get("nginx-batch-100") ?? null;
+    if (batch) batch.elementsPerSec = batch.requestsPerSec * 100;
+    if (nginxBatch) nginxBatch.elementsPerSec = nginxBatch.requestsPerSec * 100;
+    if (cfg.repeats > 1) {
+      log("medians:");
+      for (const r of rows)
+        log(
+          `  ${r.label.padEnd(22)} ${fmtInt(r.requestsPerSec).padStart(9)} req/s  (runs: ${r.runsRequestsPerSec?.join(", ")})`,
+        );
+    }
+
+    // 5. added latency at a fixed rate: half the gateway's cache-miss peak
+    if (miss && miss.requestsPerSec > 0) {
+      const rate = Math.max(100, Math.round(miss.requestsPerSec / 2 / 100) * 100);
+      log(
+        `\nfixed rate ~${rate} req/s (50% of the gateway's cache-miss peak), ` +
+          (tool === "wrk" ? "wrk with calibrated per-connection pauses:" : "open-loop client:"),
+      );
+      const at = async (label: string, url: string): Promise<FixedRow> => {
+        let r: FixedRow;
+        if (tool === "wrk") {
+          const w = await runWrkAtRate({
+            url,
+            body: uniq,
+            rate,
+            warmupS: Math.max(cfg.warmupS, 2),
+            durationS: cfg.durationS,
+            connections: cfg.connections,
+            threads: cfg.threads,
+            outDir: OUT_DIR,
+            label: `fixed-${label}`,
+          });
+          r = {
+            method: "wrk-paced",
+            targetRate: rate,
+            achievedRate: w.requestsPerSec,
+            p50Ms: w.p50Ms,
+            p90Ms: w.p90Ms,
+            p99Ms: w.p99Ms,
+            p999Ms: null,
+            failed: w.non2xx + w.socketErrors,
+          };
+        } else {
+          if (cfg.warmupS > 0)
+            await runFixedRate({
+              url,
+              body: uniq,
+              rate,
+              durationS: cfg.warmupS,
+              connections: cfg.connections,
+            });
+          const o = await runFixedRate({
+            url,
+            body: uniq,
+            rate,
+            durationS: cfg.durationS,
+            connections: cfg.connections,
+          });
+          r = { method: "open-loop", ...o };
+        }
+        log(
+          `  ${label.padEnd(22)} ${fmtInt(r.achievedRate).padStart(9)} req/s  p50 ${fmt(r.p50Ms, 3)} ms  p99 ${fmt(r.p99Ms, 3)} ms` +
+            (r.failed > 0 ? `  (${r.failed} failed)` : ""),
+        );
+        return r;
+      };
+      const fDirect = await at("direct", `${stubUrl}${path}`);
+      const fNginx = nginx ? await at("nginx", `${nginx.url}${path}`) : null;
+      const fGateway = await at("gateway-cache-miss", gwUrl);
+      fixed = { rate, direct: fDirect, nginx: fNginx, gateway: fGateway };
+    }
+
+    // 6. gateway RSS with many keys cached in process (a fresh gateway process)
+    if (gateway && cfg.rssKeys > 0) {
+      await stops.pop()!(); // the loaded gateway: free its CPU and memory first
+      log(`\nRSS: seeding ${cfg.rssKeys.toLocaleString("en-US")} keys into Redis ...`);
+      const keys = await redis.seedKeys(cfg.rssKeys);
+      const fresh = await startGateway({ redisUrl: cfg.redisUrl, prefix: redis.prefix });
+      stops.push(() => fresh.proc.stop());
+      await expectChainId(
+        "gateway (rss)",
+        `${fresh.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(keys[0]!)}`,
+      );
+      await new Promise((r) => setTimeout(r, 1000));
+      const idle = processMemory(fresh.proc.pid);
+      const pool = new Pool(fresh.baseUrl, { connections: cfg.connections, pipelining: 1 });
+      let next = 0;
+      let failures = 0;
+      const started = Date.now();
+      await Promise.all(
+        Array.from({ length: cfg.connections }, async () => {
+          while (next < keys.length) {
+            const k = keys[next++]!;
+            const res = await pool.request({
+              path: `/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(k)}`,
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: CHAIN_ID_BODY,
+            });
+            await res.body.text();
+            if (res.statusCode !== 200) failures++;
+          }
+        }),
+      );
+      await pool.close();
+      await new Promise((r) => setTimeout(r, 2000));
+      const warm = processMemory(fresh.proc.pid);
+      rss = {
+        keys: keys.length,
+        idleMiB: idle.rssMiB,
+        withKeysMiB: warm.rssMiB,
+        peakMiB: warm.hwmMiB,
+        warmFailures: failures,
+      };
+      log(
+        `  warmed ${keys.length.toLocaleString("en-US")} keys in ${((Date.now() - started) / 1000).toFixed(1)} s` +
+          ` (${failures} failed): RSS idle ${fmt(idle.rssMiB, 1)} MiB -> ${fmt(warm.rssMiB, 1)} MiB (peak ${fmt(warm.hwmMiB, 1)} MiB)`,
+      );
+    }
+
+    // 7. report
+    const ratio = (a: Row | null, b: Row | null) =>
+      a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
+    const results = {
+      date: new Date().toISOString(),
+      machine: {
+        cpuModel: os.cpus()[0]?.model ?? "unknown",
+        cpus: os.cpus().length,
+        memoryGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
+        os: `${os.type()} ${os.release()}`,
+        node: process.version,
+        nginx: nginx?.version ?? null,
+        loadTool: tool === "wrk" ? versionOf("wrk", ["-v"]) : "autocannon 9",
+        commit: versionOf("git", ["-C", BENCH_DIR, "rev-parse", "--short", "HEAD"]),
+      },
+      config: {
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        repeats: cfg.repeats,
+        connections: cfg.connections,
+        wrkThreads: tool === "wrk" ? cfg.threads : null,
+        stub: cfg.stubImpl,
+        note: "stub, nginx (1 worker) and gateway (1 process) each run as their own process on this machine, with the load generator",
+      },
+      skipped,
+      full: Object.fromEntries(
+        rows.map((r) => [
+          r.label,
+          {
+            target: r.target,
+            requestsPerSec: Math.round(r.requestsPerSec),
+            elementsPerSec: r.elementsPerSec === undefined ? undefined : Math.round(r.elementsPerSec),
+            p50Ms: r.p50Ms,
+            p90Ms: r.p90Ms,
+            p99Ms: r.p99Ms,
+            requests: r.requests,
+            runsRequestsPerSec: r.runsRequestsPerSec,
+            non2xx: r.non2xx,
+            socketErrors: r.socketErrors,
+          },
+        ]),
+      ),
+      fixedRate: fixed,
+      rss,
+      ratios: {
+        cacheMissVsNginx: ratio(miss, viaNginx),
+        cacheHitVsNginx: ratio(hit, viaNginx),
+        cacheMissVsDirect: ratio(miss, direct),
+        batch100ElementsVsNginxBatch100: ratio(batch, nginxBatch),
+        p99AddedLatencyMs: fixed ? Number((fixed.gateway.p99Ms - fixed.direct.p99Ms).toFixed(3)) : null,
+        nginxP99AddedLatencyMs: fixed?.nginx
+          ? Number((fixed.nginx.p99Ms - fixed.direct.p99Ms).toFixed(3))
+          : null,
+        rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
+      },
+    };
+    writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+    formatWithBiome(RESULTS);
+    writeFileSync(
+      join(OUT_DIR, `results-${results.date.replace(/[:.]/g, "-")}.json`),
+      `${JSON.stringify(results, null, 2)}\n`,
+    );
+
+    log("\n| target | req/s | p50 ms | p99 ms |");
+    log("|---|---:|---:|---:|");
+    for (const r of rows)
+      log(
+        `| ${r.label}${r.elementsPerSec ? ` (${fmtInt(r.elementsPerSec)} elements/s)` : ""} | ${fmtInt(r.requestsPerSec)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} |`,
+      );
+    const rt = results.ratios;
+    log(`\ncache-miss / nginx req/s:   ${rt.cacheMissVsNginx ?? "-"}`);
+    log(`cache-hit / nginx req/s:    ${rt.cacheHitVsNginx ?? "-"}`);
+    log(`cache-miss / direct req/s:  ${rt.cacheMissVsDirect ?? "-"}`);
+    if (fixed)
+      log(
+        `p99 added latency at ${fixed.rate} req/s: gateway ${fmt(rt.p99AddedLatencyMs, 3)} ms, nginx ${fmt(rt.nginxP99AddedLatencyMs, 3)} ms`,
+      );
+    if (rss)
+      log(`gateway RSS with ${rss.keys.toLocaleString("en-US")} cached keys: ${fmt(rss.withKeysMiB, 1)} MiB`);
+    log(`\nwrote ${RESULTS}`);
+  } finally {
+    await stopAll();
+    await redis.cleanup().catch(() => undefined);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    process.stderr.write(`bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
+    process.exit(1);
+  },
+);

@@ -176,7 +176,7 @@ async function main() {
     `  Operator token: ${generatedAdmin ? `${env.ADMIN_TOKEN} (generated; set ADMIN_TOKEN to keep one)` : "(ADMIN_TOKEN from your environment)"}`,
     `  Demo account:   ${info.email} / ${info.password}`,
     `  Demo token:     ${info.token}`,
-    `  Demo app:       ${info.appName} (${info.appId})`,
+    `  Demo app:       ${info.appName ?? "demo"} (${info.appId})`,
     `  API key:        ${info.apiKey}`,
   ];
   for (const ep of info.endpoints) {

@@ -4,13 +4,19 @@ import { z } from "zod";
  * Parses `env` once at process start. On a bad value it throws one error that names every offending
  * variable, e.g. `Invalid configuration: DATA_PLANE_PORT: expected a port number (1-65535), got "x"`.
  */
-export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
+export function parseEnv<S extends z.ZodObject>(
+  schema: S,
+  env: NodeJS.ProcessEnv = process.env,
+  /** `secrets`: variables whose values are never echoed in the error (tokens, encryption secrets). */
+  opts: { secrets?: string[] } = {},
+): z.infer<S> {
   const result = schema.safeParse(env);
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => {
     const name = issue.path.join(".");
     const raw = env[name];
-    return `${name}: ${issue.message}${raw === undefined ? "" : `, got ${JSON.stringify(raw)}`}`;
+    const shown = opts.secrets?.includes(name) ? "(value hidden)" : JSON.stringify(raw);
+    return `${name}: ${issue.message}${raw === undefined ? "" : `, got ${shown}`}`;
   });
   throw new ConfigError(`Invalid configuration: ${lines.join("; ")}`);
 }

@@ -42,4 +42,17 @@ export class RedisNames {
   publishedAt(): string {
     return `${this.prefix}published-at`;
   }
+
+  /**
+   * String counter: login attempts for one email or one client IP in the current window (control plane
+   * only). The subject is hashed so no address or email appears in Redis key names.
+   */
+  loginAttempts(scope: "email" | "ip", subjectHash: string): string {
+    return `${this.prefix}login:${scope}:${subjectHash}`;
+  }
+
+  /** Prefix BullMQ puts in front of its queue keys (`<prefix>bull:<queue>:...`), inside the namespace. */
+  bullPrefix(): string {
+    return `${this.prefix}bull`;
+  }
 }

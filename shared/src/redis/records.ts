@@ -16,6 +16,10 @@ export const PlanLimitsSchema = z.object({
 });
 export type PlanLimits = z.infer<typeof PlanLimitsSchema>;
 
+/** Value of a field in the `plans` hash (field = plan name): the plan's limits. */
+export const PlanRecordSchema = PlanLimitsSchema;
+export type PlanRecord = PlanLimits;
+
 export const AllowlistSchema = z.object({
   /** Exact origins (`https://app.example.com`) or wildcard hosts (`*.example.com`). */
   origins: z.array(z.string()),

@@ -1,0 +1,176 @@
+import { DataSource, EntityManager, IsNull } from "typeorm";
+import { decryptSecret, encryptSecret, generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
+import { RequestContext } from "../auth/context";
+import { badInput, notFound } from "../common/errors";
+import { PublicationService } from "../publication/publication.service";
+import { WorkspaceService } from "../workspaces/workspace.service";
+import { ApiKey } from "./api-key.entity";
+import { APP_NAME_MAX, App, AppEnvironment } from "./app.entity";
+
+/** Longest grace period a replaced key may stay valid: 7 days. */
+export const MAX_GRACE_PERIOD_SECONDS = 604_800;
+/** Apps per workspace (a guard against runaway automation). */
+export const MAX_APPS_PER_WORKSPACE = 1000;
+
+export interface AppKeyView {
+  apiKey: string;
+  apiKeyCreatedAt: Date;
+  previousApiKeyExpiresAt: Date | null;
+}
+
+function validName(raw: string): string {
+  const name = raw.trim();
+  if (name.length < 1 || name.length > APP_NAME_MAX) {
+    throw badInput("name", `App name must be 1-${APP_NAME_MAX} characters`);
+  }
+  return name;
+}
+
+export class AppService {
+  constructor(
+    private readonly ds: DataSource,
+    private readonly workspaces: WorkspaceService,
+    private readonly publication: PublicationService,
+    private readonly encryptionKey: Buffer,
+  ) {}
+
+  private async insertKey(m: EntityManager, appId: string): Promise<string> {
+    const key = generateApiKey();
+    const repo = m.getRepository(ApiKey);
+    await repo.insert(
+      repo.create({ appId, keyHash: hashApiKey(key), keyCiphertext: encryptSecret(key, this.encryptionKey) }),
+    );
+    return key;
+  }
+
+  async list(ctx: RequestContext, workspaceId?: string | null): Promise<App[]> {
+    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
+    return this.listForWorkspace(wsId);
+  }
+
+  listForWorkspace(workspaceId: string): Promise<App[]> {
+    return this.ds
+      .getRepository(App)
+      .find({ where: { workspaceId }, order: { createdAt: "ASC", id: "ASC" } });
+  }
+
+  get(ctx: RequestContext, id: string): Promise<App> {
+    return this.workspaces.appForCaller(ctx, id);
+  }
+
+  /** Creates the app and its first key in one transaction. */
+  async create(
+    ctx: RequestContext,
+    input: { name: string; environment: AppEnvironment },
+    workspaceId?: string | null,
+  ): Promise<App> {
+    const name = validName(input.name);
+    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
+    const app = await this.ds.transaction(async (m) => {
+      if ((await m.getRepository(App).countBy({ workspaceId: wsId })) >= MAX_APPS_PER_WORKSPACE) {
+        throw badInput("name", `A workspace may have at most ${MAX_APPS_PER_WORKSPACE} apps`);
+      }
+      const repo = m.getRepository(App);
+      const created = await repo.save(
+        repo.create({ workspaceId: wsId, name, environment: input.environment }),
+      );
+      await this.insertKey(m, created.id);
+      return created;
+    });
+    await this.publication.safely("app keys", () => this.publication.publishKeys([app.id]));
+    return app;
+  }
+
+  async update(
+    ctx: RequestContext,
+    id: string,
+    input: { name?: string | null; environment?: AppEnvironment | null },
+  ): Promise<App> {
+    const app = await this.workspaces.appForCaller(ctx, id);
+    if (input.name != null) app.name = validName(input.name);
+    if (input.environment != null) app.environment = input.environment;
+    return this.ds.getRepository(App).save(app);
+  }
+
+  /** Deletes the app (keys and allowlist cascade); its keys stop working at once. */
+  async delete(ctx: RequestContext, id: string): Promise<App> {
+    const app = await this.workspaces.appForCaller(ctx, id);
+    const hashes = await this.ds.transaction(async (m) => {
+      const keys = await m
+        .getRepository(ApiKey)
+        .find({ where: { appId: app.id }, lock: { mode: "pessimistic_write" } });
+      await m.getRepository(App).delete({ id: app.id });
+      return keys.map((k) => k.keyHash);
+    });
+    await this.publication.safely("app delete", () => this.publication.publishKeys([], hashes));
+    return app;
+  }
+
+  /**
+   * Replaces the app's current key. `gracePeriodSeconds` = 0: the old key is revoked at once. Otherwise
+   * the old key stays valid until now + grace (at most 7 days); a key already in a grace period from an
+   * earlier regeneration is revoked, so at most one previous key is live.
+   */
+  async regenerateKey(
+    ctx: RequestContext,
+    appId: string,
+    gracePeriodSeconds = 0,
+  ): Promise<{ app: App; view: AppKeyView }> {
+    if (
+      !Number.isInteger(gracePeriodSeconds) ||
+      gracePeriodSeconds < 0 ||
+      gracePeriodSeconds > MAX_GRACE_PERIOD_SECONDS
+    ) {
+      throw badInput(
+        "gracePeriodSeconds",
+        `gracePeriodSeconds must be 0..${MAX_GRACE_PERIOD_SECONDS} (7 days)`,
+      );
+    }
+    const app = await this.workspaces.appForCaller(ctx, appId);
+    const { revoked, view } = await this.ds.transaction(async (m) => {
+      // Serialise concurrent regenerations of one app.
+      const locked: unknown[] = await m.query("SELECT id FROM apps WHERE id = $1 FOR UPDATE", [app.id]);
+      if (locked.length === 0) throw notFound("App"); // deleted meanwhile
+      const repo = m.getRepository(ApiKey);
+      const live = await repo.find({ where: { appId: app.id, revokedAt: IsNull() } });
+      const now = new Date();
+      const revokedHashes: string[] = [];
+      for (const k of live) {
+        const isCurrent = k.expiresAt === null;
+        if (isCurrent && gracePeriodSeconds > 0) {
+          await repo.update({ id: k.id }, { expiresAt: new Date(now.getTime() + gracePeriodSeconds * 1000) });
+        } else {
+          await repo.update({ id: k.id }, { revokedAt: now });
+          if (k.expiresAt === null || k.expiresAt > now) revokedHashes.push(k.keyHash);
+        }
+      }
+      const newKey = await this.insertKey(m, app.id);
+      const created = await repo.findOneByOrFail({ keyHash: hashApiKey(newKey) });
+      const view: AppKeyView = {
+        apiKey: newKey,
+        apiKeyCreatedAt: created.createdAt,
+        previousApiKeyExpiresAt:
+          gracePeriodSeconds > 0 ? new Date(now.getTime() + gracePeriodSeconds * 1000) : null,
+      };
+      return { revoked: revokedHashes, view };
+    });
+    await this.publication.safely("key regeneration", () => this.publication.publishKeys([app.id], revoked));
+    return { app, view };
+  }
+
+  /** The current key (decrypted) and the previous key's expiry, for workspace members. */
+  async keyView(appId: string): Promise<AppKeyView> {
+    const keys = await this.ds.getRepository(ApiKey).find({ where: { appId, revokedAt: IsNull() } });
+    const current = keys.find((k) => k.expiresAt === null);
+    if (!current) throw new Error(`app ${appId} has no current key`);
+    const now = Date.now();
+    const previous = keys
+      .filter((k) => k.expiresAt !== null && k.expiresAt.getTime() > now)
+      .sort((a, b) => b.expiresAt!.getTime() - a.expiresAt!.getTime())[0];
+    return {
+      apiKey: decryptSecret(current.keyCiphertext, this.encryptionKey),
+      apiKeyCreatedAt: current.createdAt,
+      previousApiKeyExpiresAt: previous?.expiresAt ?? null,
+    };
+  }
+}

@@ -1,0 +1,86 @@
+import { MaxLength } from "class-validator";
+import { Arg, Ctx, Field, ID, InputType, Int, Mutation, ObjectType, Query, Resolver } from "type-graphql";
+import { Account } from "../accounts/account.entity";
+import { GqlContext } from "../graphql/context";
+import { AccessToken } from "./access-token.entity";
+import { EMAIL_MAX, PASSWORD_MAX, WORKSPACE_NAME_MAX } from "./auth.service";
+
+@InputType()
+export class SignUpInput {
+  @Field()
+  @MaxLength(EMAIL_MAX)
+  email: string;
+
+  @Field()
+  @MaxLength(PASSWORD_MAX)
+  password: string;
+
+  @Field()
+  @MaxLength(WORKSPACE_NAME_MAX)
+  workspaceName: string;
+}
+
+@ObjectType()
+export class AuthPayload {
+  /** Session token for `Authorization: Bearer TOKEN`; expires after SESSION_TTL_SECONDS. */
+  @Field()
+  token: string;
+
+  @Field(() => Account)
+  account: Account;
+}
+
+@ObjectType()
+export class CreatedAccessToken {
+  /** The token itself: shown only in this response. */
+  @Field()
+  token: string;
+
+  @Field(() => AccessToken)
+  accessToken: AccessToken;
+}
+
+@Resolver()
+export class AuthResolver {
+  @Mutation(() => AuthPayload, {
+    description: "Creates an account and its workspace (free plan, account as OWNER).",
+  })
+  signUp(@Arg("input", () => SignUpInput) input: SignUpInput, @Ctx() ctx: GqlContext): Promise<AuthPayload> {
+    return ctx.services.auth.signUp(input);
+  }
+
+  @Mutation(() => AuthPayload, { description: "Rate limited per email and per client IP." })
+  logIn(
+    @Arg("email", () => String) email: string,
+    @Arg("password", () => String) password: string,
+    @Ctx() ctx: GqlContext,
+  ): Promise<AuthPayload> {
+    return ctx.services.auth.logIn(email, password, ctx.ip);
+  }
+
+  @Mutation(() => CreatedAccessToken, {
+    description: "A long-lived personal token for automation (shown once).",
+  })
+  createAccessToken(
+    @Arg("name", () => String) name: string,
+    @Arg("expiresInSeconds", () => Int, { nullable: true }) expiresInSeconds: number | null,
+    @Ctx() ctx: GqlContext,
+  ): Promise<CreatedAccessToken> {
+    return ctx.services.auth.createAccessToken(ctx, name, expiresInSeconds);
+  }
+
+  @Mutation(() => AccessToken)
+  revokeAccessToken(@Arg("id", () => ID) id: string, @Ctx() ctx: GqlContext): Promise<AccessToken> {
+    return ctx.services.auth.revokeAccessToken(ctx, id);
+  }
+
+  @Query(() => [AccessToken], { description: "The caller's unrevoked tokens (never the secrets)." })
+  accessTokens(@Ctx() ctx: GqlContext): Promise<AccessToken[]> {
+    return ctx.services.auth.listAccessTokens(ctx);
+  }
+
+  @Query(() => Account)
+  me(@Ctx() ctx: GqlContext): Promise<Account> {
+    return ctx.services.auth.account(ctx);
+  }
+}

@@ -1,0 +1,225 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash as argon2Hash, verify as argon2Verify } from "@node-rs/argon2";
+import { DataSource, IsNull, Repository } from "typeorm";
+import { Account } from "../accounts/account.entity";
+import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
+import { Plan } from "../plans/plan.entity";
+import { PublicationService } from "../publication/publication.service";
+import { Membership, MembershipRole } from "../workspaces/membership.entity";
+import { Workspace } from "../workspaces/workspace.entity";
+import { AccessToken, AccessTokenKind } from "./access-token.entity";
+import { Principal, RequestContext } from "./context";
+import { LoginRateLimiter } from "./login-rate-limit";
+
+export const EMAIL_MAX = 254;
+export const PASSWORD_MIN = 8;
+export const PASSWORD_MAX = 256;
+export const WORKSPACE_NAME_MAX = 64;
+export const TOKEN_NAME_MAX = 64;
+export const DEFAULT_PLAN = "free";
+
+const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+export function sha256(v: string): string {
+  return createHash("sha256").update(v, "utf8").digest("hex");
+}
+
+/** Tokens: a kind prefix + 32 random bytes (base64url). Only the SHA-256 is stored. */
+function newToken(kind: AccessTokenKind): string {
+  return `${kind === AccessTokenKind.SESSION ? "rgs_" : "rgp_"}${randomBytes(32).toString("base64url")}`;
+}
+
+export interface IssuedToken {
+  token: string;
+  account: Account;
+}
+
+export interface AuthServiceOptions {
+  adminToken: string;
+  sessionTtlSeconds: number;
+}
+
+export class AuthService {
+  private readonly adminTokenHash: Buffer;
+
+  constructor(
+    private readonly ds: DataSource,
+    private readonly limiter: LoginRateLimiter,
+    private readonly publication: PublicationService,
+    private readonly opts: AuthServiceOptions,
+  ) {
+    this.adminTokenHash = createHash("sha256").update(opts.adminToken, "utf8").digest();
+  }
+
+  /** Bearer token -> principal. Missing header = anonymous; an unknown/expired/revoked token = UNAUTHENTICATED. */
+  async authenticate(authorization: string | undefined): Promise<Principal | null> {
+    if (!authorization) return null;
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!m) throw unauthenticated("Authorization header must be `Bearer TOKEN`");
+    const token = m[1]!;
+    const h = createHash("sha256").update(token, "utf8").digest();
+    if (timingSafeEqual(h, this.adminTokenHash)) return { kind: "operator" };
+    const row = await this.ds.getRepository(AccessToken).findOneBy({ tokenHash: h.toString("hex") });
+    if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) {
+      throw unauthenticated("Invalid, expired or revoked token");
+    }
+    return { kind: "account", accountId: row.accountId, tokenId: row.id };
+  }
+
+  private validateEmail(raw: string): string {
+    const email = raw.trim().toLowerCase();
+    if (email.length > EMAIL_MAX || !EMAIL_RE.test(email))
+      throw badInput("email", "Not a valid email address");
+    return email;
+  }
+
+  async signUp(input: { email: string; password: string; workspaceName: string }): Promise<IssuedToken> {
+    const email = this.validateEmail(input.email);
+    if (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX) {
+      throw badInput("password", `Password must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters`);
+    }
+    const workspaceName = input.workspaceName.trim();
+    if (workspaceName.length < 1 || workspaceName.length > WORKSPACE_NAME_MAX) {
+      throw badInput("workspaceName", `Workspace name must be 1-${WORKSPACE_NAME_MAX} characters`);
+    }
+    const passwordHash = await argon2Hash(input.password);
+    let workspaceId = "";
+    let issued: IssuedToken;
+    try {
+      issued = await this.ds.transaction(async (m) => {
+        const plan = await m.getRepository(Plan).findOneByOrFail({ name: DEFAULT_PLAN });
+        const account = await m
+          .getRepository(Account)
+          .save(m.getRepository(Account).create({ email, passwordHash }));
+        const ws = await m
+          .getRepository(Workspace)
+          .save(m.getRepository(Workspace).create({ name: workspaceName, planId: plan.id }));
+        workspaceId = ws.id;
+        await m
+          .getRepository(Membership)
+          .save(
+            m
+              .getRepository(Membership)
+              .create({ accountId: account.id, workspaceId: ws.id, role: MembershipRole.OWNER }),
+          );
+        const token = await this.issue(
+          m.getRepository(AccessToken),
+          account.id,
+          AccessTokenKind.SESSION,
+          "session",
+        );
+        return { token, account };
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw badInput("email", "An account with this email already exists");
+      throw err;
+    }
+    await this.publication.safely("workspace", () => this.publication.publishWorkspaces([workspaceId]));
+    return issued;
+  }
+
+  async logIn(rawEmail: string, password: string, ip: string): Promise<IssuedToken> {
+    const email = rawEmail.trim().toLowerCase().slice(0, EMAIL_MAX);
+    await this.limiter.hit(email, ip);
+    const account = await this.ds.getRepository(Account).findOneBy({ email });
+    // Hash anyway when the account is unknown, so response timing doesn't reveal which emails exist.
+    let ok = false;
+    if (account) {
+      ok = await argon2Verify(account.passwordHash, password.slice(0, PASSWORD_MAX)).catch(() => false);
+    } else {
+      await argon2Hash(password.slice(0, PASSWORD_MAX));
+    }
+    if (!account || !ok) throw unauthenticated("Wrong email or password");
+    const token = await this.issue(
+      this.ds.getRepository(AccessToken),
+      account.id,
+      AccessTokenKind.SESSION,
+      "session",
+    );
+    return { token, account };
+  }
+
+  /** A new session token for an account (used by the demo bootstrap; no password involved). */
+  issueSessionToken(accountId: string): Promise<string> {
+    return this.issue(this.ds.getRepository(AccessToken), accountId, AccessTokenKind.SESSION, "session");
+  }
+
+  private async issue(
+    repo: Repository<AccessToken>,
+    accountId: string,
+    kind: AccessTokenKind,
+    name: string,
+    expiresInSeconds?: number | null,
+  ): Promise<string> {
+    const token = newToken(kind);
+    const ttl = kind === AccessTokenKind.SESSION ? this.opts.sessionTtlSeconds : (expiresInSeconds ?? null);
+    await repo.save(
+      repo.create({
+        accountId,
+        tokenHash: sha256(token),
+        kind,
+        name,
+        expiresAt: ttl ? new Date(Date.now() + ttl * 1000) : null,
+      }),
+    );
+    return token;
+  }
+
+  async createAccessToken(
+    ctx: RequestContext,
+    name: string,
+    expiresInSeconds?: number | null,
+  ): Promise<{ token: string; accessToken: AccessToken }> {
+    const accountId = requireAccount(ctx);
+    const trimmed = name.trim();
+    if (trimmed.length < 1 || trimmed.length > TOKEN_NAME_MAX) {
+      throw badInput("name", `Token name must be 1-${TOKEN_NAME_MAX} characters`);
+    }
+    if (expiresInSeconds != null && (expiresInSeconds < 60 || expiresInSeconds > 10 * 365 * 24 * 3600)) {
+      throw badInput("expiresInSeconds", "expiresInSeconds must be between 60 and 315360000");
+    }
+    const repo = this.ds.getRepository(AccessToken);
+    const token = await this.issue(repo, accountId, AccessTokenKind.PERSONAL, trimmed, expiresInSeconds);
+    const accessToken = await repo.findOneByOrFail({ tokenHash: sha256(token) });
+    return { token, accessToken };
+  }
+
+  /** Revokes one of the caller's tokens (another account's token id answers NOT_FOUND). */
+  async revokeAccessToken(ctx: RequestContext, id: string): Promise<AccessToken> {
+    const accountId = requireAccount(ctx);
+    if (!isUuid(id)) throw notFound("Access token");
+    const repo = this.ds.getRepository(AccessToken);
+    const row = await repo.findOneBy({ id, accountId });
+    if (!row) throw notFound("Access token");
+    if (!row.revokedAt) {
+      row.revokedAt = new Date();
+      await repo.save(row);
+    }
+    return row;
+  }
+
+  async listAccessTokens(ctx: RequestContext): Promise<AccessToken[]> {
+    const accountId = requireAccount(ctx);
+    return this.ds.getRepository(AccessToken).find({
+      where: { accountId, revokedAt: IsNull() },
+      order: { createdAt: "DESC" },
+    });
+  }
+
+  async account(ctx: RequestContext): Promise<Account> {
+    const accountId = requireAccount(ctx);
+    return this.ds.getRepository(Account).findOneByOrFail({ id: accountId });
+  }
+}
+
+/** The caller's account id; the operator (no account) and anonymous callers are refused. */
+export function requireAccount(ctx: RequestContext): string {
+  if (!ctx.principal) throw unauthenticated();
+  if (ctx.principal.kind !== "account")
+    throw forbidden("This operation needs an account token, not the operator token");
+  return ctx.principal.accountId;
+}
+
+export function requireAuthenticated(ctx: RequestContext): void {
+  if (!ctx.principal) throw unauthenticated();
+}

@@ -1,0 +1,46 @@
+import { createHash } from "node:crypto";
+import { Redis } from "ioredis";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import { tooManyRequests } from "../common/errors";
+
+/**
+ * Fixed-window counters in Redis: every login attempt counts against the email and against the client IP;
+ * once either exceeds `maxAttempts` within `windowSeconds` the attempt is refused (TOO_MANY_REQUESTS)
+ * before the password is checked.
+ */
+export class LoginRateLimiter {
+  constructor(
+    private readonly redis: Redis,
+    private readonly names: RedisNames,
+    private readonly maxAttempts: number,
+    private readonly windowSeconds: number,
+  ) {}
+
+  private static subject(v: string): string {
+    return createHash("sha256").update(v, "utf8").digest("hex").slice(0, 32);
+  }
+
+  async hit(email: string, ip: string): Promise<void> {
+    const keys = [
+      this.names.loginAttempts("email", LoginRateLimiter.subject(email)),
+      this.names.loginAttempts("ip", LoginRateLimiter.subject(ip)),
+    ];
+    const multi = this.redis.multi();
+    for (const k of keys) {
+      multi.incr(k);
+      multi.expire(k, this.windowSeconds, "NX");
+      multi.pttl(k);
+    }
+    const res = (await multi.exec()) ?? [];
+    for (let i = 0; i < keys.length; i++) {
+      const count = Number(res[i * 3]?.[1] ?? 0);
+      const pttl = Number(res[i * 3 + 2]?.[1] ?? 0);
+      if (count > this.maxAttempts) {
+        throw tooManyRequests(
+          "Too many login attempts; try again later",
+          Math.max(1, Math.ceil((pttl > 0 ? pttl : this.windowSeconds * 1000) / 1000)),
+        );
+      }
+    }
+  }
+}

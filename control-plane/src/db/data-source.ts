@@ -1,0 +1,67 @@
+import { DataSource } from "typeorm";
+import { Account } from "../accounts/account.entity";
+import { AllowlistEntry } from "../allowlist/allowlist-entry.entity";
+import { ApiKey } from "../apps/api-key.entity";
+import { App } from "../apps/app.entity";
+import { AccessToken } from "../auth/access-token.entity";
+import { Network } from "../networks/network.entity";
+import { Upstream } from "../networks/upstream.entity";
+import { Plan } from "../plans/plan.entity";
+import { Membership } from "../workspaces/membership.entity";
+import { Workspace } from "../workspaces/workspace.entity";
+import { Initial1700000000000 } from "./migrations/1700000000000-initial";
+
+export const ENTITIES = [
+  Account,
+  Workspace,
+  Membership,
+  AccessToken,
+  Plan,
+  App,
+  ApiKey,
+  AllowlistEntry,
+  Network,
+  Upstream,
+];
+
+/** Checked-in migrations, oldest first. The schema is never synchronised from the entities. */
+export const MIGRATIONS = [Initial1700000000000];
+
+/** Fixed key of the session-level advisory lock held while migrations run. */
+export const MIGRATION_LOCK_KEY = 7_285_310_002;
+
+export function createDataSource(databaseUrl: string, poolSize = 10): DataSource {
+  return new DataSource({
+    type: "postgres",
+    url: databaseUrl,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsTableName: "typeorm_migrations",
+    synchronize: false,
+    migrationsRun: false,
+    logging: false,
+    // migrate() holds one connection for the advisory lock while TypeORM migrates on another.
+    extra: { max: Math.max(2, poolSize) },
+  });
+}
+
+/**
+ * Runs pending migrations while holding `pg_advisory_lock(MIGRATION_LOCK_KEY)`, so two processes
+ * starting together apply each migration once: the second waits, then finds nothing to do.
+ * Returns the names of the migrations this call applied.
+ */
+export async function migrate(ds: DataSource): Promise<string[]> {
+  const runner = ds.createQueryRunner();
+  await runner.connect();
+  try {
+    await runner.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+    try {
+      const applied = await ds.runMigrations({ transaction: "each" });
+      return applied.map((m) => m.name);
+    } finally {
+      await runner.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    await runner.release();
+  }
+}

@@ -1,0 +1,34 @@
+import { GraphQLSchema, lexicographicSortSchema, printSchema } from "graphql";
+import { buildSchema } from "type-graphql";
+import { AllowlistResolver } from "../allowlist/allowlist.resolver";
+import { AppResolver } from "../apps/app.resolver";
+import { AuthResolver } from "../auth/auth.resolver";
+import { NetworkResolver } from "../networks/network.resolver";
+import { PlanResolver } from "../plans/plan.resolver";
+import { WorkspaceResolver } from "../workspaces/workspace.resolver";
+
+export const RESOLVERS = [
+  AuthResolver,
+  WorkspaceResolver,
+  AppResolver,
+  AllowlistResolver,
+  NetworkResolver,
+  PlanResolver,
+] as const;
+
+let cached: Promise<GraphQLSchema> | undefined;
+
+/** The executable schema (built once per process; type-graphql metadata is global). */
+export function buildControlPlaneSchema(): Promise<GraphQLSchema> {
+  cached ??= buildSchema({
+    resolvers: RESOLVERS,
+    validate: { forbidUnknownValues: false },
+  });
+  return cached;
+}
+
+/** SDL as checked in at the repo root (`schema.graphql`), sorted for stable diffs. */
+export async function printControlPlaneSchema(): Promise<string> {
+  const schema = await buildControlPlaneSchema();
+  return `# Generated from control-plane/src by \`npm run schema\`; do not edit.\n\n${printSchema(lexicographicSortSchema(schema))}\n`;
+}

@@ -1,0 +1,41 @@
+import "reflect-metadata";
+import { createLogger } from "../../shared/src/log/logger";
+import { loadConfig } from "./config";
+import { createControlPlane } from "./server";
+
+/** Control plane process: GraphQL at POST /graphql on CONTROL_PLANE_PORT. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger("control-plane", config.logLevel);
+  if (config.adminTokenGenerated) {
+    log.warn(
+      "ADMIN_TOKEN is not set: generated a random operator token for this process (set ADMIN_TOKEN to fix it)",
+    );
+  }
+  if (config.keyEncryptionSecretIsDefault) {
+    log.warn("KEY_ENCRYPTION_SECRET is not set: using the fixed development secret; set it in production");
+  }
+  const cp = await createControlPlane(config, { log });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    cp.close().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+main().catch((err) => {
+  process.stderr.write(
+    `control plane failed to start: ${err instanceof Error ? err.message : String(err)}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,47 @@
+import { Field, ID, Int, ObjectType, registerEnumType } from "type-graphql";
+import { Column, CreateDateColumn, Entity, OneToMany, PrimaryGeneratedColumn } from "typeorm";
+import { Upstream } from "./upstream.entity";
+
+export enum NetworkProtocol {
+  EVM = "EVM",
+  SUBSTRATE = "SUBSTRATE",
+}
+registerEnumType(NetworkProtocol, { name: "NetworkProtocol" });
+
+@ObjectType()
+@Entity({ name: "networks" })
+export class Network {
+  @Field(() => ID)
+  @PrimaryGeneratedColumn("uuid")
+  id: string;
+
+  /** Path segment on the data plane: `/{slug}/rpc`. */
+  @Field()
+  @Column({ type: "text", unique: true })
+  slug: string;
+
+  @Field()
+  @Column({ type: "varchar", length: 64 })
+  name: string;
+
+  @Field(() => NetworkProtocol)
+  @Column({ type: "text" })
+  protocol: NetworkProtocol;
+
+  @Field(() => Int, { nullable: true })
+  @Column({ name: "chain_id", type: "integer", nullable: true })
+  chainId: number | null;
+
+  @Field()
+  @Column({ name: "allow_debug", type: "boolean", default: false })
+  allowDebug: boolean;
+
+  @OneToMany(
+    () => Upstream,
+    (u) => u.network,
+  )
+  upstreams: Upstream[];
+
+  @CreateDateColumn({ name: "created_at", type: "timestamptz" })
+  createdAt: Date;
+}

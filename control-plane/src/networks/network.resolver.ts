@@ -1,0 +1,90 @@
+import { IsOptional, MaxLength } from "class-validator";
+import {
+  Arg,
+  Ctx,
+  Field,
+  FieldResolver,
+  ID,
+  InputType,
+  Int,
+  Mutation,
+  Query,
+  Resolver,
+  Root,
+} from "type-graphql";
+import { forbidden } from "../common/errors";
+import { GqlContext } from "../graphql/context";
+import { Network, NetworkProtocol } from "./network.entity";
+import { NETWORK_NAME_MAX, URL_MAX } from "./network.service";
+import { Upstream } from "./upstream.entity";
+
+@InputType()
+export class CreateNetworkInput {
+  @Field()
+  @MaxLength(48)
+  slug: string;
+
+  @Field()
+  @MaxLength(NETWORK_NAME_MAX)
+  name: string;
+
+  @Field(() => NetworkProtocol)
+  protocol: NetworkProtocol;
+
+  @Field(() => Int, { nullable: true })
+  chainId?: number | null;
+
+  @Field(() => Boolean, { nullable: true, description: "Let debug_* reach this network's shared nodes." })
+  allowDebug?: boolean | null;
+}
+
+@InputType()
+export class AddUpstreamInput {
+  @Field()
+  @MaxLength(URL_MAX)
+  httpUrl: string;
+
+  @Field(() => String, { nullable: true })
+  @IsOptional()
+  @MaxLength(URL_MAX)
+  wsUrl?: string | null;
+
+  @Field(() => Int, { nullable: true, description: "Relative share of traffic, 1..1000 (default 1)." })
+  weight?: number | null;
+}
+
+@Resolver(() => Network)
+export class NetworkResolver {
+  @Query(() => [Network], { description: "Readable by everyone; upstreams only by the operator." })
+  networks(@Ctx() ctx: GqlContext): Promise<Network[]> {
+    return ctx.services.networks.list();
+  }
+
+  @FieldResolver(() => [Upstream], { nullable: true, description: "Operator only." })
+  upstreams(@Root() net: Network, @Ctx() ctx: GqlContext): Promise<Upstream[]> {
+    if (ctx.principal?.kind !== "operator") throw forbidden("Upstreams are visible to the operator only");
+    return ctx.services.networks.upstreams(net.id);
+  }
+
+  @Mutation(() => Network, { description: "Operator only." })
+  createNetwork(
+    @Arg("input", () => CreateNetworkInput) input: CreateNetworkInput,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Network> {
+    return ctx.services.networks.create(ctx, input);
+  }
+
+  @Mutation(() => Upstream, { description: "Operator only." })
+  addUpstream(
+    @Arg("networkSlug", () => String) networkSlug: string,
+    @Arg("input", () => AddUpstreamInput) input: AddUpstreamInput,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Upstream> {
+    return ctx.services.networks.addUpstream(ctx, networkSlug, input);
+  }
+
+  @Mutation(() => Upstream, { description: "Operator only. Returns the removed upstream." })
+  removeUpstream(@Arg("id", () => ID) id: string, @Ctx() ctx: GqlContext): Promise<Upstream> {
+    return ctx.services.networks.removeUpstream(ctx, id);
+  }
+}

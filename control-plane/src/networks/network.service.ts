@@ -1,0 +1,124 @@
+import { DataSource } from "typeorm";
+import { RequestContext } from "../auth/context";
+import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
+import { PublicationService } from "../publication/publication.service";
+import { Network, NetworkProtocol } from "./network.entity";
+import { Upstream } from "./upstream.entity";
+
+export const SLUG_RE = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
+export const NETWORK_NAME_MAX = 64;
+export const URL_MAX = 2048;
+export const MAX_UPSTREAMS_PER_NETWORK = 64;
+
+export function requireOperator(ctx: RequestContext): void {
+  if (!ctx.principal) throw unauthenticated();
+  if (ctx.principal.kind !== "operator") throw forbidden("Only the operator may do this");
+}
+
+function checkUrl(field: string, raw: string, protocols: string[]): string {
+  const v = raw.trim();
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    throw badInput(field, `${field} must be a ${protocols.join(" or ")} URL`);
+  }
+  if (v.length > URL_MAX || !protocols.includes(url.protocol)) {
+    throw badInput(
+      field,
+      `${field} must be a ${protocols.join(" or ")} URL of at most ${URL_MAX} characters`,
+    );
+  }
+  return v;
+}
+
+export class NetworkService {
+  constructor(
+    private readonly ds: DataSource,
+    private readonly publication: PublicationService,
+  ) {}
+
+  list(): Promise<Network[]> {
+    return this.ds.getRepository(Network).find({ order: { slug: "ASC" } });
+  }
+
+  upstreams(networkId: string): Promise<Upstream[]> {
+    return this.ds
+      .getRepository(Upstream)
+      .find({ where: { networkId }, order: { createdAt: "ASC", id: "ASC" } });
+  }
+
+  async create(
+    ctx: RequestContext,
+    input: {
+      slug: string;
+      name: string;
+      protocol: NetworkProtocol;
+      chainId?: number | null;
+      allowDebug?: boolean | null;
+    },
+  ): Promise<Network> {
+    requireOperator(ctx);
+    const slug = input.slug.trim();
+    if (!SLUG_RE.test(slug)) {
+      throw badInput("slug", "slug must be 1-48 characters of a-z 0-9 and -, not starting or ending with -");
+    }
+    const name = input.name.trim();
+    if (name.length < 1 || name.length > NETWORK_NAME_MAX) {
+      throw badInput("name", `name must be 1-${NETWORK_NAME_MAX} characters`);
+    }
+    if (input.chainId != null && input.chainId <= 0) throw badInput("chainId", "chainId must be positive");
+    const repo = this.ds.getRepository(Network);
+    let net: Network;
+    try {
+      net = await repo.save(
+        repo.create({
+          slug,
+          name,
+          protocol: input.protocol,
+          chainId: input.chainId ?? null,
+          allowDebug: input.allowDebug ?? false,
+        }),
+      );
+    } catch (err) {
+      if (isUniqueViolation(err)) throw badInput("slug", `A network with slug "${slug}" already exists`);
+      throw err;
+    }
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return net;
+  }
+
+  async addUpstream(
+    ctx: RequestContext,
+    networkSlug: string,
+    input: { httpUrl: string; wsUrl?: string | null; weight?: number | null },
+  ): Promise<Upstream> {
+    requireOperator(ctx);
+    const net = await this.ds.getRepository(Network).findOneBy({ slug: networkSlug });
+    if (!net) throw notFound("Network");
+    const httpUrl = checkUrl("httpUrl", input.httpUrl, ["http:", "https:"]);
+    const wsUrl =
+      input.wsUrl == null || input.wsUrl === "" ? null : checkUrl("wsUrl", input.wsUrl, ["ws:", "wss:"]);
+    const weight = input.weight ?? 1;
+    if (!Number.isInteger(weight) || weight < 1 || weight > 1000)
+      throw badInput("weight", "weight must be 1..1000");
+    const repo = this.ds.getRepository(Upstream);
+    if ((await repo.countBy({ networkId: net.id })) >= MAX_UPSTREAMS_PER_NETWORK) {
+      throw badInput("httpUrl", `A network may have at most ${MAX_UPSTREAMS_PER_NETWORK} upstreams`);
+    }
+    const up = await repo.save(repo.create({ networkId: net.id, httpUrl, wsUrl, weight }));
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return up;
+  }
+
+  async removeUpstream(ctx: RequestContext, id: string): Promise<Upstream> {
+    requireOperator(ctx);
+    if (!isUuid(id)) throw notFound("Upstream");
+    const repo = this.ds.getRepository(Upstream);
+    const up = await repo.findOneBy({ id });
+    if (!up) throw notFound("Upstream");
+    await repo.delete({ id });
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return up;
+  }
+}

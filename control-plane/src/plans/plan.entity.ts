@@ -1,0 +1,46 @@
+import { Field, ID, Int, ObjectType } from "type-graphql";
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn, UpdateDateColumn } from "typeorm";
+
+/** Postgres bigint comes back as a string; these limits fit comfortably in a JS number. */
+export const bigintToNumber = {
+  to: (v: number | null | undefined) => v,
+  from: (v: string | null) => (v === null ? null : Number(v)),
+};
+
+/** Operator-editable rows; seeded by a migration (free, growth, enterprise). */
+@ObjectType()
+@Entity({ name: "plans" })
+export class Plan {
+  @Field(() => ID)
+  @PrimaryGeneratedColumn("uuid")
+  id: string;
+
+  @Field()
+  @Column({ type: "text", unique: true })
+  name: string;
+
+  /** Response units per workspace per UTC day. */
+  @Field(() => Int)
+  @Column({ name: "daily_request_limit", type: "bigint", transformer: bigintToNumber })
+  dailyRequestLimit: number;
+
+  /** Requests per second per app key. */
+  @Field(() => Int)
+  @Column({ name: "requests_per_second", type: "integer" })
+  requestsPerSecond: number;
+
+  /** Null = no monthly limit. Float in GraphQL because it may exceed 32 bits. */
+  @Field(() => Number, { nullable: true })
+  @Column({ name: "monthly_request_limit", type: "bigint", nullable: true, transformer: bigintToNumber })
+  monthlyRequestLimit: number | null;
+
+  @Field(() => Int)
+  @Column({ name: "max_dedicated_nodes", type: "integer", default: 0 })
+  maxDedicatedNodes: number;
+
+  @CreateDateColumn({ name: "created_at", type: "timestamptz" })
+  createdAt: Date;
+
+  @UpdateDateColumn({ name: "updated_at", type: "timestamptz" })
+  updatedAt: Date;
+}

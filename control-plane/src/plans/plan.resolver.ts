@@ -1,0 +1,41 @@
+import { IsOptional, Max, MaxLength, Min } from "class-validator";
+import { Arg, Ctx, Field, InputType, Int, Mutation, Query, Resolver } from "type-graphql";
+import { GqlContext } from "../graphql/context";
+import { Plan } from "./plan.entity";
+
+@InputType()
+export class PlanInput {
+  @Field()
+  @MaxLength(32)
+  name: string;
+
+  @Field(() => Int)
+  @Min(1)
+  dailyRequestLimit: number;
+
+  @Field(() => Int)
+  @Min(1)
+  requestsPerSecond: number;
+
+  @Field(() => Number, { nullable: true, description: "Null = no monthly limit." })
+  monthlyRequestLimit?: number | null;
+
+  @Field(() => Int, { nullable: true })
+  @IsOptional()
+  @Min(0)
+  @Max(10_000)
+  maxDedicatedNodes?: number | null;
+}
+
+@Resolver(() => Plan)
+export class PlanResolver {
+  @Query(() => [Plan], { description: "Any authenticated caller." })
+  plans(@Ctx() ctx: GqlContext): Promise<Plan[]> {
+    return ctx.services.plans.list(ctx);
+  }
+
+  @Mutation(() => Plan, { description: "Operator: create or edit a plan by name." })
+  upsertPlan(@Arg("input", () => PlanInput) input: PlanInput, @Ctx() ctx: GqlContext): Promise<Plan> {
+    return ctx.services.plans.upsert(ctx, input);
+  }
+}

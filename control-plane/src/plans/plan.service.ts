@@ -1,0 +1,73 @@
+import { DataSource } from "typeorm";
+import { requireAuthenticated } from "../auth/auth.service";
+import { RequestContext } from "../auth/context";
+import { badInput } from "../common/errors";
+import { requireOperator } from "../networks/network.service";
+import { PublicationService } from "../publication/publication.service";
+import { Plan } from "./plan.entity";
+
+export const PLAN_NAME_RE = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+const MAX_LIMIT = 1e15;
+
+export interface PlanInputData {
+  name: string;
+  dailyRequestLimit: number;
+  requestsPerSecond: number;
+  monthlyRequestLimit?: number | null;
+  maxDedicatedNodes?: number | null;
+}
+
+export class PlanService {
+  constructor(
+    private readonly ds: DataSource,
+    private readonly publication: PublicationService,
+  ) {}
+
+  list(ctx: RequestContext): Promise<Plan[]> {
+    requireAuthenticated(ctx);
+    return this.ds.getRepository(Plan).find({ order: { dailyRequestLimit: "ASC", name: "ASC" } });
+  }
+
+  byId(id: string): Promise<Plan> {
+    return this.ds.getRepository(Plan).findOneByOrFail({ id });
+  }
+
+  /** Operator: creates or edits a plan by name; every workspace on it is re-published. */
+  async upsert(ctx: RequestContext, input: PlanInputData): Promise<Plan> {
+    requireOperator(ctx);
+    if (!PLAN_NAME_RE.test(input.name)) {
+      throw badInput(
+        "name",
+        "Plan name must be 1-32 characters of a-z 0-9 _ -, starting with a letter or digit",
+      );
+    }
+    const positive = (field: string, v: number) => {
+      if (!Number.isInteger(v) || v < 1 || v > MAX_LIMIT)
+        throw badInput(field, `${field} must be a positive integer`);
+    };
+    positive("dailyRequestLimit", input.dailyRequestLimit);
+    positive("requestsPerSecond", input.requestsPerSecond);
+    if (input.requestsPerSecond > 2_000_000_000)
+      throw badInput("requestsPerSecond", "requestsPerSecond is too large");
+    if (input.monthlyRequestLimit != null) positive("monthlyRequestLimit", input.monthlyRequestLimit);
+    const maxNodes = input.maxDedicatedNodes ?? 0;
+    if (!Number.isInteger(maxNodes) || maxNodes < 0 || maxNodes > 10_000) {
+      throw badInput("maxDedicatedNodes", "maxDedicatedNodes must be 0..10000");
+    }
+    const plan = await this.ds.transaction(async (m) => {
+      const repo = m.getRepository(Plan);
+      const existing = await repo.findOne({
+        where: { name: input.name },
+        lock: { mode: "pessimistic_write" },
+      });
+      const row = existing ?? repo.create({ name: input.name });
+      row.dailyRequestLimit = input.dailyRequestLimit;
+      row.requestsPerSecond = input.requestsPerSecond;
+      row.monthlyRequestLimit = input.monthlyRequestLimit ?? null;
+      row.maxDedicatedNodes = maxNodes;
+      return repo.save(row);
+    });
+    await this.publication.safely("plan", () => this.publication.publishPlan(plan.id));
+    return plan;
+  }
+}

@@ -1,0 +1,311 @@
+import { Redis } from "ioredis";
+import { DataSource } from "typeorm";
+import { Logger } from "../../../shared/src/log/logger";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import {
+  KeyRecord,
+  KeyRecordSchema,
+  NetworkRecord,
+  NetworkRecordSchema,
+  PlaneEvent,
+  PlanLimits,
+  WorkspaceRecord,
+} from "../../../shared/src/redis/records";
+
+interface LiveKeyRow {
+  key_hash: string;
+  expires_at: Date | null;
+  app_id: string;
+  workspace_id: string;
+  plan_name: string;
+  daily_request_limit: string;
+  requests_per_second: number;
+  monthly_request_limit: string | null;
+}
+
+interface WorkspacePlanRow {
+  workspace_id: string;
+  plan_name: string;
+  daily_request_limit: string;
+  requests_per_second: number;
+  monthly_request_limit: string | null;
+}
+
+const LIVE_KEYS_SQL = `
+  SELECT k.key_hash, k.expires_at, a.id AS app_id, a.workspace_id,
+         p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit
+  FROM api_keys k
+  JOIN apps a ON a.id = k.app_id
+  JOIN workspaces w ON w.id = a.workspace_id
+  JOIN plans p ON p.id = w.plan_id
+  WHERE k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())`;
+
+function planLimits(row: {
+  plan_name: string;
+  daily_request_limit: string;
+  requests_per_second: number;
+  monthly_request_limit: string | null;
+}): PlanLimits {
+  return {
+    name: row.plan_name,
+    dailyRequestLimit: Number(row.daily_request_limit),
+    requestsPerSecond: row.requests_per_second,
+    monthlyRequestLimit: row.monthly_request_limit === null ? null : Number(row.monthly_request_limit),
+  };
+}
+
+export interface RepublishResult {
+  keys: number;
+  staleKeysRemoved: number;
+  workspaces: number;
+  networks: number;
+  plans: number;
+}
+
+/**
+ * Writes what the data plane reads (shared/src/redis/records.ts) under the RedisNames keys, after the
+ * Postgres change is committed, and announces it on the events channel. Writes and the PUBLISH of the
+ * matching event go in one MULTI, so a subscriber that reacts to an event always reads the new state.
+ *
+ * Publication failures (Redis down) are logged and do not fail the mutation that was already committed:
+ * the worker's periodic full re-publish repairs Redis.
+ */
+export class PublicationService {
+  constructor(
+    readonly dataSource: DataSource,
+    private readonly redis: Redis,
+    private readonly names: RedisNames,
+    private readonly log: Logger,
+  ) {}
+
+  private queue: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Runs a publication step after the change is committed; logs instead of throwing (the committed change
+   * stands). Steps of this process run one at a time, each reading Postgres then writing Redis, so a
+   * slower, older snapshot can never overwrite a newer one. (Across several control-plane processes the
+   * periodic full re-publish is the backstop.)
+   */
+  safely(what: string, fn: () => Promise<unknown>): Promise<void> {
+    const run = this.queue.then(fn).then(
+      () => undefined,
+      (err) => {
+        this.log.error({ err, what }, "publication to Redis failed; the periodic re-publish will repair it");
+      },
+    );
+    this.queue = run;
+    return run;
+  }
+
+  /** Full re-publish, queued behind (and ahead of) this process's other publication steps. */
+  republishAllSerial(): Promise<RepublishResult> {
+    const run = this.queue.then(() => this.republishAll());
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private event(e: PlaneEvent): string {
+    return JSON.stringify(e);
+  }
+
+  private async loadAllowlists(appIds: string[]): Promise<Map<string, KeyRecord["allowlist"]>> {
+    const out = new Map<string, KeyRecord["allowlist"]>();
+    for (const id of appIds) out.set(id, { origins: [], ips: [] });
+    if (appIds.length === 0) return out;
+    const rows: { app_id: string; kind: string; value: string }[] = await this.dataSource.query(
+      "SELECT app_id, kind, value FROM allowlist_entries WHERE app_id = ANY($1::uuid[]) ORDER BY created_at, id",
+      [appIds],
+    );
+    for (const r of rows) {
+      const list = out.get(r.app_id);
+      if (!list) continue;
+      if (r.kind === "ORIGIN") list.origins.push(r.value);
+      else list.ips.push(r.value);
+    }
+    return out;
+  }
+
+  private async buildKeyRecords(where: string, params: unknown[]): Promise<Map<string, KeyRecord>> {
+    const rows: LiveKeyRow[] = await this.dataSource.query(`${LIVE_KEYS_SQL} AND ${where}`, params);
+    const allowlists = await this.loadAllowlists([...new Set(rows.map((r) => r.app_id))]);
+    const out = new Map<string, KeyRecord>();
+    for (const r of rows) {
+      const rec: KeyRecord = {
+        kind: "app",
+        workspaceId: r.workspace_id,
+        appId: r.app_id,
+        nodeId: null,
+        plan: planLimits(r),
+        allowlist: allowlists.get(r.app_id) ?? { origins: [], ips: [] },
+        expiresAtMs: r.expires_at ? r.expires_at.getTime() : null,
+        rpcMethods: null,
+      };
+      out.set(r.key_hash, KeyRecordSchema.parse(rec));
+    }
+    return out;
+  }
+
+  private queueKeyWrites(multi: ReturnType<Redis["multi"]>, records: Map<string, KeyRecord>): void {
+    for (const [hash, rec] of records) {
+      const key = this.names.apiKey(hash);
+      multi.set(key, JSON.stringify(rec));
+      if (rec.expiresAtMs !== null) multi.pexpireat(key, rec.expiresAtMs);
+    }
+  }
+
+  /**
+   * Key changes of some apps: rewrites every live key record of `appIds` (announced as `key.upsert`) and
+   * deletes `revokedKeyHashes` (announced as `key.revoke`).
+   */
+  async publishKeys(appIds: string[], revokedKeyHashes: string[] = []): Promise<void> {
+    const records =
+      appIds.length > 0 ? await this.buildKeyRecords("a.id = ANY($1::uuid[])", [appIds]) : new Map();
+    const multi = this.redis.multi();
+    this.queueKeyWrites(multi, records);
+    for (const hash of revokedKeyHashes) multi.del(this.names.apiKey(hash));
+    for (const hash of records.keys()) {
+      multi.publish(this.names.eventsChannel(), this.event({ type: "key.upsert", keyHash: hash }));
+    }
+    for (const hash of revokedKeyHashes) {
+      multi.publish(this.names.eventsChannel(), this.event({ type: "key.revoke", keyHash: hash }));
+    }
+    await multi.exec();
+  }
+
+  private async loadWorkspacePlans(where: string, params: unknown[]): Promise<WorkspaceRecord[]> {
+    const rows: WorkspacePlanRow[] = await this.dataSource.query(
+      `SELECT w.id AS workspace_id, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
+              p.monthly_request_limit
+       FROM workspaces w JOIN plans p ON p.id = w.plan_id WHERE ${where}`,
+      params,
+    );
+    return rows.map((r) => ({ workspaceId: r.workspace_id, plan: planLimits(r) }));
+  }
+
+  /** Plan change: rewrites the WorkspaceRecord and every key record of the workspaces. */
+  async publishWorkspaces(workspaceIds: string[]): Promise<void> {
+    if (workspaceIds.length === 0) return;
+    const wss = await this.loadWorkspacePlans("w.id = ANY($1::uuid[])", [workspaceIds]);
+    const records = await this.buildKeyRecords("a.workspace_id = ANY($1::uuid[])", [workspaceIds]);
+    const multi = this.redis.multi();
+    for (const ws of wss) multi.set(this.names.workspace(ws.workspaceId), JSON.stringify(ws));
+    this.queueKeyWrites(multi, records);
+    for (const ws of wss) {
+      multi.publish(
+        this.names.eventsChannel(),
+        this.event({ type: "workspace.update", workspaceId: ws.workspaceId }),
+      );
+    }
+    await multi.exec();
+  }
+
+  /** Workspaces on one plan (after the plan's limits were edited). */
+  async publishPlan(planId: string): Promise<void> {
+    const rows: { id: string }[] = await this.dataSource.query(
+      "SELECT id FROM workspaces WHERE plan_id = $1",
+      [planId],
+    );
+    await this.publishPlans();
+    await this.publishWorkspaces(rows.map((r) => r.id));
+  }
+
+  private async buildPlans(): Promise<Map<string, PlanLimits>> {
+    const rows: WorkspacePlanRow[] = await this.dataSource.query(
+      `SELECT '' AS workspace_id, name AS plan_name, daily_request_limit, requests_per_second,
+              monthly_request_limit FROM plans`,
+    );
+    return new Map(rows.map((r) => [r.plan_name, planLimits(r)]));
+  }
+
+  async publishPlans(): Promise<void> {
+    const plans = await this.buildPlans();
+    const multi = this.redis.multi();
+    multi.del(this.names.plans());
+    for (const [name, p] of plans) multi.hset(this.names.plans(), name, JSON.stringify(p));
+    await multi.exec();
+  }
+
+  private async buildNetworks(): Promise<NetworkRecord[]> {
+    const nets: {
+      id: string;
+      slug: string;
+      name: string;
+      protocol: "EVM" | "SUBSTRATE";
+      chain_id: number | null;
+      allow_debug: boolean;
+    }[] = await this.dataSource.query(
+      "SELECT id, slug, name, protocol, chain_id, allow_debug FROM networks ORDER BY slug",
+    );
+    const ups: { id: string; network_id: string; http_url: string; ws_url: string | null; weight: number }[] =
+      await this.dataSource.query(
+        "SELECT id, network_id, http_url, ws_url, weight FROM upstreams ORDER BY created_at, id",
+      );
+    return nets.map((n) =>
+      NetworkRecordSchema.parse({
+        slug: n.slug,
+        name: n.name,
+        protocol: n.protocol,
+        chainId: n.chain_id,
+        allowDebug: n.allow_debug,
+        upstreams: ups
+          .filter((u) => u.network_id === n.id)
+          .map((u) => ({ id: u.id, httpUrl: u.http_url, wsUrl: u.ws_url, weight: u.weight })),
+      }),
+    );
+  }
+
+  /** Replaces the networks hash and announces `networks.update`. */
+  async publishNetworks(): Promise<void> {
+    const nets = await this.buildNetworks();
+    const multi = this.redis.multi();
+    multi.del(this.names.networks());
+    for (const n of nets) multi.hset(this.names.networks(), n.slug, JSON.stringify(n));
+    multi.publish(this.names.eventsChannel(), this.event({ type: "networks.update" }));
+    await multi.exec();
+  }
+
+  /**
+   * Rebuilds everything the data plane reads from Postgres: every live key record (stale ones found by
+   * SCAN are deleted), every WorkspaceRecord, the networks and plans hashes; then publishes `resync` and
+   * sets `publishedAt`.
+   */
+  async republishAll(): Promise<RepublishResult> {
+    const records = await this.buildKeyRecords("TRUE", []);
+    const wss = await this.loadWorkspacePlans("TRUE", []);
+    const nets = await this.buildNetworks();
+    const plans = await this.buildPlans();
+
+    const stale: string[] = [];
+    const keyPrefix = this.names.apiKey("");
+    let cursor = "0";
+    do {
+      const [next, keys] = await this.redis.scan(cursor, "MATCH", this.names.apiKeyPattern(), "COUNT", 1000);
+      cursor = next;
+      for (const k of keys) if (!records.has(k.slice(keyPrefix.length))) stale.push(k);
+    } while (cursor !== "0");
+
+    const entries = [...records];
+    for (let i = 0; i < entries.length; i += 500) {
+      const multi = this.redis.multi();
+      this.queueKeyWrites(multi, new Map(entries.slice(i, i + 500)));
+      await multi.exec();
+    }
+    const multi = this.redis.multi();
+    for (let i = 0; i < stale.length; i += 500) multi.del(...stale.slice(i, i + 500));
+    for (const ws of wss) multi.set(this.names.workspace(ws.workspaceId), JSON.stringify(ws));
+    multi.del(this.names.networks());
+    for (const n of nets) multi.hset(this.names.networks(), n.slug, JSON.stringify(n));
+    multi.del(this.names.plans());
+    for (const [name, p] of plans) multi.hset(this.names.plans(), name, JSON.stringify(p));
+    multi.set(this.names.publishedAt(), new Date().toISOString());
+    multi.publish(this.names.eventsChannel(), this.event({ type: "resync" }));
+    await multi.exec();
+    return {
+      keys: records.size,
+      staleKeysRemoved: stale.length,
+      workspaces: wss.length,
+      networks: nets.length,
+      plans: plans.size,
+    };
+  }
+}

@@ -1,0 +1,50 @@
+import { Redis } from "ioredis";
+import { DataSource } from "typeorm";
+import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
+import { Logger } from "../../shared/src/log/logger";
+import { RedisNames } from "../../shared/src/redis/keys";
+import { AllowlistService } from "./allowlist/allowlist.service";
+import { AppService } from "./apps/app.service";
+import { AuthService } from "./auth/auth.service";
+import { LoginRateLimiter } from "./auth/login-rate-limit";
+import { ControlPlaneConfig } from "./config";
+import { NetworkService } from "./networks/network.service";
+import { PlanService } from "./plans/plan.service";
+import { PublicationService } from "./publication/publication.service";
+import { WorkspaceService } from "./workspaces/workspace.service";
+
+export interface Services {
+  config: ControlPlaneConfig;
+  auth: AuthService;
+  workspaces: WorkspaceService;
+  apps: AppService;
+  allowlist: AllowlistService;
+  networks: NetworkService;
+  plans: PlanService;
+  publication: PublicationService;
+}
+
+export function createServices(
+  config: ControlPlaneConfig,
+  ds: DataSource,
+  redis: Redis,
+  log: Logger,
+): Services {
+  const names = new RedisNames(config.redisKeyPrefix);
+  const publication = new PublicationService(ds, redis, names, log);
+  const workspaces = new WorkspaceService(ds, publication);
+  const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);
+  return {
+    config,
+    publication,
+    workspaces,
+    auth: new AuthService(ds, limiter, publication, {
+      adminToken: config.adminToken,
+      sessionTtlSeconds: config.sessionTtlSeconds,
+    }),
+    apps: new AppService(ds, workspaces, publication, deriveEncryptionKey(config.keyEncryptionSecret)),
+    allowlist: new AllowlistService(ds, workspaces, publication),
+    networks: new NetworkService(ds, publication),
+    plans: new PlanService(ds, publication),
+  };
+}

@@ -1,0 +1,31 @@
+import "reflect-metadata";
+import { createLogger } from "../../../shared/src/log/logger";
+import { loadConfig } from "../config";
+import { startWorker } from "./worker";
+
+/** Worker process: `node dist/control-plane/src/worker/main.js`. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger("control-plane-worker", config.logLevel);
+  const w = await startWorker(config, log);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "worker shutting down");
+    w.close().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, "worker shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+main().catch((err) => {
+  process.stderr.write(`worker failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,54 @@
+import { Arg, Ctx, FieldResolver, ID, Mutation, Query, Resolver, Root } from "type-graphql";
+import { App } from "../apps/app.entity";
+import { GqlContext } from "../graphql/context";
+import { Plan } from "../plans/plan.entity";
+import { Workspace } from "./workspace.entity";
+
+@Resolver(() => Workspace)
+export class WorkspaceResolver {
+  @Query(() => Workspace, {
+    description: "The caller's workspace; the operator passes an id (any workspace).",
+  })
+  workspace(
+    @Arg("id", () => ID, { nullable: true }) id: string | null,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Workspace> {
+    return ctx.services.workspaces.workspace(ctx, id);
+  }
+
+  @Query(() => [Workspace], { description: "Workspaces the caller belongs to (the operator: all)." })
+  workspaces(@Ctx() ctx: GqlContext): Promise<Workspace[]> {
+    return ctx.services.workspaces.workspacesOfCaller(ctx);
+  }
+
+  @FieldResolver(() => Plan)
+  async plan(@Root() ws: Workspace, @Ctx() ctx: GqlContext): Promise<Plan> {
+    return ws.plan ?? ctx.services.plans.byId(ws.planId);
+  }
+
+  @FieldResolver(() => [App])
+  apps(@Root() ws: Workspace, @Ctx() ctx: GqlContext): Promise<App[]> {
+    return ctx.services.apps.listForWorkspace(ws.id);
+  }
+
+  @Mutation(() => Workspace, { description: "Operator: move a workspace to a plan." })
+  setWorkspacePlan(
+    @Arg("workspaceId", () => ID) workspaceId: string,
+    @Arg("plan", () => String) plan: string,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Workspace> {
+    return ctx.services.workspaces.setWorkspacePlan(ctx, workspaceId, plan);
+  }
+
+  @Mutation(() => Workspace, {
+    description:
+      "Workspace OWNER: change the plan of the caller's workspace (or of workspaceId, if a member).",
+  })
+  changePlan(
+    @Arg("plan", () => String) plan: string,
+    @Arg("workspaceId", () => ID, { nullable: true }) workspaceId: string | null,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Workspace> {
+    return ctx.services.workspaces.changePlan(ctx, plan, workspaceId);
+  }
+}

@@ -1,0 +1,120 @@
+import { Redis } from "ioredis";
+import { ControlPlaneConfig, loadConfig } from "../../../control-plane/src/config";
+import { ControlPlane, createControlPlane } from "../../../control-plane/src/server";
+import { Logger } from "../../../shared/src/log/logger";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import { createTestDatabase, TestDatabase } from "../../helpers/postgres";
+import { createTestRedisNamespace, TEST_REDIS_URL, TestRedisNamespace } from "../../helpers/redis";
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789abcdef";
+
+/** GraphQL response data in tests: shape checked by the assertions that read it. */
+// biome-ignore lint/suspicious/noExplicitAny: test responses are walked freely and checked by assertions
+export type Json = Record<string, any>;
+
+export interface GqlResult<T = Json> {
+  status: number;
+  data: T | null;
+  errors?: { message: string; path?: string[]; extensions?: Json }[];
+}
+
+export interface Harness {
+  cp: ControlPlane;
+  config: ControlPlaneConfig;
+  db: TestDatabase;
+  ns: TestRedisNamespace;
+  names: RedisNames;
+  /** A separate Redis client for assertions. */
+  redis: Redis;
+  gql<T = Json>(query: string, variables?: Record<string, unknown>, token?: string): Promise<GqlResult<T>>;
+  /** Like gql but fails the test on errors; returns data. */
+  ok<T = Json>(query: string, variables?: Record<string, unknown>, token?: string): Promise<T>;
+  signUp(email?: string): Promise<{ token: string; accountId: string; workspaceId: string }>;
+  close(): Promise<void>;
+}
+
+let counter = 0;
+
+export async function startHarness(
+  env: Record<string, string> = {},
+  opts: { log?: Logger } = {},
+): Promise<Harness> {
+  const db = await createTestDatabase();
+  const ns = createTestRedisNamespace();
+  const config = loadConfig({
+    DATABASE_URL: db.url,
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_KEY_PREFIX: ns.prefix,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+    CONTROL_PLANE_PORT: "0",
+    ADMIN_TOKEN,
+    KEY_ENCRYPTION_SECRET: "test-key-encryption-secret-xyz",
+    PUBLIC_HTTP_URL: "https://rpc.example.test",
+    PUBLIC_WS_URL: "wss://rpc.example.test",
+    ...env,
+  });
+  const cp = await createControlPlane(config, { host: "127.0.0.1", log: opts.log });
+  const redis = new Redis(TEST_REDIS_URL);
+  const gql = async <T>(
+    query: string,
+    variables?: Record<string, unknown>,
+    token?: string,
+  ): Promise<GqlResult<T>> => {
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (token) headers.authorization = `Bearer ${token}`;
+    const res = await fetch(cp.url, { method: "POST", headers, body: JSON.stringify({ query, variables }) });
+    const body = (await res.json()) as { data?: T; errors?: GqlResult["errors"] };
+    return { status: res.status, data: body.data ?? null, errors: body.errors };
+  };
+  const h: Harness = {
+    cp,
+    config,
+    db,
+    ns,
+    names: new RedisNames(ns.prefix),
+    redis,
+    gql,
+    async ok<T>(query: string, variables?: Record<string, unknown>, token?: string) {
+      const r = await gql<T>(query, variables, token);
+      if (r.errors?.length) throw new Error(`GraphQL errors: ${JSON.stringify(r.errors)}`);
+      return r.data as T;
+    },
+    async signUp(email?: string) {
+      const e = email ?? `user${++counter}-${Date.now()}@example.com`;
+      const d = await h.ok<{ signUp: { token: string; account: { id: string } } }>(
+        `mutation($i: SignUpInput!) { signUp(input: $i) { token account { id email } } }`,
+        { i: { email: e, password: "correct horse battery", workspaceName: `WS ${e}` } },
+      );
+      const ws = await h.ok<{ workspace: { id: string } }>("{ workspace { id } }", {}, d.signUp.token);
+      return { token: d.signUp.token, accountId: d.signUp.account.id, workspaceId: ws.workspace.id };
+    },
+    async close() {
+      await cp.close();
+      redis.disconnect();
+      await ns.cleanup();
+      await db.drop();
+    },
+  };
+  return h;
+}
+
+/** The `extensions.code` of the first error (or undefined). */
+export function code(r: GqlResult): string | undefined {
+  return r.errors?.[0]?.extensions?.code;
+}
+
+export const APP_FIELDS = `id name environment workspaceId apiKey apiKeyCreatedAt previousApiKeyExpiresAt
+  allowlist { id kind value createdAt }`;
+
+export async function createApp(
+  h: Harness,
+  token: string,
+  name = "my app",
+): Promise<{ id: string; apiKey: string }> {
+  const d = await h.ok<{ createApp: { id: string; apiKey: string } }>(
+    `mutation($i: CreateAppInput!) { createApp(input: $i) { id apiKey } }`,
+    { i: { name, environment: "PRODUCTION" } },
+    token,
+  );
+  return d.createApp;
+}

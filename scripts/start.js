@@ -19,10 +19,8 @@ function log(msg) {
 
 function build() {
   log("building (tsc)…");
-  const r = spawnSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", "tsconfig.json"], {
-    cwd: root,
-    stdio: "inherit",
-  });
+  const tsc = path.join(root, "node_modules", ".bin", "tsc");
+  const r = spawnSync(tsc, ["-p", "tsconfig.json"], { cwd: root, stdio: "inherit" });
   if (r.status !== 0) throw new Error("build failed");
 }
 
@@ -167,7 +165,7 @@ async function main() {
     { cwd: root, env, encoding: "utf8" },
   );
   if (demo.status !== 0) throw new Error(`demo bootstrap failed:\n${demo.stderr}`);
-  const info = JSON.parse(demo.stdout.trim().split("\n").pop());
+  const info = JSON.parse(demo.stdout);
 
   const lines = [
     "",

@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { freePort } from "../helpers/ports";
+import { createTestDatabase, type TestDatabase } from "../helpers/postgres";
+import { type StartedProcess, startProcess } from "../helpers/process";
+import { createTestRedisNamespace, type TestRedisNamespace } from "../helpers/redis";
+
+const root = path.resolve(__dirname, "../../..");
+
+async function portOpen(port: number): Promise<boolean> {
+  try {
+    await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(500) });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("npm start (scripts/start.js)", function () {
+  this.timeout(90_000);
+  let db: TestDatabase;
+  let ns: TestRedisNamespace;
+  let proc: StartedProcess | undefined;
+  const ports = { cp: 0, dp: 0, anvil: 0 };
+
+  before(async () => {
+    db = await createTestDatabase();
+    ns = createTestRedisNamespace();
+    ports.cp = await freePort();
+    ports.dp = await freePort();
+    ports.anvil = await freePort();
+  });
+
+  after(async () => {
+    await proc?.stop();
+    await ns.cleanup();
+    await db.drop();
+  });
+
+  it("serves the printed demo key on the keyed endpoint, refuses a wrong one, and stops everything on SIGTERM", async () => {
+    proc = await startProcess(process.execPath, ["scripts/start.js"], {
+      cwd: root,
+      env: {
+        SKIP_BUILD: "1",
+        DATABASE_URL: db.url,
+        REDIS_KEY_PREFIX: ns.prefix,
+        CONTROL_PLANE_PORT: String(ports.cp),
+        DATA_PLANE_PORT: String(ports.dp),
+        DEMO_ANVIL_PORT: String(ports.anvil),
+        LOG_LEVEL: "warn",
+      },
+      readyLine: /Ctrl-C stops everything/,
+      timeoutMs: 60_000,
+    });
+    const out = proc.output();
+    const key = /API key:\s+(\S+)/.exec(out)?.[1];
+    const url = /local-evm HTTPS: (\S+)/.exec(out)?.[1];
+    assert.ok(key && url, `banner incomplete:\n${out}`);
+    assert.ok(url.startsWith(`http://127.0.0.1:${ports.dp}/local-evm/rpc?apikey=`));
+
+    const call = (u: string) =>
+      fetch(u, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "eth_chainId" }),
+      });
+    const ok = await call(url);
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await ok.json(), { jsonrpc: "2.0", id: 7, result: "0x7a69" });
+
+    const bad = await call(`http://127.0.0.1:${ports.dp}/local-evm/rpc?apikey=wrong`);
+    assert.equal(bad.status, 401);
+    assert.equal(((await bad.json()) as { error: { code: number } }).error.code, -32016);
+
+    const code = await proc.stop(20_000);
+    assert.equal(code, 0, proc.output());
+    for (const p of [ports.cp, ports.dp, ports.anvil])
+      assert.equal(await portOpen(p), false, `port ${p} still open`);
+  });
+});

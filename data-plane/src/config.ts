@@ -1,0 +1,57 @@
+import { z } from "zod";
+import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
+
+/**
+ * Data-plane configuration, parsed once from the environment. Every duration is in milliseconds and every
+ * size in bytes; the unit is part of the variable name.
+ */
+export const dataPlaneEnvShape = {
+  ...commonEnvShape,
+  DATA_PLANE_PORT: env.port(8080),
+  /** Interface the HTTP server binds to. */
+  DATA_PLANE_HOST: z.string().default("0.0.0.0"),
+  /** Comma-separated CIDRs (or single addresses) of reverse proxies whose X-Forwarded-For is trusted. */
+  TRUSTED_PROXIES: env.list(""),
+  /** Request bodies above this size are refused with 413 as soon as the cap is crossed. */
+  MAX_BODY_BYTES: env.int(1024 * 1024, 2, 64 * 1024 * 1024),
+  /** A request whose body has not fully arrived after this long is closed (slow-body defence). */
+  BODY_TIMEOUT_MS: env.int(10_000, 100, 600_000),
+  /** Whole upstream exchange (headers and body) per attempt. */
+  UPSTREAM_TIMEOUT_MS: env.int(10_000, 50, 600_000),
+  /** Keep-alive connections per upstream node. */
+  UPSTREAM_CONNECTIONS: env.int(64, 1, 4096),
+  /** Attempts per request across different upstreams (first try + failovers). */
+  UPSTREAM_MAX_ATTEMPTS: env.int(3, 1, 10),
+  /**
+   * Single calls arriving in the same event-loop turn go upstream as one JSON-RPC batch of up to this
+   * many (large-answer methods and sends excepted). 1 disables coalescing.
+   */
+  UPSTREAM_COALESCE_MAX: env.int(20, 1, 1000),
+  /** Positive key-record cache lifetime (events invalidate sooner). */
+  KEY_CACHE_TTL_MS: env.int(60_000, 100, 86_400_000),
+  KEY_CACHE_MAX_ENTRIES: env.int(100_000, 10, 10_000_000),
+  /** How long an unknown key is remembered as unknown (cleared at once by key.upsert). */
+  NEGATIVE_KEY_CACHE_TTL_MS: env.int(2_000, 0, 60_000),
+  /** Redis command timeout on the request path (key lookups on a cache miss). */
+  REDIS_COMMAND_TIMEOUT_MS: env.int(1_000, 50, 60_000),
+  /** Response cache bound (approximate bytes of cached JSON text). 0 disables the cache. */
+  CACHE_MAX_BYTES: env.int(64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
+  /** Upper bound on the life of a per-block cache entry, should head tracking stall. */
+  CACHE_PER_BLOCK_TTL_MS: env.int(2_000, 10, 600_000),
+  HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
+  /** An upstream further than this many blocks behind the best head is not selected. */
+  HEALTH_MAX_LAG_BLOCKS: env.int(5, 0, 1_000_000),
+  /** Consecutive failures that open an upstream's circuit breaker. */
+  BREAKER_FAILURE_THRESHOLD: env.int(3, 1, 1000),
+  /** How long an open breaker stays open before one half-open probe is let through. */
+  BREAKER_COOLDOWN_MS: env.int(5_000, 10, 600_000),
+  /** On SIGTERM, how long in-flight requests may take to finish. */
+  SHUTDOWN_DRAIN_MS: env.int(10_000, 0, 600_000),
+};
+
+export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);
+export type DataPlaneConfig = z.infer<typeof DataPlaneEnvSchema>;
+
+export function loadDataPlaneConfig(source: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
+  return parseEnv(DataPlaneEnvSchema, source);
+}

@@ -1,0 +1,154 @@
+import { createLogger, type Logger } from "../../shared/src/log/logger";
+import { type Cidr, parseCidr } from "./allowlist/ip";
+import { CachingKeyVerifier } from "./auth/key-verifier";
+import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
+import type { DataPlaneConfig } from "./config";
+import { type Metrics, PromMetrics } from "./metrics/metrics";
+import { SharedNodeMethodPolicy } from "./policy/method-policy";
+import { HttpServer } from "./server/app";
+import type { GatewayContext } from "./server/context";
+import { type PlaneState, RedisPlaneState } from "./state/redis-state";
+import { UpstreamRegistry } from "./upstream/registry";
+
+export interface DataPlane {
+  readonly port: number;
+  /** Readiness: events subscription live, networks and upstream pools loaded. */
+  ready(): boolean;
+  /** Stops listening, drains in-flight requests (up to SHUTDOWN_DRAIN_MS), closes upstreams and Redis. */
+  close(): Promise<void>;
+  /** For diagnostics and tests. */
+  readonly context: GatewayContext;
+}
+
+export interface DataPlaneOverrides {
+  logger?: Logger;
+  metrics?: Metrics;
+  state?: PlaneState;
+}
+
+/** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
+export async function startDataPlane(
+  config: DataPlaneConfig,
+  overrides: DataPlaneOverrides = {},
+): Promise<DataPlane> {
+  const logger = overrides.logger ?? createLogger("data-plane", config.LOG_LEVEL);
+  const metrics = overrides.metrics ?? new PromMetrics();
+  const state =
+    overrides.state ??
+    new RedisPlaneState({
+      url: config.REDIS_URL,
+      prefix: config.REDIS_KEY_PREFIX,
+      commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+      logger,
+    });
+  const trustedProxies: Cidr[] = [];
+  for (const entry of config.TRUSTED_PROXIES) {
+    const cidr = parseCidr(entry);
+    if (cidr === undefined) throw new Error(`TRUSTED_PROXIES: not an address or CIDR: ${entry}`);
+    trustedProxies.push(cidr);
+  }
+  const verifier = new CachingKeyVerifier({
+    state,
+    ttlMs: config.KEY_CACHE_TTL_MS,
+    negativeTtlMs: config.NEGATIVE_KEY_CACHE_TTL_MS,
+    maxEntries: config.KEY_CACHE_MAX_ENTRIES,
+    logger,
+  });
+  const upstreams = new UpstreamRegistry(
+    {
+      timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+      connections: config.UPSTREAM_CONNECTIONS,
+      breakerThreshold: config.BREAKER_FAILURE_THRESHOLD,
+      breakerCooldownMs: config.BREAKER_COOLDOWN_MS,
+      maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
+      maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
+      coalesceMax: config.UPSTREAM_COALESCE_MAX,
+      healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
+    },
+    metrics,
+    logger,
+  );
+  const cache =
+    config.CACHE_MAX_BYTES > 0 ? new LruResponseCache(config.CACHE_MAX_BYTES) : new NoopResponseCache();
+  const context: GatewayContext = {
+    config,
+    logger,
+    verifier,
+    upstreams,
+    policy: new SharedNodeMethodPolicy(),
+    cache,
+    metrics,
+    trustedProxies,
+  };
+
+  let networksLoaded = false;
+  let networksFingerprint = "";
+  let reloading: Promise<void> | undefined;
+  let reloadAgain = false;
+  const reloadNetworks = (): Promise<void> => {
+    if (reloading !== undefined) {
+      reloadAgain = true;
+      return reloading;
+    }
+    reloading = (async () => {
+      do {
+        reloadAgain = false;
+        try {
+          const records = await state.getNetworks();
+          // Cached answers belong to a network's nodes: when a network's definition changes (it could
+          // now point at another chain), drop the response cache. Rare, and always safe.
+          const fingerprint = JSON.stringify(
+            records.map((r) => [r.slug, r.protocol, r.chainId, r.upstreams]),
+          );
+          if (networksLoaded && fingerprint !== networksFingerprint) cache.clear();
+          networksFingerprint = fingerprint;
+          await upstreams.apply(records);
+          networksLoaded = true;
+        } catch (err) {
+          logger.warn(
+            { err: (err as Error).message },
+            "could not reload networks; keeping the current pools",
+          );
+        }
+      } while (reloadAgain);
+    })().finally(() => {
+      reloading = undefined;
+    });
+    return reloading;
+  };
+
+  state.on("event", (event) => {
+    verifier.onEvent(event);
+    if (event.type === "networks.update" || event.type === "resync") void reloadNetworks();
+  });
+  state.on("reconnect", () => {
+    verifier.clear();
+    void reloadNetworks();
+  });
+
+  await state.start();
+  await reloadNetworks();
+  if (!networksLoaded) throw new Error("data plane could not load networks from Redis");
+  upstreams.startHealthChecks();
+
+  const ready = () => state.subscribed && networksLoaded;
+  const server = new HttpServer(context, { ready });
+  const port = await server.listen(config.DATA_PLANE_HOST, config.DATA_PLANE_PORT);
+  logger.info({ port, networks: upstreams.slugs() }, "data plane listening");
+
+  let closed: Promise<void> | undefined;
+  return {
+    port,
+    ready,
+    context,
+    close() {
+      closed ??= (async () => {
+        await server.close(config.SHUTDOWN_DRAIN_MS);
+        await upstreams.close();
+        await state.close();
+        logger.info("data plane stopped");
+      })();
+      return closed;
+    },
+  };
+}

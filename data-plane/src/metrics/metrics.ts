@@ -1,0 +1,215 @@
+import { Gauge, Registry } from "prom-client";
+
+/** What the data plane measures. The hot path calls these; implementations must be cheap. */
+export interface Metrics {
+  /** One request object answered (a batch of 30 records 30), by network and dashboard category. */
+  request(network: string, category: string, seconds: number): void;
+  cache(network: string, hit: boolean): void;
+  upstreamRequest(
+    network: string,
+    upstream: string,
+    outcome: "ok" | "error" | "timeout",
+    seconds: number,
+  ): void;
+  upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void;
+  /** Prometheus text exposition; `undefined` when metrics are off. */
+  render(): Promise<string | undefined>;
+  readonly contentType: string;
+}
+
+export class NoopMetrics implements Metrics {
+  readonly contentType = "text/plain";
+  request(): void {}
+  cache(): void {}
+  upstreamRequest(): void {}
+  upstreamHealth(): void {}
+  async render(): Promise<string | undefined> {
+    return undefined;
+  }
+}
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** A histogram kept in a typed array: observe() is a short loop and two adds, no label hashing. */
+class HotHistogram {
+  readonly counts = new Float64Array(LATENCY_BUCKETS.length);
+  sum = 0;
+  count = 0;
+
+  observe(v: number): void {
+    this.sum += v;
+    this.count++;
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      if (v <= LATENCY_BUCKETS[i]!) {
+        this.counts[i]!++;
+        return;
+      }
+    }
+  }
+
+  render(name: string, labels: string, out: string[]): void {
+    let cum = 0;
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      cum += this.counts[i]!;
+      out.push(`${name}_bucket{${labels},le="${LATENCY_BUCKETS[i]}"} ${cum}`);
+    }
+    out.push(`${name}_bucket{${labels},le="+Inf"} ${this.count}`);
+    out.push(`${name}_sum{${labels}} ${this.sum}`);
+    out.push(`${name}_count{${labels}} ${this.count}`);
+  }
+}
+
+function label(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+interface NetworkStats {
+  readonly labels: string;
+  readonly byCategory: Map<string, number>;
+  readonly latency: HotHistogram;
+  cacheHits: number;
+  cacheMisses: number;
+}
+
+interface UpstreamStats {
+  readonly labels: string;
+  ok: number;
+  error: number;
+  timeout: number;
+  readonly latency: HotHistogram;
+}
+
+/**
+ * Prometheus metrics. The per-request series (requests, latency, cache, upstream exchanges) are plain
+ * counters and typed-array histograms rendered to the text format at scrape time, so the hot path does no
+ * label hashing or object allocation; the rarely-set gauges (upstream health) use prom-client, and the
+ * two are served together on /metrics.
+ */
+export class PromMetrics implements Metrics {
+  readonly registry = new Registry();
+  readonly contentType: string;
+  private readonly networks = new Map<string, NetworkStats>();
+  private readonly upstreams = new Map<string, UpstreamStats>();
+  private readonly upstreamUp: Gauge<"network" | "upstream">;
+  private readonly upstreamHead: Gauge<"network" | "upstream">;
+  private readonly upstreamLatencyEwma: Gauge<"network" | "upstream">;
+
+  constructor() {
+    this.contentType = this.registry.contentType;
+    const registers = [this.registry];
+    this.upstreamUp = new Gauge({
+      name: "rpcgw_upstream_healthy",
+      help: "1 when the upstream is selectable (healthy, breaker closed, not lagging)",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.upstreamHead = new Gauge({
+      name: "rpcgw_upstream_head_block",
+      help: "Head block height last reported by the upstream",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.upstreamLatencyEwma = new Gauge({
+      name: "rpcgw_upstream_latency_ewma_ms",
+      help: "Exponentially weighted moving average of upstream latency",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
+  }
+
+  private network(network: string): NetworkStats {
+    let s = this.networks.get(network);
+    if (s === undefined) {
+      s = {
+        labels: `network="${label(network)}"`,
+        byCategory: new Map(),
+        latency: new HotHistogram(),
+        cacheHits: 0,
+        cacheMisses: 0,
+      };
+      this.networks.set(network, s);
+    }
+    return s;
+  }
+
+  request(network: string, category: string, seconds: number): void {
+    const s = this.network(network);
+    s.byCategory.set(category, (s.byCategory.get(category) ?? 0) + 1);
+    s.latency.observe(seconds);
+  }
+
+  cache(network: string, hit: boolean): void {
+    const s = this.network(network);
+    if (hit) s.cacheHits++;
+    else s.cacheMisses++;
+  }
+
+  upstreamRequest(
+    network: string,
+    upstream: string,
+    outcome: "ok" | "error" | "timeout",
+    seconds: number,
+  ): void {
+    const k = `${network}\u0000${upstream}`;
+    let s = this.upstreams.get(k);
+    if (s === undefined) {
+      s = {
+        labels: `network="${label(network)}",upstream="${label(upstream)}"`,
+        ok: 0,
+        error: 0,
+        timeout: 0,
+        latency: new HotHistogram(),
+      };
+      this.upstreams.set(k, s);
+    }
+    s[outcome]++;
+    s.latency.observe(seconds);
+  }
+
+  upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void {
+    this.upstreamUp.labels(network, upstream).set(healthy ? 1 : 0);
+    this.upstreamHead.labels(network, upstream).set(head);
+    this.upstreamLatencyEwma.labels(network, upstream).set(latencyMs);
+  }
+
+  async render(): Promise<string | undefined> {
+    const out: string[] = [
+      "# HELP rpcgw_requests_total JSON-RPC request objects answered, by network and category",
+      "# TYPE rpcgw_requests_total counter",
+    ];
+    for (const s of this.networks.values()) {
+      for (const [category, n] of s.byCategory) {
+        out.push(`rpcgw_requests_total{${s.labels},category="${label(category)}"} ${n}`);
+      }
+    }
+    out.push(
+      "# HELP rpcgw_request_duration_seconds Time from request received to response written",
+      "# TYPE rpcgw_request_duration_seconds histogram",
+    );
+    for (const s of this.networks.values()) s.latency.render("rpcgw_request_duration_seconds", s.labels, out);
+    out.push(
+      "# HELP rpcgw_cache_lookups_total Response cache lookups by result (hit, miss)",
+      "# TYPE rpcgw_cache_lookups_total counter",
+    );
+    for (const s of this.networks.values()) {
+      out.push(`rpcgw_cache_lookups_total{${s.labels},result="hit"} ${s.cacheHits}`);
+      out.push(`rpcgw_cache_lookups_total{${s.labels},result="miss"} ${s.cacheMisses}`);
+    }
+    out.push(
+      "# HELP rpcgw_upstream_requests_total Upstream HTTP exchanges by outcome",
+      "# TYPE rpcgw_upstream_requests_total counter",
+    );
+    for (const s of this.upstreams.values()) {
+      out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="ok"} ${s.ok}`);
+      out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="error"} ${s.error}`);
+      out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="timeout"} ${s.timeout}`);
+    }
+    out.push(
+      "# HELP rpcgw_upstream_duration_seconds Upstream exchange latency",
+      "# TYPE rpcgw_upstream_duration_seconds histogram",
+    );
+    for (const s of this.upstreams.values())
+      s.latency.render("rpcgw_upstream_duration_seconds", s.labels, out);
+    return `${out.join("\n")}\n\n${await this.registry.metrics()}`;
+  }
+}

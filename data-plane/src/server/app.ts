@@ -1,0 +1,218 @@
+import uWS from "uWebSockets.js";
+import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { Endpoint, type GatewayContext } from "./context";
+import { type ExchangeTracker, RpcExchange } from "./exchange";
+import { errorJson, nextRequestId, STATUS } from "./respond";
+
+const ALLOW_METHODS = "POST, OPTIONS";
+const ALLOW_HEADERS = "apikey, content-type, x-request-id";
+
+export interface HttpServerHooks {
+  ready(): boolean;
+}
+
+/**
+ * The uWS app: routes and the request lifecycle bookkeeping (in-flight set for draining, slow-body
+ * sweep). RPC work happens in RpcExchange.
+ */
+export class HttpServer implements ExchangeTracker {
+  readonly app: uWS.TemplatedApp;
+  closing = false;
+  private live = 0;
+  private readonly slowBodies = new Set<RpcExchange>();
+  private listenSocket: uWS.us_listen_socket | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private drainWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly hooks: HttpServerHooks,
+  ) {
+    const app = uWS.App();
+    this.app = app;
+    const rpc = (endpoint: Endpoint) => (res: uWS.HttpResponse, req: uWS.HttpRequest) =>
+      this.rpc(res, req, endpoint);
+    app.any("/:network/rpc", rpc(Endpoint.App));
+    app.any("/:network/jsonrpc", rpc(Endpoint.App));
+    app.any("/:network/public", rpc(Endpoint.Public));
+    app.get("/healthz", (res) => {
+      res.cork(() => {
+        res.writeStatus(STATUS[200]!);
+        res.writeHeader("x-request-id", nextRequestId());
+        res.writeHeader("content-type", "application/json");
+        res.end('{"status":"ok"}');
+      });
+    });
+    app.get("/readyz", (res) => {
+      const ok = this.hooks.ready() && !this.closing;
+      res.cork(() => {
+        res.writeStatus(STATUS[ok ? 200 : 503]!);
+        res.writeHeader("x-request-id", nextRequestId());
+        res.writeHeader("content-type", "application/json");
+        res.end(ok ? '{"status":"ready"}' : '{"status":"not ready"}');
+      });
+    });
+    app.get("/metrics", (res) => {
+      const requestId = nextRequestId();
+      let aborted = false;
+      res.onAborted(() => {
+        aborted = true;
+      });
+      void this.ctx.metrics.render().then(
+        (text) => {
+          if (aborted) return;
+          res.cork(() => {
+            res.writeStatus(STATUS[text === undefined ? 404 : 200]!);
+            res.writeHeader("x-request-id", requestId);
+            res.writeHeader("content-type", this.ctx.metrics.contentType);
+            res.end(text ?? "");
+          });
+        },
+        () => {
+          if (!aborted) res.cork(() => res.writeStatus(STATUS[500]!).end());
+        },
+      );
+    });
+    app.any("/*", (res) => this.plainError(res, GatewayError.NotFound));
+  }
+
+  private plainError(res: uWS.HttpResponse, row: typeof GatewayError.NotFound): void {
+    const requestId = nextRequestId();
+    res.cork(() => {
+      res.writeStatus(STATUS[row.httpStatus]!);
+      res.writeHeader("x-request-id", requestId);
+      res.writeHeader("content-type", "application/json");
+      res.end(errorJson(row, "null", { requestId }));
+    });
+  }
+
+  private rpc(res: uWS.HttpResponse, req: uWS.HttpRequest, endpoint: Endpoint): void {
+    const pool = this.ctx.upstreams.get(req.getParameter(0));
+    if (pool === undefined) {
+      this.plainError(res, GatewayError.NotFound);
+      return;
+    }
+    const method = req.getMethod();
+    if (method === "options") {
+      this.preflight(res, req, endpoint);
+      return;
+    }
+    if (method !== "post") {
+      this.plainError(res, GatewayError.MethodNotAllowed);
+      return;
+    }
+    new RpcExchange(this.ctx, this, res, req, endpoint, pool).start(req);
+  }
+
+  /**
+   * CORS preflight. Browsers send no custom headers on a preflight, so the key is only known when it is in
+   * the query string: then a refused origin gets 403 and no CORS headers. Without it, the preflight is
+   * allowed and the real request is checked.
+   */
+  private preflight(res: uWS.HttpResponse, req: uWS.HttpRequest, endpoint: Endpoint): void {
+    const origin = req.getHeader("origin");
+    const requestId = nextRequestId();
+    const answer = (allowed: boolean) => {
+      res.cork(() => {
+        if (!allowed) {
+          res.writeStatus(STATUS[403]!);
+          res.writeHeader("x-request-id", requestId);
+          res.writeHeader("content-type", "application/json");
+          res.end(errorJson(GatewayError.OriginNotAllowed, "null", { requestId }));
+          return;
+        }
+        res.writeStatus(STATUS[204]!);
+        res.writeHeader("x-request-id", requestId);
+        if (origin !== "") {
+          res.writeHeader("access-control-allow-origin", endpoint === Endpoint.Public ? "*" : origin);
+          if (endpoint !== Endpoint.Public) res.writeHeader("vary", "Origin");
+        }
+        res.writeHeader("access-control-allow-methods", ALLOW_METHODS);
+        res.writeHeader("access-control-allow-headers", ALLOW_HEADERS);
+        res.writeHeader("access-control-max-age", "600");
+        res.endWithoutBody(0);
+      });
+    };
+    const key = endpoint === Endpoint.App ? req.getQuery("apikey") : "";
+    if (!key) {
+      answer(true);
+      return;
+    }
+    const v = this.ctx.verifier.verify(key, Date.now());
+    if (!(v instanceof Promise)) {
+      answer(!v.ok || !v.key.allowlist.restrictsOrigin || v.key.allowlist.originAllowed(origin));
+      return;
+    }
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    void v.then((r) => {
+      if (!aborted)
+        answer(!r.ok || !r.key.allowlist.restrictsOrigin || r.key.allowlist.originAllowed(origin));
+    });
+  }
+
+  begin(): void {
+    this.live++;
+  }
+
+  end(): void {
+    this.live--;
+    if (this.live === 0 && this.drainWaiters.length > 0) {
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  watchBody(x: RpcExchange): void {
+    this.slowBodies.add(x);
+  }
+
+  unwatchBody(x: RpcExchange): void {
+    this.slowBodies.delete(x);
+  }
+
+  get inFlight(): number {
+    return this.live;
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (socket) => {
+        if (socket === false) return reject(new Error(`data plane could not listen on ${host}:${port}`));
+        this.listenSocket = socket;
+        resolve(uWS.us_socket_local_port(socket));
+      });
+      const bodyTimeout = this.ctx.config.BODY_TIMEOUT_MS;
+      this.sweepTimer = setInterval(
+        () => {
+          const cutoff = Date.now() - bodyTimeout;
+          for (const x of this.slowBodies) if (x.bodyStartedAtMs < cutoff) x.timeOut();
+        },
+        Math.min(1000, bodyTimeout),
+      );
+      this.sweepTimer.unref();
+    });
+  }
+
+  /** Stops accepting connections, then waits (up to `drainMs`) for in-flight requests to finish. */
+  async close(drainMs: number): Promise<void> {
+    this.closing = true;
+    if (this.listenSocket !== undefined) {
+      uWS.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = undefined;
+    }
+    if (this.live > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        this.drainWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+  }
+}

@@ -1,0 +1,24 @@
+import type { Logger } from "../../../shared/src/log/logger";
+import type { Cidr } from "../allowlist/ip";
+import type { KeyVerifier } from "../auth/key-verifier";
+import type { ResponseCache } from "../cache/response-cache";
+import type { DataPlaneConfig } from "../config";
+import type { Metrics } from "../metrics/metrics";
+import type { MethodPolicy } from "../policy/method-policy";
+import type { UpstreamRegistry } from "../upstream/registry";
+
+/** Everything a request needs, built once at start. */
+export interface GatewayContext {
+  readonly config: DataPlaneConfig;
+  readonly logger: Logger;
+  readonly verifier: KeyVerifier;
+  readonly upstreams: UpstreamRegistry;
+  readonly policy: MethodPolicy;
+  readonly cache: ResponseCache;
+  readonly metrics: Metrics;
+  readonly trustedProxies: readonly Cidr[];
+}
+
+/** Which endpoint a request came in on. */
+export const Endpoint = { App: 0, Public: 1 } as const;
+export type Endpoint = (typeof Endpoint)[keyof typeof Endpoint];

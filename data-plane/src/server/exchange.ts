@@ -1,0 +1,346 @@
+import type { HttpRequest, HttpResponse } from "uWebSockets.js";
+import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { clientIp } from "../allowlist/ip";
+import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
+import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
+import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
+import { type CallResult, ReplyKind } from "../upstream/reply";
+import { Endpoint, type GatewayContext } from "./context";
+import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
+
+/**
+ * Counts live exchanges (for draining) and watches those whose body arrives in several chunks (for the
+ * slow-body sweep). Single-chunk bodies, the common case, never enter the watch set.
+ */
+export interface ExchangeTracker {
+  readonly closing: boolean;
+  begin(): void;
+  end(): void;
+  watchBody(x: RpcExchange): void;
+  unwatchBody(x: RpcExchange): void;
+}
+
+const EXPOSE_HEADERS = "X-Request-Id, X-Cache";
+
+/**
+ * One HTTP request on an RPC endpoint, from headers to the response. Everything needed from `req` is
+ * copied in the constructor (uWS invalidates it when the handler returns); every later write is corked.
+ */
+export class RpcExchange {
+  readonly requestId = nextRequestId();
+  readonly startedAt = performance.now();
+  /** When the first partial body chunk arrived (set only for multi-chunk bodies). */
+  bodyStartedAtMs = 0;
+  private done = false;
+  private aborted = false;
+  private chunks: Buffer[] | undefined;
+  private bytes = 0;
+  private readonly apiKey: string;
+  private readonly origin: string;
+  private readonly forwardedFor: string;
+  private verification: VerifyResult | Promise<VerifyResult> | undefined;
+  /** Value for Access-Control-Allow-Origin, "" = none. */
+  private allowOrigin = "";
+  private xCache = "";
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly tracker: ExchangeTracker,
+    private readonly res: HttpResponse,
+    req: HttpRequest,
+    private readonly endpoint: Endpoint,
+    private readonly pool: NetworkPool,
+  ) {
+    this.apiKey = endpoint === Endpoint.App ? req.getQuery("apikey") || req.getHeader("apikey") : "";
+    this.origin = req.getHeader("origin");
+    this.forwardedFor = req.getHeader("x-forwarded-for");
+    if (this.origin !== "") this.allowOrigin = endpoint === Endpoint.Public ? "*" : this.origin;
+    res.onAborted(() => {
+      this.aborted = true;
+      this.finish();
+    });
+    tracker.begin();
+  }
+
+  /** Synchronous checks on headers, then body streaming. Called from the route handler. */
+  start(req: HttpRequest): void {
+    const contentType = req.getHeader("content-type");
+    if (!isJsonContentType(contentType)) {
+      this.fail(GatewayError.UnsupportedMediaType, "null");
+      return;
+    }
+    const declared = req.getHeader("content-length");
+    if (declared !== "" && Number(declared) > this.ctx.config.MAX_BODY_BYTES) {
+      this.fail(GatewayError.BodyTooLarge, "null");
+      return;
+    }
+    if (this.endpoint === Endpoint.App) {
+      if (this.apiKey === "") {
+        this.fail(GatewayError.MissingKey, "null");
+        return;
+      }
+      // Starts the key lookup while the body streams in (sync on a cache hit).
+      this.verification = this.ctx.verifier.verify(this.apiKey, Date.now());
+    }
+    this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+  }
+
+  private onData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.done) return;
+    this.bytes += chunk.byteLength;
+    if (this.bytes > this.ctx.config.MAX_BODY_BYTES) {
+      this.fail(GatewayError.BodyTooLarge, "null"); // finish() drops the chunks and the watch
+      return;
+    }
+    if (isLast) {
+      if (this.chunks !== undefined) this.tracker.unwatchBody(this);
+      let text: string;
+      if (this.chunks === undefined) {
+        text = Buffer.from(chunk).toString("utf8");
+      } else {
+        this.chunks.push(Buffer.from(chunk));
+        text = Buffer.concat(this.chunks).toString("utf8");
+        this.chunks = undefined;
+      }
+      void this.process(text).catch((err: unknown) => {
+        this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
+        this.fail(GatewayError.Internal, "null");
+      });
+    } else {
+      // The chunk's memory is only valid during this callback: copy it.
+      const copy = Buffer.from(new Uint8Array(chunk).slice());
+      if (this.chunks === undefined) {
+        this.chunks = [copy];
+        this.bodyStartedAtMs = Date.now();
+        this.tracker.watchBody(this);
+      } else {
+        this.chunks.push(copy);
+      }
+    }
+  }
+
+  /** Slow-body defence: closes the connection when the body did not arrive in time. */
+  timeOut(): void {
+    if (this.done) return;
+    this.done = true;
+    this.aborted = true;
+    this.tracker.unwatchBody(this);
+    this.tracker.end();
+    this.res.close();
+  }
+
+  private async process(text: string): Promise<void> {
+    let key: VerifiedKey | undefined;
+    if (this.endpoint === Endpoint.App) {
+      let v = this.verification!;
+      if (v instanceof Promise) v = await v;
+      if (this.aborted) return;
+      if (!v.ok) return this.fail(v.error, "null");
+      key = v.key;
+      if (key.record.kind !== "app") return this.fail(GatewayError.UnknownKey, "null");
+      if (!key.allowlist.empty) {
+        const refused = key.allowlist.check(this.origin, () => this.clientAddress());
+        if (refused !== undefined) {
+          this.allowOrigin = "";
+          return this.fail(refused, "null");
+        }
+        if (key.allowlist.restrictsOrigin && !key.allowlist.originAllowed(this.origin)) this.allowOrigin = "";
+      }
+    }
+    // Seam: per-key and per-IP (public endpoint) rate limits and daily quotas are admitted here, with
+    // the batch size known, before anything is forwarded.
+    const parsed = parseRpcBody(text);
+    if (!parsed.ok) return this.fail(parsed.error, parsed.idText, parsed.limit);
+    if (parsed.batch) return this.batch(parsed.items);
+    return this.single(parsed.call);
+  }
+
+  private clientAddress() {
+    if (this.aborted) return undefined;
+    const peer = Buffer.from(this.res.getRemoteAddressAsText()).toString("latin1");
+    return clientIp(peer, this.forwardedFor, this.ctx.trustedProxies);
+  }
+
+  private async single(call: RpcCall): Promise<void> {
+    const network = this.pool.record;
+    const blocked = this.ctx.policy.check(call.method, network);
+    if (blocked !== undefined) {
+      this.ctx.metrics.request(network.slug, ErrorCategory.ClientError, this.elapsed());
+      if (call.idText === undefined) return this.send(204, "");
+      const body = errorJson(GatewayError.MethodBlocked, call.idText, {
+        requestId: this.requestId,
+        message: blocked,
+      });
+      return this.send(200, body);
+    }
+    let result: CallResult;
+    const cache = this.ctx.cache;
+    const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
+    if (rule !== CacheRule.Never) {
+      const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
+      let head = 0;
+      if (rule === CacheRule.PerBlock) head = this.pool.cacheHead();
+      if (head >= 0) {
+        const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
+        const hit = cache.get(cacheKey);
+        if (hit !== undefined) {
+          this.ctx.metrics.cache(network.slug, true);
+          this.ctx.metrics.request(network.slug, hit.category, this.elapsed());
+          this.xCache = "HIT";
+          if (call.idText === undefined) return this.send(204, "");
+          return this.send(200, replyJson(call.idText, hit.tail));
+        }
+        this.ctx.metrics.cache(network.slug, false);
+        this.xCache = "MISS";
+        const pool = this.pool;
+        result = await cache.merge(cacheKey, () => pool.call(call, paramsJson));
+        if (result.ok && result.reply.kind === ReplyKind.Result) {
+          cache.set(
+            cacheKey,
+            result.reply,
+            rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined,
+          );
+        }
+      } else {
+        result = await this.pool.call(call);
+      }
+    } else {
+      result = await this.pool.call(call);
+    }
+    if (this.aborted) return;
+    if (!result.ok) {
+      return this.fail(result.error, call.idText ?? "null");
+    }
+    this.ctx.metrics.request(network.slug, result.reply.category, this.elapsed());
+    if (result.reply.kind === ReplyKind.Result) this.observeHead(call.method, result.reply.tail);
+    if (call.idText === undefined) return this.send(204, "");
+    this.send(200, replyJson(call.idText, result.reply.tail));
+  }
+
+  private async batch(items: BatchItem[]): Promise<void> {
+    const network = this.pool.record;
+    const n = items.length;
+    const out = new Array<string | undefined>(n);
+    const forwardIdx: number[] = [];
+    const forward: OutgoingCall[] = [];
+    const categories = new Array<string>(n);
+    for (let i = 0; i < n; i++) {
+      const item = items[i]!;
+      if (isItemError(item)) {
+        out[i] = errorJson(item.error, item.idText, { requestId: this.requestId });
+        categories[i] = item.error.category;
+        continue;
+      }
+      const blocked = this.ctx.policy.check(item.method, network);
+      if (blocked !== undefined) {
+        categories[i] = ErrorCategory.ClientError;
+        if (item.idText !== undefined) {
+          out[i] = errorJson(GatewayError.MethodBlocked, item.idText, {
+            requestId: this.requestId,
+            message: blocked,
+          });
+        }
+        continue;
+      }
+      forwardIdx.push(i);
+      forward.push(item);
+    }
+    let wholeFailure: ErrorRow | undefined;
+    if (forward.length > 0) {
+      const results = await this.pool.callBatch(forward);
+      if (this.aborted) return;
+      let anyOk = false;
+      for (let j = 0; j < results.length; j++) {
+        const r = results[j]!;
+        const i = forwardIdx[j]!;
+        const idText = (items[i] as RpcCall).idText;
+        if (r.ok) {
+          anyOk = true;
+          categories[i] = r.reply.category;
+          if (r.reply.kind === ReplyKind.Result) this.observeHead((items[i] as RpcCall).method, r.reply.tail);
+          if (idText !== undefined) out[i] = replyJson(idText, r.reply.tail);
+        } else {
+          categories[i] = r.error.category;
+          wholeFailure ??= r.error;
+          if (idText !== undefined) out[i] = errorJson(r.error, idText, { requestId: this.requestId });
+        }
+      }
+      // Every element was forwardable and none got an answer: the upstream side failed as a whole.
+      if (anyOk || forward.length !== n) wholeFailure = undefined;
+    }
+    const elapsed = this.elapsed();
+    for (let i = 0; i < n; i++) this.ctx.metrics.request(network.slug, categories[i]!, elapsed);
+    if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
+    let body = "";
+    for (let i = 0; i < n; i++) {
+      const s = out[i];
+      if (s === undefined) continue;
+      body = body === "" ? `[${s}` : `${body},${s}`;
+    }
+    if (body === "") return this.send(204, "");
+    this.send(200, `${body}]`);
+  }
+
+  private observeHead(method: string, tail: string): void {
+    const n = headHint(method, tail);
+    if (n !== undefined) this.pool.observeHead(n);
+  }
+
+  private elapsed(): number {
+    return (performance.now() - this.startedAt) / 1000;
+  }
+
+  /**
+   * Whole-request failure: the row's HTTP status and a contract error object. Counted once in the
+   * request metrics under the row's category unless the caller already counted the elements.
+   */
+  fail(row: ErrorRow, idText: string, limit?: number, record = true): void {
+    if (this.done) return;
+    if (record) this.ctx.metrics.request(this.pool.record.slug, row.category, this.elapsed());
+    const body = errorJson(row, idText, { requestId: this.requestId, limit });
+    this.send(row.httpStatus, body);
+  }
+
+  /** Writes the response (corked). While the server drains, the connection is closed after it. */
+  private send(status: number, body: string): void {
+    if (this.done) return;
+    this.finish();
+    if (this.aborted) return;
+    const res = this.res;
+    const close = this.tracker.closing;
+    res.cork(() => {
+      res.writeStatus(STATUS[status] ?? `${status} Error`);
+      res.writeHeader("x-request-id", this.requestId);
+      if (this.allowOrigin !== "") {
+        res.writeHeader("access-control-allow-origin", this.allowOrigin);
+        res.writeHeader("access-control-expose-headers", EXPOSE_HEADERS);
+        if (this.allowOrigin !== "*") res.writeHeader("vary", "Origin");
+      }
+      if (this.xCache !== "") res.writeHeader("x-cache", this.xCache);
+      if (status === 204) {
+        res.endWithoutBody(0, close);
+      } else {
+        res.writeHeader("content-type", "application/json");
+        res.end(body, close);
+      }
+    });
+  }
+
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.chunks !== undefined) {
+      this.chunks = undefined;
+      this.tracker.unwatchBody(this);
+    }
+    this.tracker.end();
+  }
+}
+
+function isJsonContentType(value: string): boolean {
+  if (value.length < 16) return false;
+  const v = value.toLowerCase();
+  if (!v.startsWith("application/json")) return false;
+  return v.length === 16 || v[16] === ";" || v[16] === " ";
+}

@@ -1,0 +1,437 @@
+import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import type { NetworkRecord } from "../../../shared/src/redis/records";
+import type { Metrics } from "../metrics/metrics";
+import { type CallResult, parseSingleReply, type Reply, replyFromValue } from "./reply";
+import { type ExchangeFailure, Upstream, type UpstreamOptions } from "./upstream";
+
+export interface PoolOptions extends UpstreamOptions {
+  maxAttempts: number;
+  maxLagBlocks: number;
+  /** Single calls arriving in the same event-loop turn are sent as one upstream batch of up to this many; 1 = off. */
+  coalesceMax: number;
+}
+
+interface Queued {
+  readonly call: OutgoingCall;
+  readonly paramsJson: string | undefined;
+  readonly resolve: (r: CallResult) => void;
+}
+
+/**
+ * Methods never coalesced into an upstream batch: sends (keep their exchange to themselves) and answers
+ * that can be large (one big reply would delay every call batched with it, and nodes cap batch response
+ * sizes).
+ */
+const NOT_COALESCED = new Set([
+  "eth_sendRawTransaction",
+  "eth_getLogs",
+  "eth_getBlockReceipts",
+  "eth_getBlockByNumber",
+  "eth_getBlockByHash",
+  "eth_getFilterChanges",
+  "eth_getFilterLogs",
+  "chain_getBlock",
+  "state_getMetadata",
+  "author_submitExtrinsic",
+]);
+
+function coalescible(method: string): boolean {
+  return !NOT_COALESCED.has(method) && !method.startsWith("debug_") && !method.startsWith("trace_");
+}
+
+export interface OutgoingCall {
+  readonly method: string;
+  readonly params: unknown;
+}
+
+/** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
+const MAX_HEAD_JUMP = 64;
+
+/** Smallest chunk worth its own upstream exchange when spreading a batch. */
+const MIN_CHUNK = 10;
+
+/**
+ * A network's upstream nodes: selection (weight, latency, in-flight load among healthy nodes), failover
+ * of failed exchanges to another node, health checks, and head tracking for the cache.
+ */
+export class NetworkPool {
+  record: NetworkRecord;
+  private upstreams: Upstream[] = [];
+  private nextId = 1;
+  private queue: Queued[] = [];
+  /** Set once a node answered a batch with a single error: coalescing is off for this network from then on. */
+  private batchesRefused = false;
+  private flushScheduled = false;
+  /** Highest head seen in answers passing through (receipts, eth_blockNumber), ahead of health checks. */
+  private observedHead = -1;
+
+  constructor(
+    record: NetworkRecord,
+    private readonly opts: PoolOptions,
+    private readonly metrics: Metrics,
+  ) {
+    this.record = record;
+    this.update(record);
+  }
+
+  get slug(): string {
+    return this.record.slug;
+  }
+
+  /** Applies a new record: keeps unchanged upstreams (and their health), adds new, closes removed. */
+  update(record: NetworkRecord): void {
+    this.record = record;
+    this.batchesRefused = false;
+    const old = new Map(this.upstreams.map((u) => [u.id, u]));
+    const next: Upstream[] = [];
+    for (const r of record.upstreams) {
+      const existing = old.get(r.id);
+      if (existing !== undefined && existing.httpUrl === r.httpUrl) {
+        existing.weight = r.weight;
+        next.push(existing);
+        old.delete(r.id);
+      } else {
+        next.push(new Upstream(r, this.opts));
+      }
+    }
+    this.upstreams = next;
+    for (const u of old.values()) void u.close();
+  }
+
+  /** Highest head among upstreams whose breaker is closed; -1 when unknown. */
+  bestHead(): number {
+    let best = -1;
+    for (const u of this.upstreams) if (!u.breakerOpen && u.head > best) best = u.head;
+    return best;
+  }
+
+  /**
+   * The head the cache keys per-block entries to: the best health-checked head, or a newer one seen in
+   * an answer (so a client that just saw a receipt in block N never gets a cached "latest" from before N).
+   */
+  cacheHead(): number {
+    const best = this.bestHead();
+    return Math.max(this.observedHead, best);
+  }
+
+  /**
+   * Records a head height seen in an answer. Heights implausibly far above the health-checked head
+   * (a confused or hostile node) are ignored, so they cannot pin the cache to a head that never comes.
+   */
+  observeHead(n: number): void {
+    if (n <= this.observedHead) return;
+    const best = this.bestHead();
+    if (best >= 0 && n > best + MAX_HEAD_JUMP) return;
+    this.observedHead = n;
+  }
+
+  private selectable(u: Upstream, nowMs: number, best: number): boolean {
+    if (!u.available(nowMs)) return false;
+    return u.head < 0 || best < 0 || best - u.head <= this.opts.maxLagBlocks;
+  }
+
+  /** Number of upstreams a request could go to now. */
+  healthyCount(): number {
+    const now = Date.now();
+    const best = this.bestHead();
+    let n = 0;
+    for (const u of this.upstreams) if (this.selectable(u, now, best)) n++;
+    return n;
+  }
+
+  /**
+   * Picks an upstream: two weighted-random candidates among the selectable ones, the one with the lower
+   * latency x load score wins (power of two choices). `exclude` holds nodes already tried.
+   */
+  select(exclude: readonly Upstream[] | undefined): Upstream | undefined {
+    const now = Date.now();
+    const best = this.bestHead();
+    let total = 0;
+    let count = 0;
+    let only: Upstream | undefined;
+    for (const u of this.upstreams) {
+      if (exclude?.includes(u) || !this.selectable(u, now, best)) continue;
+      total += u.weight;
+      count++;
+      only = u;
+    }
+    if (count <= 1) return only;
+    const a = this.weightedPick(total, now, best, exclude);
+    const b = this.weightedPick(total, now, best, exclude);
+    return score(a) <= score(b) ? a : b;
+  }
+
+  private weightedPick(
+    total: number,
+    now: number,
+    best: number,
+    exclude: readonly Upstream[] | undefined,
+  ): Upstream {
+    let r = Math.random() * total;
+    let last: Upstream | undefined;
+    for (const u of this.upstreams) {
+      if (exclude?.includes(u) || !this.selectable(u, now, best)) continue;
+      last = u;
+      r -= u.weight;
+      if (r < 0) return u;
+    }
+    return last!;
+  }
+
+  /**
+   * Forwards one call with failover. Never throws. `paramsJson` is the params already serialised (the
+   * cache key needs them too), `undefined` to serialise here.
+   *
+   * Under load, single calls that arrive in the same event-loop turn are coalesced into one upstream
+   * JSON-RPC batch (ids rewritten, answers split back per call): one upstream exchange instead of many,
+   * which is where most of the per-request cost goes. A lone call goes out by itself at once.
+   */
+  call(c: OutgoingCall, paramsJson?: string): Promise<CallResult> {
+    if (this.opts.coalesceMax <= 1 || this.batchesRefused || !coalescible(c.method)) {
+      return this.callDirect(c, paramsJson);
+    }
+    return new Promise<CallResult>((resolve) => {
+      this.queue.push({ call: c, paramsJson, resolve });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(this.flush);
+      }
+    });
+  }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false;
+    const q = this.queue;
+    this.queue = [];
+    if (q.length === 1) {
+      const e = q[0]!;
+      void this.callDirect(e.call, e.paramsJson).then(e.resolve);
+      return;
+    }
+    const max = this.opts.coalesceMax;
+    for (let i = 0; i < q.length; i += max) void this.sendCoalesced(q.slice(i, i + max));
+  };
+
+  private async sendCoalesced(part: Queued[]): Promise<void> {
+    const results = await this.sendChunk(
+      part.map((e) => e.call),
+      part.map((e) => e.paramsJson),
+    );
+    // A node that does not take batches: send these calls one by one instead.
+    if (results.every((r) => !r.ok && r.error === GatewayError.UpstreamBadResponse)) {
+      await Promise.all(part.map((e) => this.callDirect(e.call, e.paramsJson).then(e.resolve)));
+      return;
+    }
+    for (let j = 0; j < part.length; j++) part[j]!.resolve(results[j]!);
+  }
+
+  private async callDirect(c: OutgoingCall, paramsJson: string | undefined): Promise<CallResult> {
+    const gid = this.nextId++;
+    if (this.nextId > 0x3fffffff) this.nextId = 1;
+    const body =
+      c.params === undefined
+        ? `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)}}`
+        : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
+    let tried: Upstream[] | undefined;
+    let lastFailure: ExchangeFailure | undefined;
+    for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
+      const u = this.select(tried);
+      if (u === undefined) break;
+      const start = performance.now();
+      const res = await u.exchange(body);
+      if (res.ok) {
+        const reply = parseSingleReply(res.text, gid);
+        if (reply !== undefined) {
+          this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
+          return { ok: true, reply };
+        }
+        u.markBadReply();
+        lastFailure = "bad";
+      } else {
+        lastFailure = res.failure;
+      }
+      this.metrics.upstreamRequest(
+        this.record.slug,
+        u.id,
+        lastFailure === "timeout" ? "timeout" : "error",
+        (performance.now() - start) / 1000,
+      );
+      if (tried === undefined) tried = [u];
+      else tried.push(u);
+    }
+    return { ok: false, error: failureRow(lastFailure) };
+  }
+
+  /**
+   * Forwards a batch: elements are split into chunks spread over the healthy upstreams (each chunk with
+   * failover) and reassembled in order. Element i of the result answers calls[i].
+   */
+  async callBatch(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+    const n = calls.length;
+    const healthy = Math.max(1, this.healthyCount());
+    const chunks = Math.max(1, Math.min(healthy, Math.ceil(n / MIN_CHUNK)));
+    const size = Math.ceil(n / chunks);
+    const parts: Promise<CallResult[]>[] = [];
+    // Each chunk starts on a different upstream (failover may still move it).
+    const chosen: Upstream[] = [];
+    for (let start = 0; start < n; start += size) {
+      const first = chunks > 1 ? this.select(chosen) : undefined;
+      if (first !== undefined) chosen.push(first);
+      parts.push(this.sendChunk(calls.slice(start, start + size), undefined, first));
+    }
+    const results = await Promise.all(parts);
+    return results.length === 1 ? results[0]! : results.flat();
+  }
+
+  private async sendChunk(
+    calls: readonly OutgoingCall[],
+    paramsJson?: readonly (string | undefined)[],
+    first?: Upstream,
+  ): Promise<CallResult[]> {
+    const base = this.nextId;
+    this.nextId += calls.length;
+    if (this.nextId > 0x3fffffff) this.nextId = 1;
+    const parts = new Array<string>(calls.length);
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!;
+      parts[i] =
+        c.params === undefined
+          ? `{"jsonrpc":"2.0","id":${base + i},"method":${JSON.stringify(c.method)}}`
+          : `{"jsonrpc":"2.0","id":${base + i},"method":${JSON.stringify(c.method)},"params":${paramsJson?.[i] ?? JSON.stringify(c.params)}}`;
+    }
+    const body = `[${parts.join(",")}]`;
+    let tried: Upstream[] | undefined;
+    let lastFailure: ExchangeFailure | undefined;
+    for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
+      const u = attempt === 0 && first !== undefined ? first : this.select(tried);
+      if (u === undefined) break;
+      const start = performance.now();
+      const res = await u.exchange(body);
+      if (res.ok) {
+        const replies = parseBatchReply(res.text, base, calls.length);
+        if (replies === REFUSED) {
+          // A healthy node that does not take batches: no penalty; stop coalescing for this network.
+          this.batchesRefused = true;
+          lastFailure = "bad";
+        } else if (replies !== undefined) {
+          this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
+          return replies;
+        } else {
+          u.markBadReply();
+          lastFailure = "bad";
+        }
+      } else {
+        lastFailure = res.failure;
+      }
+      this.metrics.upstreamRequest(
+        this.record.slug,
+        u.id,
+        lastFailure === "timeout" ? "timeout" : "error",
+        (performance.now() - start) / 1000,
+      );
+      if (tried === undefined) tried = [u];
+      else tried.push(u);
+    }
+    const error = failureRow(lastFailure);
+    return calls.map(() => ({ ok: false as const, error }));
+  }
+
+  /** One health-check round over every upstream (head height, latency; failures feed the breaker). */
+  async healthCheck(): Promise<void> {
+    const substrate = this.record.protocol === "SUBSTRATE";
+    const body = substrate
+      ? '{"jsonrpc":"2.0","id":1,"method":"chain_getHeader","params":[]}'
+      : '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+    await Promise.all(
+      this.upstreams.map(async (u) => {
+        const now = Date.now();
+        // An open breaker is probed only once its cooldown has passed.
+        if (u.breakerOpen && !u.available(now)) {
+          this.reportHealth(u);
+          return;
+        }
+        const res = await u.exchange(body);
+        if (res.ok) {
+          const head = parseHead(res.text, substrate);
+          if (head === undefined) u.markBadReply();
+          else u.head = head;
+        }
+        this.reportHealth(u);
+      }),
+    );
+  }
+
+  private reportHealth(u: Upstream): void {
+    const healthy = this.selectable(u, Date.now(), this.bestHead());
+    this.metrics.upstreamHealth(this.record.slug, u.id, healthy, u.head, u.latencyEwmaMs);
+  }
+
+  /** Snapshot for diagnostics and tests. */
+  describe(): { id: string; head: number; breakerOpen: boolean; latencyEwmaMs: number; inFlight: number }[] {
+    return this.upstreams.map((u) => ({
+      id: u.id,
+      head: u.head,
+      breakerOpen: u.breakerOpen,
+      latencyEwmaMs: u.latencyEwmaMs,
+      inFlight: u.inFlight,
+    }));
+  }
+
+  async close(): Promise<void> {
+    const all = this.upstreams;
+    this.upstreams = [];
+    await Promise.all(all.map((u) => u.close()));
+  }
+}
+
+function score(u: Upstream): number {
+  return ((u.latencyEwmaMs + 1) * (u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
+}
+
+function failureRow(f: ExchangeFailure | undefined): ErrorRow {
+  if (f === undefined) return GatewayError.NoUpstream;
+  if (f === "timeout") return GatewayError.UpstreamTimeout;
+  if (f === "unreachable") return GatewayError.UpstreamUnreachable;
+  return GatewayError.UpstreamBadResponse;
+}
+
+const REFUSED = Symbol("batch refused");
+
+function parseBatchReply(text: string, base: number, n: number): CallResult[] | undefined | typeof REFUSED {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(value)) {
+    const isErrorObject = value !== null && typeof value === "object" && "error" in value;
+    return isErrorObject ? REFUSED : undefined;
+  }
+  const out = new Array<CallResult>(n);
+  for (const el of value) {
+    if (el === null || typeof el !== "object") continue;
+    const id = (el as { id?: unknown }).id;
+    if (typeof id !== "number") continue;
+    const i = id - base;
+    if (i < 0 || i >= n) continue;
+    const reply: Reply | undefined = replyFromValue(el as Record<string, unknown>);
+    if (reply !== undefined) out[i] = { ok: true, reply };
+  }
+  for (let i = 0; i < n; i++) {
+    if (out[i] === undefined) out[i] = { ok: false, error: GatewayError.UpstreamBadResponse };
+  }
+  return out;
+}
+
+function parseHead(text: string, substrate: boolean): number | undefined {
+  try {
+    const v = JSON.parse(text) as { result?: unknown };
+    const hex = substrate ? (v.result as { number?: unknown } | null)?.number : v.result;
+    if (typeof hex !== "string" || !hex.startsWith("0x")) return undefined;
+    const n = Number.parseInt(hex, 16);
+    return Number.isFinite(n) ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}

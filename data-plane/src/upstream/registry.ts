@@ -1,0 +1,77 @@
+import type { Logger } from "../../../shared/src/log/logger";
+import type { NetworkRecord } from "../../../shared/src/redis/records";
+import type { Metrics } from "../metrics/metrics";
+import { NetworkPool, type PoolOptions } from "./network-pool";
+
+/** Every network's upstream pool, replaced live when the networks hash changes. */
+export class UpstreamRegistry {
+  private readonly pools = new Map<string, NetworkPool>();
+  private timer: NodeJS.Timeout | undefined;
+  private checking = false;
+
+  constructor(
+    private readonly opts: PoolOptions & { healthCheckIntervalMs: number },
+    private readonly metrics: Metrics,
+    private readonly logger: Logger,
+  ) {}
+
+  get(slug: string): NetworkPool | undefined {
+    return this.pools.get(slug);
+  }
+
+  slugs(): string[] {
+    return [...this.pools.keys()];
+  }
+
+  /** Makes the set of pools match `records`; new or changed pools get a health check at once. */
+  async apply(records: readonly NetworkRecord[]): Promise<void> {
+    const seen = new Set<string>();
+    const fresh: NetworkPool[] = [];
+    for (const r of records) {
+      seen.add(r.slug);
+      const existing = this.pools.get(r.slug);
+      if (existing !== undefined) {
+        existing.update(r);
+        fresh.push(existing);
+      } else {
+        const pool = new NetworkPool(r, this.opts, this.metrics);
+        this.pools.set(r.slug, pool);
+        fresh.push(pool);
+      }
+    }
+    for (const [slug, pool] of this.pools) {
+      if (!seen.has(slug)) {
+        this.pools.delete(slug);
+        void pool.close();
+      }
+    }
+    this.logger.info({ networks: [...seen] }, "upstream pools applied");
+    await Promise.all(fresh.map((p) => p.healthCheck()));
+  }
+
+  startHealthChecks(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => void this.checkAll(), this.opts.healthCheckIntervalMs);
+    this.timer.unref();
+  }
+
+  private async checkAll(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      await Promise.all([...this.pools.values()].map((p) => p.healthCheck()));
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, "health check round failed");
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    const pools = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(pools.map((p) => p.close()));
+  }
+}

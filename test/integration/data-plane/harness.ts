@@ -1,0 +1,80 @@
+import { type DataPlaneConfig, loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import { createTestRedisNamespace, type TestRedisNamespace } from "../../helpers/redis";
+import { RedisSeeder } from "../../helpers/seed-redis";
+
+export interface Gateway {
+  plane: DataPlane;
+  seeder: RedisSeeder;
+  ns: TestRedisNamespace;
+  base: string;
+  config: DataPlaneConfig;
+  port(): number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a data plane in this process on a free port against a fresh Redis namespace. `seed` runs
+ * before start (networks must exist by then for readiness).
+ */
+export async function startGateway(
+  env: Record<string, string>,
+  seed: (seeder: RedisSeeder) => Promise<void>,
+): Promise<Gateway> {
+  const ns = createTestRedisNamespace();
+  const seeder = new RedisSeeder(ns.prefix);
+  await seed(seeder);
+  const config = loadDataPlaneConfig({
+    REDIS_KEY_PREFIX: ns.prefix,
+    DATA_PLANE_PORT: "0",
+    DATA_PLANE_HOST: "127.0.0.1",
+    LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+    HEALTH_CHECK_INTERVAL_MS: "200",
+    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+    ...env,
+  });
+  const plane = await startDataPlane(config);
+  return {
+    plane,
+    seeder,
+    ns,
+    config,
+    base: `http://127.0.0.1:${plane.port}`,
+    port: () => plane.port,
+    async stop() {
+      await plane.close();
+      await seeder.close();
+      await ns.cleanup();
+    },
+  };
+}
+
+export interface RpcResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: test convenience
+  json: any;
+}
+
+export async function post(
+  url: string,
+  body: string | object,
+  headers: Record<string, string> = {},
+): Promise<RpcResponse> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,123 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type StubMode = "ok" | "error500" | "hang" | "garbage";
+
+/**
+ * A small JSON-RPC upstream for tests: counts calls per method, can proxy everything to a real node
+ * (a counting proxy in front of anvil) or answer by itself, and can be switched to fail in several ways.
+ */
+export class StubUpstream {
+  mode: StubMode = "ok";
+  /** Answer batches with a single error object, like a node that does not take batches. */
+  refuseBatches = false;
+  /** Extra latency per exchange. */
+  delayMs = 0;
+  head = 100;
+  chainIdHex = "0x7a69";
+  readonly calls = new Map<string, number>();
+  exchanges = 0;
+  private server: Server | undefined;
+  private readonly sockets = new Set<import("node:net").Socket>();
+  url = "";
+
+  constructor(private readonly proxyTo?: string) {}
+
+  count(method: string): number {
+    return this.calls.get(method) ?? 0;
+  }
+
+  reset(): void {
+    this.calls.clear();
+    this.exchanges = 0;
+  }
+
+  async start(port = 0): Promise<this> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => void this.handle(Buffer.concat(chunks).toString("utf8"), res));
+    });
+    this.server.on("connection", (s) => {
+      this.sockets.add(s);
+      s.on("close", () => this.sockets.delete(s));
+    });
+    await new Promise<void>((resolve) => this.server!.listen(port, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  private async handle(body: string, res: import("node:http").ServerResponse): Promise<void> {
+    this.exchanges++;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      parsed = undefined;
+    }
+    const list = (Array.isArray(parsed) ? parsed : [parsed]) as {
+      method?: string;
+      id?: unknown;
+      params?: unknown;
+    }[];
+    for (const r of list) if (r?.method) this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+    if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
+    if (this.mode === "hang") return;
+    if (this.mode === "error500") {
+      res.writeHead(500, { "content-type": "text/plain" }).end("internal error");
+      return;
+    }
+    if (this.mode === "garbage") {
+      res.writeHead(200, { "content-type": "application/json" }).end("<html>not json");
+      return;
+    }
+    if (this.refuseBatches && Array.isArray(parsed)) {
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(
+          '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch requests are not supported"}}',
+        );
+      return;
+    }
+    if (this.proxyTo !== undefined) {
+      const up = await fetch(this.proxyTo, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+      res.writeHead(up.status, { "content-type": "application/json" }).end(await up.text());
+      return;
+    }
+    const answers = list.map((r) => this.answer(r));
+    res
+      .writeHead(200, { "content-type": "application/json" })
+      .end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
+  }
+
+  private answer(r: { method?: string; id?: unknown; params?: unknown }): unknown {
+    const id = r?.id ?? null;
+    switch (r?.method) {
+      case "eth_chainId":
+        return { jsonrpc: "2.0", id, result: this.chainIdHex };
+      case "eth_blockNumber":
+        return { jsonrpc: "2.0", id, result: `0x${this.head.toString(16)}` };
+      case "chain_getHeader":
+        return { jsonrpc: "2.0", id, result: { number: `0x${this.head.toString(16)}` } };
+      case "stub_error":
+        return { jsonrpc: "2.0", id, error: { code: -32000, message: "execution reverted" } };
+      case "stub_invalidParams":
+        return { jsonrpc: "2.0", id, error: { code: -32602, message: "invalid params" } };
+      case "stub_null":
+        return { jsonrpc: "2.0", id, result: null };
+      default:
+        return { jsonrpc: "2.0", id, result: { method: r?.method, params: r?.params ?? null } };
+    }
+  }
+
+  /** Closes the listener and every open connection (simulates the node dying). */
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    this.server = undefined;
+  }
+}

@@ -15,7 +15,16 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const admin = new Client({ connectionString: ADMIN_URL });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE "${name}"`);
+    // 55006: template1 is being copied by a concurrent CREATE DATABASE (another test run); transient.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`CREATE DATABASE "${name}"`);
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== "55006" || attempt >= 50) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
   } finally {
     await admin.end();
   }

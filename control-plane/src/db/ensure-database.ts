@@ -21,13 +21,20 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   const admin = new Client({ connectionString: url.toString() });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
-    return true;
-  } catch (err) {
-    // duplicate_database, or a unique violation on pg_database when both CREATEs ran at once.
-    const code = (err as { code?: string }).code;
-    if (code === "42P04" || code === "23505") return false;
-    throw err;
+    // CREATE DATABASE copies template1 and fails with 55006 while another CREATE DATABASE is copying it
+    // at the same moment; that is transient, so retry for up to ~5 s.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
+        return true;
+      } catch (err) {
+        // duplicate_database, or a unique violation on pg_database when both CREATEs ran at once.
+        const code = (err as { code?: string }).code;
+        if (code === "42P04" || code === "23505") return false;
+        if (code !== "55006" || attempt >= 50) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
   } finally {
     await admin.end();
   }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { GraphQLError } from "graphql";
-import { normaliseIp, normaliseOrigin } from "../../../control-plane/src/allowlist/allowlist.validation";
+import { normaliseIp, normaliseOrigin } from "../../../../control-plane/src/allowlist/allowlist.validation";
 
 function refused(fn: () => unknown): void {
   assert.throws(fn, (e: unknown) => {

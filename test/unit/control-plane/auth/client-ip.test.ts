@@ -3,8 +3,8 @@ import {
   clientIp,
   parseTrustedProxies,
   validTrustedProxies,
-} from "../../../control-plane/src/auth/client-ip";
-import { loadConfig } from "../../../control-plane/src/config";
+} from "../../../../control-plane/src/auth/client-ip";
+import { loadConfig } from "../../../../control-plane/src/config";
 
 describe("control-plane: client IP behind trusted proxies", () => {
   const ranges = parseTrustedProxies(["10.0.0.0/8", "::1"]);

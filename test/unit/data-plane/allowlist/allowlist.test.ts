@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { CompiledAllowlist } from "../../../data-plane/src/allowlist/allowlist";
-import { clientIp, parseCidr, parseIp } from "../../../data-plane/src/allowlist/ip";
-import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { CompiledAllowlist } from "../../../../data-plane/src/allowlist/allowlist";
+import { clientIp, parseCidr, parseIp } from "../../../../data-plane/src/allowlist/ip";
+import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 
 const noIp = () => undefined;
 

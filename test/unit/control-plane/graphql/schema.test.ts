@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { printControlPlaneSchema } from "../../../control-plane/src/graphql/schema";
+import { printControlPlaneSchema } from "../../../../control-plane/src/graphql/schema";
 
-const SCHEMA_FILE = join(__dirname, "../../../../schema.graphql");
+const SCHEMA_FILE = join(__dirname, "../../../../../schema.graphql");
 
 describe("control-plane: schema.graphql", () => {
   it("is up to date with the code (run `npm run schema` after changing resolvers)", async () => {

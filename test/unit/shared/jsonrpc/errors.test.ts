@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
-import { categoryOfNodeError, ErrorCategory, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { errorResponse } from "../../../../shared/src/jsonrpc/error-object";
+import { categoryOfNodeError, ErrorCategory, GatewayError } from "../../../../shared/src/jsonrpc/errors";
 
 describe("shared/jsonrpc error table", () => {
   it("keeps the contract rows' HTTP status and code", () => {

@@ -5,7 +5,7 @@ import {
   encryptSecret,
   generateApiKey,
   hashApiKey,
-} from "../../../shared/src/crypto/api-key";
+} from "../../../../shared/src/crypto/api-key";
 
 describe("shared/crypto api-key", () => {
   it("generates distinct 256-bit url-safe keys", () => {

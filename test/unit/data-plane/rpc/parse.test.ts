@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { isItemError, parseRpcBody } from "../../../data-plane/src/rpc/parse";
-import { rawIds } from "../../../data-plane/src/rpc/raw-id";
-import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { isItemError, parseRpcBody } from "../../../../data-plane/src/rpc/parse";
+import { rawIds } from "../../../../data-plane/src/rpc/raw-id";
+import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 
 describe("data-plane rpc parse", () => {
   it("accepts a minimal request and keeps params absent", () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { CacheRule, cacheRule } from "../../../data-plane/src/cache/policy";
-import { SharedNodeMethodPolicy } from "../../../data-plane/src/policy/method-policy";
-import type { NetworkRecord } from "../../../shared/src/redis/records";
+import { CacheRule, cacheRule } from "../../../../data-plane/src/cache/policy";
+import { SharedNodeMethodPolicy } from "../../../../data-plane/src/policy/method-policy";
+import type { NetworkRecord } from "../../../../shared/src/redis/records";
 
 const net = (allowDebug: boolean): NetworkRecord => ({
   slug: "n",

@@ -51,8 +51,70 @@ export class RedisNames {
     return `${this.prefix}login:${scope}:${subjectHash}`;
   }
 
+  /**
+   * Stream: one entry per data-plane usage flush, field `batch` = JSON `UsageBatch`
+   * (shared/src/usage/contract.ts); read by the usage worker's consumer group `usage-ingest`.
+   */
+  usageStream(): string {
+    return `${this.prefix}usage:stream`;
+  }
+
   /** Prefix BullMQ puts in front of its queue keys (`<prefix>bull:<queue>:...`), inside the namespace. */
   bullPrefix(): string {
     return `${this.prefix}bull`;
+  }
+
+  /**
+   * Hash: one per-second rate-limit window of one identifier (an app key hash, or `ip:<addr>` on the
+   * public endpoint). Field = data-plane instance id, value = requests that instance admitted in the
+   * window. `epochSecond` = floor(epoch ms / 1000). Tagged on the identifier: every script touches one key.
+   */
+  rateLimitWindow(identifier: string, epochSecond: number): string {
+    return `${this.prefix}rl:{${identifier}}:${epochSecond}`;
+  }
+
+  /**
+   * Hash: data-plane instances taking part in rate limiting; field = instance id, value = Redis server
+   * time (ms) of its last heartbeat. How many share the traffic of an identifier not seen before.
+   */
+  rateLimitInstances(): string {
+    return `${this.prefix}rl:instances`;
+  }
+
+  /**
+   * String counter: response units a workspace used on one UTC day (`dayKey` = `utcDayKey(nowMs)` from
+   * shared/src/quota/day.ts, `YYYY-MM-DD`). The control plane reads it for `workspace { today }`.
+   */
+  quotaDay(workspaceId: string, dayKey: string): string {
+    return `${this.prefix}quota:{${workspaceId}}:d:${dayKey}`;
+  }
+
+  /** String counter: response units a workspace used in one UTC month (`monthKey` = `YYYY-MM`). */
+  quotaMonth(workspaceId: string, monthKey: string): string {
+    return `${this.prefix}quota:{${workspaceId}}:m:${monthKey}`;
+  }
+
+  /**
+   * String: the last quota flush sequence number one data-plane instance applied for a workspace, so a
+   * flush retried after an ambiguous failure (timeout) is applied once, not twice.
+   */
+  quotaFlushSeq(workspaceId: string, instanceId: string): string {
+    return `${this.prefix}quota:{${workspaceId}}:seq:${instanceId}`;
+  }
+
+  /**
+   * String: JSON `NodeRecord` of one dedicated node (its internal RPC URLs and status), read by the data
+   * plane's `/nodes/{nodeId}/{KEY}` endpoint. Tagged on the node id.
+   */
+  node(nodeId: string): string {
+    return `${this.prefix}node:{${nodeId}}`;
+  }
+
+  /**
+   * String: JSON `NodeSessionKeysRecord`: the data plane saw `author_rotateKeys` succeed on the node's
+   * endpoint (read by the validator-status worker for the setup checklist).
+   */
+  nodeSessionKeys(nodeId: string): string {
+    return `${this.prefix}node:{${nodeId}}:session-keys`;
   }
 }

@@ -1,0 +1,149 @@
+import type { Redis } from "ioredis";
+import type { RedisNames } from "../../../shared/src/redis/keys";
+
+/** Response units a workspace used on one UTC day (and so in that day's month). */
+export interface QuotaDelta {
+  readonly dayKey: string;
+  readonly monthKey: string;
+  readonly units: number;
+}
+
+/** Global counts of the period a flush asked about. */
+export interface QuotaTotals {
+  readonly dayCount: number;
+  readonly monthCount: number;
+}
+
+/** Where quota counts are shared between instances. */
+export interface QuotaStore {
+  /**
+   * Adds `deltas` to the workspace's day and month counters and returns the totals of `dayKey` /
+   * `monthKey`. Idempotent per (`instanceId`, workspace, `seq`): a batch re-sent after an ambiguous
+   * failure is counted once. `seq` 0 with no deltas only reads. Rejects when the store is unreachable.
+   */
+  apply(
+    workspaceId: string,
+    instanceId: string,
+    seq: number,
+    deltas: readonly QuotaDelta[],
+    dayKey: string,
+    monthKey: string,
+  ): Promise<QuotaTotals>;
+}
+
+const DAY_MS = 86_400_000;
+
+// KEYS: seq, current day, current month, then (day, month) per delta. ARGV: seq, seqTtlMs, dayTtlMs,
+// monthTtlMs, then units per delta. All keys share the {workspaceId} tag: one slot.
+const APPLY_SCRIPT = `
+local seq = tonumber(ARGV[1])
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+if seq > last then
+  for i = 4, #KEYS, 2 do
+    local u = tonumber(ARGV[5 + (i - 4) / 2])
+    if u > 0 then
+      redis.call('INCRBY', KEYS[i], u)
+      redis.call('PEXPIRE', KEYS[i], ARGV[3])
+      redis.call('INCRBY', KEYS[i + 1], u)
+      redis.call('PEXPIRE', KEYS[i + 1], ARGV[4])
+    end
+  end
+  redis.call('SET', KEYS[1], seq, 'PX', ARGV[2])
+end
+return {tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('GET', KEYS[3]) or '0')}
+`;
+
+type ApplyCommand = (numKeys: number, ...args: Array<string | number>) => Promise<[number, number]>;
+
+export interface RedisQuotaStoreOptions {
+  redis: Redis;
+  names: RedisNames;
+  /** Day counters outlive their day so the console and usage jobs can still read yesterday. */
+  dayTtlMs?: number;
+  /** Month counters outlive their month by ~10 days. */
+  monthTtlMs?: number;
+  /** How long an applied sequence number is remembered (the window for a safe retry). */
+  seqTtlMs?: number;
+}
+
+/** Redis counters: `INCRBY` on `quotaDay` / `quotaMonth` keys, in one script per workspace flush. */
+export class RedisQuotaStore implements QuotaStore {
+  private readonly names: RedisNames;
+  private readonly dayTtlMs: number;
+  private readonly monthTtlMs: number;
+  private readonly seqTtlMs: number;
+  private readonly command: ApplyCommand;
+
+  constructor(opts: RedisQuotaStoreOptions) {
+    this.names = opts.names;
+    this.dayTtlMs = opts.dayTtlMs ?? 3 * DAY_MS;
+    this.monthTtlMs = opts.monthTtlMs ?? 40 * DAY_MS;
+    this.seqTtlMs = opts.seqTtlMs ?? 2 * DAY_MS;
+    const r = opts.redis as unknown as Record<string, ApplyCommand>;
+    if (typeof r.rgQuotaApply !== "function") opts.redis.defineCommand("rgQuotaApply", { lua: APPLY_SCRIPT });
+    this.command = (r.rgQuotaApply as ApplyCommand).bind(opts.redis);
+  }
+
+  async apply(
+    workspaceId: string,
+    instanceId: string,
+    seq: number,
+    deltas: readonly QuotaDelta[],
+    dayKey: string,
+    monthKey: string,
+  ): Promise<QuotaTotals> {
+    const n = this.names;
+    const keys: string[] = [
+      n.quotaFlushSeq(workspaceId, instanceId),
+      n.quotaDay(workspaceId, dayKey),
+      n.quotaMonth(workspaceId, monthKey),
+    ];
+    const units: number[] = [];
+    for (const d of deltas) {
+      keys.push(n.quotaDay(workspaceId, d.dayKey), n.quotaMonth(workspaceId, d.monthKey));
+      units.push(d.units);
+    }
+    const [dayCount, monthCount] = await this.command(
+      keys.length,
+      ...keys,
+      seq,
+      this.seqTtlMs,
+      this.dayTtlMs,
+      this.monthTtlMs,
+      ...units,
+    );
+    return { dayCount, monthCount };
+  }
+}
+
+/** In-process counters: a single instance without Redis, and tests. */
+export class MemoryQuotaStore implements QuotaStore {
+  readonly counters = new Map<string, number>();
+  private readonly lastSeq = new Map<string, number>();
+
+  async apply(
+    workspaceId: string,
+    instanceId: string,
+    seq: number,
+    deltas: readonly QuotaDelta[],
+    dayKey: string,
+    monthKey: string,
+  ): Promise<QuotaTotals> {
+    const seqKey = `${workspaceId}\u0000${instanceId}`;
+    if (seq > (this.lastSeq.get(seqKey) ?? 0)) {
+      for (const d of deltas) {
+        this.add(`${workspaceId}\u0000d\u0000${d.dayKey}`, d.units);
+        this.add(`${workspaceId}\u0000m\u0000${d.monthKey}`, d.units);
+      }
+      this.lastSeq.set(seqKey, seq);
+    }
+    return {
+      dayCount: this.counters.get(`${workspaceId}\u0000d\u0000${dayKey}`) ?? 0,
+      monthCount: this.counters.get(`${workspaceId}\u0000m\u0000${monthKey}`) ?? 0,
+    };
+  }
+
+  private add(key: string, units: number): void {
+    this.counters.set(key, (this.counters.get(key) ?? 0) + units);
+  }
+}

@@ -1,0 +1,97 @@
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { env } from "../../../shared/src/config/env";
+import type { Logger } from "../../../shared/src/log/logger";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import { MemoryQuotaStore, RedisQuotaStore } from "../quota/quota-store";
+import { NoopQuotaTracker, type QuotaTracker, ReconciledQuotaTracker } from "../quota/quota-tracker";
+import { LocalRateLimiter, NoopRateLimiter, type RateLimiter } from "./rate-limiter";
+import { createLimitsRedis } from "./redis-client";
+import { RedisReconciledRateLimiter } from "./redis-rate-limiter";
+
+/** Environment for limits; spread into the data plane's env shape (`...limitsEnvShape`). */
+export const limitsEnvShape = {
+  /** `redis`: coordinated across instances; `local`: per instance only; `off`: no per-second limits. */
+  RATE_LIMIT_MODE: z.enum(["redis", "local", "off"]).default("redis"),
+  /** How often each instance reconciles its per-second counts through Redis. */
+  RATE_LIMIT_SYNC_INTERVAL_MS: env.int(25, 5, 1_000),
+  /** A reconciliation round unanswered this long counts as Redis being unreachable. */
+  RATE_LIMIT_SYNC_TIMEOUT_MS: env.int(250, 10, 10_000),
+  /** 0 = fail-open (local limits while Redis is down); N = refuse once Redis is unreachable N ms. */
+  RATE_LIMIT_FAIL_CLOSED_AFTER_MS: env.int(0, 0, 3_600_000),
+  /** Per client IP on `/{network}/public`. */
+  PUBLIC_RATE_LIMIT_PER_SECOND: env.int(50, 1, 1_000_000),
+  /** `redis`: daily/monthly quotas counted in Redis; `local`: in process only; `off`: no quotas. */
+  QUOTA_MODE: z.enum(["redis", "local", "off"]).default("redis"),
+  /** How often quota counts are flushed to Redis and the global totals read back. */
+  QUOTA_FLUSH_INTERVAL_MS: env.int(200, 10, 10_000),
+  QUOTA_FLUSH_TIMEOUT_MS: env.int(1_000, 50, 60_000),
+  /** On shutdown, how long to keep retrying the final quota flush. */
+  QUOTA_CLOSE_TIMEOUT_MS: env.int(5_000, 0, 600_000),
+};
+export const LimitsEnvSchema = z.object(limitsEnvShape);
+export type LimitsConfig = z.infer<typeof LimitsEnvSchema>;
+
+export interface Limits {
+  readonly rateLimiter: RateLimiter;
+  readonly quota: QuotaTracker;
+  /** Starts the background loops (Redis connection opens by itself). */
+  start(): void;
+  /** Stops the loops, flushes the quota counts, closes the connection. */
+  close(): Promise<void>;
+}
+
+/** Builds the limiter and quota tracker the server uses, from configuration. */
+export function createLimits(
+  config: LimitsConfig & { REDIS_URL: string; REDIS_KEY_PREFIX: string; REDIS_COMMAND_TIMEOUT_MS?: number },
+  logger?: Logger,
+): Limits {
+  const names = new RedisNames(config.REDIS_KEY_PREFIX);
+  const needRedis = config.RATE_LIMIT_MODE === "redis" || config.QUOTA_MODE === "redis";
+  let redis: Redis | undefined;
+  if (needRedis) {
+    redis = createLimitsRedis(config.REDIS_URL, {
+      commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+      name: `data-plane:${config.REDIS_KEY_PREFIX}limits`,
+    });
+    redis.on("error", (err: Error) => logger?.warn({ err: err.message }, "limits redis connection error"));
+  }
+  const reconciled =
+    config.RATE_LIMIT_MODE === "redis"
+      ? new RedisReconciledRateLimiter({
+          redis: redis!,
+          names,
+          syncIntervalMs: config.RATE_LIMIT_SYNC_INTERVAL_MS,
+          syncTimeoutMs: config.RATE_LIMIT_SYNC_TIMEOUT_MS,
+          failClosedAfterMs: config.RATE_LIMIT_FAIL_CLOSED_AFTER_MS || null,
+          logger,
+        })
+      : undefined;
+  const rateLimiter: RateLimiter =
+    reconciled ?? (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter() : new NoopRateLimiter());
+  const tracker =
+    config.QUOTA_MODE === "off"
+      ? undefined
+      : new ReconciledQuotaTracker({
+          store:
+            config.QUOTA_MODE === "redis"
+              ? new RedisQuotaStore({ redis: redis!, names })
+              : new MemoryQuotaStore(),
+          flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
+          flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
+          logger,
+        });
+  return {
+    rateLimiter,
+    quota: tracker ?? new NoopQuotaTracker(),
+    start() {
+      reconciled?.start();
+      tracker?.start();
+    },
+    async close() {
+      await reconciled?.stop();
+      await tracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS);
+      redis?.disconnect();
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { RedisReconciledRateLimiter } from "../../../../data-plane/src/ratelimit/redis-rate-limiter";
+import { RedisNames } from "../../../../shared/src/redis/keys";
+import { FakeClock, FakeRateLimitRedis } from "./fakes";
+
+const T0 = Date.UTC(2026, 10, 22, 10, 0, 0);
+const names = new RedisNames("t:");
+
+function pair(failClosedAfterMs: number | null = null) {
+  const clock = new FakeClock(T0);
+  const redis = new FakeRateLimitRedis();
+  const mk = (id: string) =>
+    new RedisReconciledRateLimiter({
+      redis: redis.client(),
+      names,
+      clock,
+      instanceId: id,
+      failClosedAfterMs,
+    });
+  return { clock, redis, a: mk("a"), b: mk("b") };
+}
+
+function admitted(rl: RedisReconciledRateLimiter, n: number, id = "app:k", limit = 50): number {
+  let ok = 0;
+  for (let i = 0; i < n; i++) if (rl.check(id, 1, limit).allowed) ok++;
+  return ok;
+}
+
+/** Both instances serve the identifier and each has seen the other in Redis. */
+async function learnPeers(a: RedisReconciledRateLimiter, b: RedisReconciledRateLimiter, limit: number) {
+  for (let i = 0; i < 2; i++) {
+    a.check("app:k", 1, limit);
+    b.check("app:k", 1, limit);
+    await Promise.all([a.syncNow(), b.syncNow()]);
+  }
+}
+
+describe("data-plane ratelimit: RedisReconciledRateLimiter (fake Redis, fake clock)", () => {
+  it("alone on an identifier it is exact: 50 pass, the 51st is refused, batches are all-or-nothing", async () => {
+    const { a, clock } = pair();
+    assert.equal(admitted(a, 25), 25);
+    await a.syncNow();
+    assert.equal(admitted(a, 26), 25);
+    clock.advance(1000);
+    assert.ok(a.check("app:k", 30, 50).allowed);
+    assert.equal(a.check("app:k", 30, 50).allowed, false);
+    assert.equal(a.check("app:k", 51, 50).reason, "batch_exceeds_limit");
+    await a.syncNow();
+    assert.ok(a.check("app:k", 20, 50).allowed);
+  });
+
+  it("counts what other instances admitted, once reconciled", async () => {
+    const { a, b } = pair();
+    assert.equal(admitted(a, 40), 40);
+    // b's first request for the identifier is decided blind; it is synced from then on.
+    assert.ok(b.check("app:k", 1, 50).allowed);
+    await a.syncNow();
+    await b.syncNow();
+    const r = b.check("app:k", 10, 50);
+    assert.equal(r.allowed, false);
+    assert.equal(r.remaining, 9);
+    assert.ok(b.check("app:k", 9, 50).allowed);
+  });
+
+  it("splits what is left between instances while they are blind to each other", async () => {
+    const { a, b, clock } = pair();
+    // Window 1: both learn that two instances serve the identifier.
+    await learnPeers(a, b, 50);
+    clock.advance(1000);
+    // Window 2: before any sync each may take its half of the 50.
+    assert.equal(admitted(a, 50), 25);
+    assert.equal(admitted(b, 50), 25);
+    // Staggered syncs: a reconciles before b has pushed its 25, yet keeps b's likely share in reserve.
+    await a.syncNow();
+    await b.syncNow();
+    const late = admitted(a, 10) + admitted(b, 10);
+    assert.ok(late <= 2, `at most one request per instance past the limit, got ${late}`);
+    await a.syncNow();
+    await b.syncNow();
+    assert.equal(admitted(a, 10) + admitted(b, 10), 0, "the window is full");
+  });
+
+  it("converges on the limit when two instances hammer one identifier between syncs", async () => {
+    const { a, b, clock } = pair();
+    await learnPeers(a, b, 1000);
+    clock.advance(1000);
+    let total = 0;
+    for (let round = 0; round < 40; round++) {
+      total += admitted(a, 100, "app:k", 1000) + admitted(b, 100, "app:k", 1000);
+      await Promise.all([a.syncNow(), b.syncNow()]);
+      clock.advance(20);
+    }
+    assert.ok(total <= 1000 + 2 && total >= 990, `admitted ${total} of 1000`);
+  });
+
+  it("syncs only identifiers checked since the last round", async () => {
+    const { a, redis } = pair();
+    for (let i = 0; i < 100; i++) a.check(`app:${i}`, 1, 50);
+    await a.syncNow();
+    assert.equal(redis.calls, 100);
+    a.check("app:1", 1, 50);
+    await a.syncNow();
+    assert.equal(redis.calls, 101);
+    await a.syncNow();
+    assert.equal(redis.calls, 101);
+  });
+
+  it("fail-open: with Redis down it keeps limiting on local counts and never throws", async () => {
+    const { a, b, redis, clock } = pair();
+    await learnPeers(a, b, 50);
+    redis.down = true;
+    clock.advance(1000);
+    assert.ok(a.check("app:k", 1, 50).allowed);
+    await a.syncNow();
+    assert.equal(a.redisHealthy, false);
+    // Blind to the peer, it enforces the whole limit by itself.
+    assert.equal(admitted(a, 60), 49);
+    clock.advance(5000);
+    assert.equal(admitted(a, 60), 50);
+    redis.down = false;
+    await a.syncNow();
+    assert.equal(a.redisHealthy, true);
+  });
+
+  it("fail-closed: refuses once Redis has been unreachable longer than failClosedAfterMs", async () => {
+    const { a, redis, clock } = pair(100);
+    redis.down = true;
+    a.check("app:k", 1, 50);
+    await a.syncNow();
+    clock.advance(99);
+    assert.ok(a.check("app:k", 1, 50).allowed);
+    clock.advance(1);
+    const r = a.check("app:k", 1, 50);
+    assert.equal(r.allowed, false);
+    assert.equal(r.reason, "store_unavailable");
+    assert.ok(r.retryAfterMs > 0);
+    redis.down = false;
+    await a.syncNow();
+    assert.ok(a.check("app:k", 1, 50).allowed);
+  });
+
+  it("costs well under a microsecond per check on the hot path", function () {
+    this.timeout(10_000);
+    const redis = new FakeRateLimitRedis();
+    const rl = new RedisReconciledRateLimiter({ redis: redis.client(), names, instanceId: "perf" });
+    const ids = Array.from({ length: 1000 }, (_, i) => `app:${i}`);
+    const n = 2_000_000;
+    for (let i = 0; i < 100_000; i++) rl.check(ids[i % 1000]!, 1, 1e9);
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) rl.check(ids[i % 1000]!, 1, 1e9);
+    const nsPerOp = Number(process.hrtime.bigint() - t0) / n;
+    console.log(`      RedisReconciledRateLimiter.check: ${nsPerOp.toFixed(0)} ns/op (1000 identifiers)`);
+    assert.ok(nsPerOp < 2_000, `${nsPerOp} ns/op`);
+    assert.equal(redis.calls, 0, "no Redis command on the hot path");
+  });
+});

@@ -5,8 +5,8 @@ import {
   utcDayKey,
   utcDayStartMs,
   utcMonthKey,
-} from "../../../shared/src/quota/day";
-import { RedisNames } from "../../../shared/src/redis/keys";
+} from "../../../../shared/src/quota/day";
+import { RedisNames } from "../../../../shared/src/redis/keys";
 
 describe("shared quota day helpers", () => {
   it("names the UTC day and month", () => {

@@ -16,7 +16,11 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
 export const GATEWAY_MAIN = `${__dirname}/../data-plane/src/main.js`;
 export const BENCH_NETWORK = "eth-bench";
 
-/** Limits far above anything one machine can send, so the bench measures the proxy, not the limiter. */
+/**
+ * Limits far above anything one machine can send: with limits on (the default) every request still goes
+ * through the rate limiter and the quota tracker, which never refuse, so their cost is measured, not their
+ * refusals.
+ */
 const UNLIMITED_PLAN = {
   name: "bench",
   requestsPerSecond: 1_000_000_000,

@@ -226,11 +226,22 @@ async function main(): Promise<void> {
 
     // 3. gateway
     let gateway: Gateway | null = null;
+    // The same gateway with per-second limits and quotas off, so the limiter's cost shows as a ratio.
+    // Started first: the RSS step below stops the loaded (limits-on) gateway with `stops.pop()`.
+    let gatewayOff: Gateway | null = null;
     let key = "";
     try {
       await redis.connect();
       await redis.seedNetwork(stubUrl);
       [key] = await redis.seedKeys(1);
+      gatewayOff = await startGateway({
+        redisUrl: cfg.redisUrl,
+        prefix: redis.prefix,
+        env: { RATE_LIMIT_MODE: "off", QUOTA_MODE: "off" },
+      });
+      const off = gatewayOff;
+      stops.push(() => off.proc.stop());
+      log(`gateway (limits off) on ${off.port}, pid ${off.proc.pid}`);
       gateway = await startGateway({ redisUrl: cfg.redisUrl, prefix: redis.prefix });
       const gw = gateway;
       stops.push(() => gw.proc.stop());
@@ -242,6 +253,8 @@ async function main(): Promise<void> {
     const path = `/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key)}`;
     const gwUrl = gateway ? `${gateway.baseUrl}${path}` : "";
     if (gateway) await expectChainId("gateway", gwUrl);
+    const gwOffUrl = gatewayOff ? `${gatewayOff.baseUrl}${path}` : "";
+    if (gatewayOff) await expectChainId("gateway (limits off)", gwOffUrl);
 
     // 4. throughput and latency at full load
     log("\nfull load:");
@@ -254,6 +267,16 @@ async function main(): Promise<void> {
       ...(gateway
         ? [
             { label: "gateway-cache-miss", target: "gateway", url: gwUrl, body: uniq },
+            ...(gatewayOff
+              ? [
+                  {
+                    label: "gateway-cache-miss-limits-off",
+                    target: "gateway (RATE_LIMIT_MODE=off QUOTA_MODE=off)",
+                    url: gwOffUrl,
+                    body: uniq,
+                  },
+                ]
+              : []),
             { label: "gateway-cache-hit", target: "gateway", url: gwUrl, body: chainId },
             { label: "gateway-batch-100", target: "gateway", url: gwUrl, body: batch100 },
           ]
@@ -266,6 +289,7 @@ async function main(): Promise<void> {
     const direct = measured.get("direct")!;
     const viaNginx = measured.get("nginx") ?? null;
     const miss = measured.get("gateway-cache-miss") ?? null;
+    const missLimitsOff = measured.get("gateway-cache-miss-limits-off") ?? null;
     const hit = measured.get("gateway-cache-hit") ?? null;
     const batch = measured.get("gateway-batch-100") ?? null;
     const nginxBatch = measured.get("nginx-batch-100") ?? null;
@@ -436,6 +460,8 @@ async function main(): Promise<void> {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
         cacheMissVsDirect: ratio(miss, direct),
+        /** Limits on (the default) vs off, cache-miss req/s: the cost of rate limiting + quota. */
+        cacheMissLimitsOnVsOff: ratio(miss, missLimitsOff),
         batch100ElementsVsNginxBatch100: ratio(batch, nginxBatch),
         p99AddedLatencyMs: fixed ? Number((fixed.gateway.p99Ms - fixed.direct.p99Ms).toFixed(3)) : null,
         nginxP99AddedLatencyMs: fixed?.nginx
@@ -461,6 +487,7 @@ async function main(): Promise<void> {
     log(`\ncache-miss / nginx req/s:   ${rt.cacheMissVsNginx ?? "-"}`);
     log(`cache-hit / nginx req/s:    ${rt.cacheHitVsNginx ?? "-"}`);
     log(`cache-miss / direct req/s:  ${rt.cacheMissVsDirect ?? "-"}`);
+    log(`cache-miss limits on / off: ${rt.cacheMissLimitsOnVsOff ?? "-"}`);
     if (fixed)
       log(
         `p99 added latency at ${fixed.rate} req/s: gateway ${fmt(rt.p99AddedLatencyMs, 3)} ms, nginx ${fmt(rt.nginxP99AddedLatencyMs, 3)} ms`,

@@ -3,11 +3,14 @@ import { createServer, IncomingMessage, Server, ServerResponse } from "node:http
 import { AddressInfo } from "node:net";
 import { ApolloServer, HeaderMap } from "@apollo/server";
 import { GraphQLError } from "graphql";
+import { useServer } from "graphql-ws/use/ws";
 import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
+import { WebSocketServer } from "ws";
 import { createLogger, Logger } from "../../shared/src/log/logger";
 import { clientIp, parseTrustedProxies } from "./auth/client-ip";
 import { ControlPlaneConfig } from "./config";
+import { isConsolePath, serveConsole } from "./console/static";
 import { createDataSource, migrate } from "./db/data-source";
 import { ensureDatabase } from "./db/ensure-database";
 import { GqlContext } from "./graphql/context";
@@ -34,6 +37,8 @@ export interface ControlPlaneOptions {
   /** Full re-publish into Redis after start (default true). */
   publishOnStart?: boolean;
   log?: Logger;
+  /** Directory of the console's static build (default control-plane/console/dist). */
+  consoleDir?: string;
 }
 
 function readBody(req: IncomingMessage): Promise<string> {
@@ -97,6 +102,10 @@ export async function createControlPlane(
       const url = new URL(req.url ?? "/", "http://localhost");
       if (url.pathname === "/healthz" && req.method === "GET") {
         res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
+        return;
+      }
+      if (isConsolePath(url.pathname)) {
+        await serveConsole(req, res, url.pathname, opts.consoleDir);
         return;
       }
       if (url.pathname !== "/graphql") {
@@ -172,6 +181,25 @@ export async function createControlPlane(
       srv.once("error", reject);
       srv.listen(config.port, opts.host ?? "0.0.0.0", () => resolve());
     });
+    // graphql-ws subscriptions on the same path (`dedicatedNodeStatus`); the token comes in connectionParams.
+    const wss = new WebSocketServer({ server: srv, path: "/graphql" });
+    const wsServer = useServer<Record<string, unknown>>(
+      {
+        schema: await buildControlPlaneSchema(),
+        context: async (c): Promise<GqlContext> => {
+          const p = c.connectionParams ?? {};
+          const auth = p.authorization ?? p.Authorization;
+          const principal = await services.auth.authenticate(typeof auth === "string" ? auth : undefined);
+          const ip = clientIp(
+            c.extra.request.socket.remoteAddress,
+            c.extra.request.headers["x-forwarded-for"],
+            trustedProxies,
+          );
+          return { principal, ip, services };
+        },
+      },
+      wss,
+    );
     const port = (srv.address() as AddressInfo).port;
     const url = `http://127.0.0.1:${port}/graphql`;
     log.info({ port }, "control plane listening");
@@ -186,6 +214,9 @@ export async function createControlPlane(
       log,
       close() {
         closing ??= (async () => {
+          await wsServer.dispose();
+          await new Promise<void>((resolve) => wss.close(() => resolve()));
+          await services.nodes.close();
           await new Promise<void>((resolve) => {
             srv.close(() => resolve());
             srv.closeIdleConnections();

@@ -9,8 +9,11 @@ import { AuthService } from "./auth/auth.service";
 import { LoginRateLimiter } from "./auth/login-rate-limit";
 import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
+import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
+import { NodeService } from "./nodes/node.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
+import { UsageService } from "./usage/usage.service";
 import { WorkspaceService } from "./workspaces/workspace.service";
 
 export interface Services {
@@ -22,6 +25,8 @@ export interface Services {
   networks: NetworkService;
   plans: PlanService;
   publication: PublicationService;
+  usage: UsageService;
+  nodes: NodeService;
 }
 
 export function createServices(
@@ -46,5 +51,17 @@ export function createServices(
     allowlist: new AllowlistService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
     plans: new PlanService(ds, publication),
+    usage: new UsageService(ds, redis, names, workspaces),
+    nodes: new NodeService(
+      ds,
+      workspaces,
+      publication,
+      redis,
+      names,
+      deriveEncryptionKey(config.keyEncryptionSecret),
+      loadNodeConfig(),
+      createNodeProvider(loadNodeConfig(), log),
+      log,
+    ),
   };
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
+import { limitsEnvShape } from "./ratelimit/limits";
 
 /**
  * Data-plane configuration, parsed once from the environment. Every duration is in milliseconds and every
@@ -45,8 +46,31 @@ export const dataPlaneEnvShape = {
   BREAKER_FAILURE_THRESHOLD: env.int(3, 1, 1000),
   /** How long an open breaker stays open before one half-open probe is let through. */
   BREAKER_COOLDOWN_MS: env.int(5_000, 10, 600_000),
+  /** Per client WebSocket: live subscriptions (over the cap: a -32005 answer, socket stays open). */
+  WS_MAX_SUBSCRIPTIONS_PER_CONNECTION: env.int(1000, 1, 1_000_000),
+  /** Per client WebSocket: request objects being answered at once (over the cap: -32005 answers). */
+  WS_MAX_IN_FLIGHT_PER_CONNECTION: env.int(100, 1, 100_000),
+  /** A client whose unsent backlog passes this is closed with 4008 "slow consumer". */
+  WS_MAX_BUFFERED_BYTES: env.int(1024 * 1024, 1024, 1024 * 1024 * 1024),
+  /**
+   * Client sockets silent this long are closed; the server pings idle sockets before that (a live client
+   * answers with a pong). 0 = never; otherwise 8..960 (uWS's range, 4 s granularity).
+   */
+  WS_IDLE_TIMEOUT_S: env
+    .int(120, 0, 960)
+    .refine((v) => v === 0 || v >= 8, { error: "expected 0 or an integer 8..960" }),
+  /** After a close frame (slow consumer, revoked key, shutdown), a socket still open this long is dropped. */
+  WS_CLOSE_GRACE_MS: env.int(10_000, 0, 600_000),
+  /** Persistent upstream WebSockets per network, shared by every client subscription. */
+  UPSTREAM_WS_CONNECTIONS: env.int(2, 1, 64),
+  /** Ceiling of the reconnect backoff of an upstream WebSocket. */
+  UPSTREAM_WS_RECONNECT_MAX_MS: env.int(5_000, 50, 600_000),
+  /** Upstream WebSockets are pinged this often; no pong by the next ping drops and replaces the socket. */
+  UPSTREAM_WS_PING_INTERVAL_MS: env.int(15_000, 100, 600_000),
   /** On SIGTERM, how long in-flight requests may take to finish. */
   SHUTDOWN_DRAIN_MS: env.int(10_000, 0, 600_000),
+  /** Per-second rate limits and daily/monthly quotas (RATE_LIMIT_*, PUBLIC_RATE_LIMIT_PER_SECOND, QUOTA_*). */
+  ...limitsEnvShape,
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

@@ -3,12 +3,20 @@ import { type Cidr, parseCidr } from "./allowlist/ip";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import type { DataPlaneConfig } from "./config";
+import { LimitsGate } from "./limits/admission";
+import { limitsWsHooks } from "./limits/ws-hooks";
 import { type Metrics, PromMetrics } from "./metrics/metrics";
+import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
+import { NodeGateway, type NodeRateLimit } from "./nodes/node-gateway";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
+import type { Clock } from "./ratelimit/clock";
+import { createLimits, type Limits } from "./ratelimit/limits";
 import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
 import { UpstreamRegistry } from "./upstream/registry";
+import { WsGateway } from "./ws/gateway";
+import type { WsHooks } from "./ws/hooks";
 
 export interface DataPlane {
   readonly port: number;
@@ -18,12 +26,24 @@ export interface DataPlane {
   close(): Promise<void>;
   /** For diagnostics and tests. */
   readonly context: GatewayContext;
+  /** WebSocket side: routes, sessions, shared upstream subscriptions (and `route()` for more endpoints). */
+  readonly ws: WsGateway;
 }
 
 export interface DataPlaneOverrides {
   logger?: Logger;
   metrics?: Metrics;
   state?: PlaneState;
+  /** Dedicated node records (default: read from Redis). */
+  nodes?: NodeLookup;
+  /** Seam: per-key rate limit of node endpoints (plan requestsPerSecond); none when absent. */
+  nodeRateLimit?: NodeRateLimit;
+  /** Limits / quota / usage seams for the WebSocket path (default: none). */
+  wsHooks?: WsHooks;
+  /** Rate limiter + quota tracker (default: `createLimits(config)`); started and closed with the plane. */
+  limits?: Limits;
+  /** Clock of the default limits (tests step it across seconds and UTC days). */
+  clock?: Clock;
 }
 
 /** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
@@ -70,7 +90,26 @@ export async function startDataPlane(
   );
   const cache =
     config.CACHE_MAX_BYTES > 0 ? new LruResponseCache(config.CACHE_MAX_BYTES) : new NoopResponseCache();
+  const limits = overrides.limits ?? createLimits(config, logger, { clock: overrides.clock });
+  const gate = new LimitsGate({ limits, metrics, publicPerSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND });
+  metrics.limitsHealth(() => limits.redisHealth());
+  const nodeLookup =
+    overrides.nodes ??
+    new RedisNodeDirectory({
+      url: config.REDIS_URL,
+      prefix: config.REDIS_KEY_PREFIX,
+      commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+      logger,
+    });
+  const nodes = new NodeGateway({
+    verifier,
+    nodes: nodeLookup,
+    logger,
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    rateLimit: overrides.nodeRateLimit ?? limits.rateLimiter,
+  });
   const context: GatewayContext = {
+    nodes,
     config,
     logger,
     verifier,
@@ -79,6 +118,7 @@ export async function startDataPlane(
     cache,
     metrics,
     trustedProxies,
+    limits: gate,
   };
 
   let networksLoaded = false;
@@ -117,22 +157,35 @@ export async function startDataPlane(
     return reloading;
   };
 
+  // Set once the server exists; events before that have no sockets to act on.
+  let wsGateway: WsGateway | undefined;
   state.on("event", (event) => {
     verifier.onEvent(event);
+    nodeLookup.onEvent(event);
+    wsGateway?.onEvent(event);
     if (event.type === "networks.update" || event.type === "resync") void reloadNetworks();
   });
   state.on("reconnect", () => {
     verifier.clear();
+    nodeLookup.clear();
+    wsGateway?.revalidateAll();
     void reloadNetworks();
   });
 
   await state.start();
+  limits.start();
   await reloadNetworks();
-  if (!networksLoaded) throw new Error("data plane could not load networks from Redis");
+  if (!networksLoaded) {
+    await limits.close();
+    throw new Error("data plane could not load networks from Redis");
+  }
   upstreams.startHealthChecks();
 
   const ready = () => state.subscribed && networksLoaded;
   const server = new HttpServer(context, { ready });
+  const ws = new WsGateway(context, server.app, overrides.wsHooks ?? limitsWsHooks(gate));
+  ws.registerAppRoutes();
+  wsGateway = ws;
   const port = await server.listen(config.DATA_PLANE_HOST, config.DATA_PLANE_PORT);
   logger.info({ port, networks: upstreams.slugs() }, "data plane listening");
 
@@ -141,11 +194,16 @@ export async function startDataPlane(
     port,
     ready,
     context,
+    ws,
     close() {
       closed ??= (async () => {
-        await server.close(config.SHUTDOWN_DRAIN_MS);
+        // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS); sockets then close with 1001.
+        await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.close(config.SHUTDOWN_DRAIN_MS)]);
+        // After the drain, so every unit served is in the final quota flush.
+        await limits.close();
         await upstreams.close();
         await state.close();
+        await nodeLookup.close();
         logger.info("data plane stopped");
       })();
       return closed;

@@ -6,10 +6,14 @@ import { App } from "../apps/app.entity";
 import { AccessToken } from "../auth/access-token.entity";
 import { Network } from "../networks/network.entity";
 import { Upstream } from "../networks/upstream.entity";
+import { DedicatedNode } from "../nodes/node.entity";
+import { DedicatedNodeEvent } from "../nodes/node-event.entity";
 import { Plan } from "../plans/plan.entity";
 import { Membership } from "../workspaces/membership.entity";
 import { Workspace } from "../workspaces/workspace.entity";
 import { Initial1700000000000 } from "./migrations/1700000000000-initial";
+import { Usage1700000001000 } from "./migrations/1700000001000-usage";
+import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 
 export const ENTITIES = [
   Account,
@@ -22,10 +26,12 @@ export const ENTITIES = [
   AllowlistEntry,
   Network,
   Upstream,
+  DedicatedNode,
+  DedicatedNodeEvent,
 ];
 
 /** Checked-in migrations, oldest first. The schema is never synchronised from the entities. */
-export const MIGRATIONS = [Initial1700000000000];
+export const MIGRATIONS = [Initial1700000000000, Usage1700000001000, DedicatedNodes1700000002000];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */
 export const MIGRATION_LOCK_KEY = 7_285_310_002;

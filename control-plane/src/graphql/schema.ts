@@ -4,7 +4,10 @@ import { AllowlistResolver } from "../allowlist/allowlist.resolver";
 import { AppResolver } from "../apps/app.resolver";
 import { AuthResolver } from "../auth/auth.resolver";
 import { NetworkResolver } from "../networks/network.resolver";
+import { NodeResolver } from "../nodes/node.resolver";
+import { NodeStatusResolver } from "../nodes/node-status.resolver";
 import { PlanResolver } from "../plans/plan.resolver";
+import { UsageResolver, WorkspaceUsageResolver } from "../usage/usage.resolver";
 import { WorkspaceResolver } from "../workspaces/workspace.resolver";
 
 export const RESOLVERS = [
@@ -14,6 +17,10 @@ export const RESOLVERS = [
   AllowlistResolver,
   NetworkResolver,
   PlanResolver,
+  UsageResolver,
+  WorkspaceUsageResolver,
+  NodeResolver,
+  NodeStatusResolver,
 ] as const;
 
 let cached: Promise<GraphQLSchema> | undefined;
@@ -23,6 +30,13 @@ export function buildControlPlaneSchema(): Promise<GraphQLSchema> {
   cached ??= buildSchema({
     resolvers: RESOLVERS,
     validate: { forbidUnknownValues: false },
+    // Subscriptions bring their own event source (`subscribe`); type-graphql still requires a pubSub.
+    pubSub: {
+      publish: () => undefined,
+      subscribe: () => {
+        throw new Error("topic subscriptions are not used");
+      },
+    },
   });
   return cached;
 }

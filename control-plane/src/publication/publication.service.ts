@@ -7,6 +7,8 @@ import {
   KeyRecordSchema,
   NetworkRecord,
   NetworkRecordSchema,
+  NodeRecord,
+  NodeRecordSchema,
   PlaneEvent,
   PlanLimits,
   WorkspaceRecord,
@@ -39,6 +41,32 @@ const LIVE_KEYS_SQL = `
   JOIN workspaces w ON w.id = a.workspace_id
   JOIN plans p ON p.id = w.plan_id
   WHERE k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())`;
+
+/** Live dedicated-node keys (a node's key works until the node is being deleted). */
+const NODE_KEYS_SQL = `
+  SELECT n.id AS node_id, n.key_hash, n.rpc_methods, n.workspace_id, n.status, n.internal_http_url,
+         n.internal_ws_url, nw.protocol, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
+         p.monthly_request_limit
+  FROM dedicated_nodes n
+  JOIN networks nw ON nw.id = n.network_id
+  JOIN workspaces w ON w.id = n.workspace_id
+  JOIN plans p ON p.id = w.plan_id
+  WHERE n.status NOT IN ('DELETING', 'DELETED')`;
+
+interface NodeKeyRow {
+  node_id: string;
+  key_hash: string;
+  rpc_methods: "SAFE" | "UNSAFE";
+  workspace_id: string;
+  status: string;
+  internal_http_url: string | null;
+  internal_ws_url: string | null;
+  protocol: "EVM" | "SUBSTRATE";
+  plan_name: string;
+  daily_request_limit: string;
+  requests_per_second: number;
+  monthly_request_limit: string | null;
+}
 
 function planLimits(row: {
   plan_name: string;
@@ -145,6 +173,70 @@ export class PublicationService {
     return out;
   }
 
+  /** Key records and node records of live dedicated nodes matching `where` (alias `n`). */
+  private async buildNodeRecords(
+    where: string,
+    params: unknown[],
+  ): Promise<{ keys: Map<string, KeyRecord>; nodes: NodeRecord[] }> {
+    const rows: NodeKeyRow[] = await this.dataSource.query(`${NODE_KEYS_SQL} AND ${where}`, params);
+    const keys = new Map<string, KeyRecord>();
+    const nodes: NodeRecord[] = [];
+    for (const r of rows) {
+      keys.set(
+        r.key_hash,
+        KeyRecordSchema.parse({
+          kind: "node",
+          workspaceId: r.workspace_id,
+          appId: null,
+          nodeId: r.node_id,
+          plan: planLimits(r),
+          allowlist: { origins: [], ips: [] },
+          expiresAtMs: null,
+          rpcMethods: r.rpc_methods,
+        } satisfies KeyRecord),
+      );
+      nodes.push(
+        NodeRecordSchema.parse({
+          nodeId: r.node_id,
+          workspaceId: r.workspace_id,
+          protocol: r.protocol,
+          httpUrl: r.internal_http_url,
+          wsUrl: r.internal_ws_url,
+          status: r.status,
+        } satisfies NodeRecord),
+      );
+    }
+    return { keys, nodes };
+  }
+
+  /**
+   * Dedicated nodes changed: rewrites the key record and node record of each live node in `nodeIds`
+   * (`key.upsert`, `node.update`), deletes `revokedKeyHashes` (`key.revoke`) and the node records of nodes
+   * no longer live (deleting / deleted).
+   */
+  async publishNodes(nodeIds: string[], revokedKeyHashes: string[] = []): Promise<void> {
+    const { keys, nodes } =
+      nodeIds.length > 0
+        ? await this.buildNodeRecords("n.id = ANY($1::uuid[])", [nodeIds])
+        : { keys: new Map<string, KeyRecord>(), nodes: [] };
+    const live = new Set(nodes.map((n) => n.nodeId));
+    const multi = this.redis.multi();
+    this.queueKeyWrites(multi, keys);
+    for (const n of nodes) multi.set(this.names.node(n.nodeId), JSON.stringify(n));
+    for (const id of nodeIds) if (!live.has(id)) multi.del(this.names.node(id));
+    for (const hash of revokedKeyHashes) multi.del(this.names.apiKey(hash));
+    for (const hash of keys.keys()) {
+      multi.publish(this.names.eventsChannel(), this.event({ type: "key.upsert", keyHash: hash }));
+    }
+    for (const hash of revokedKeyHashes) {
+      multi.publish(this.names.eventsChannel(), this.event({ type: "key.revoke", keyHash: hash }));
+    }
+    for (const id of nodeIds) {
+      multi.publish(this.names.eventsChannel(), this.event({ type: "node.update", nodeId: id }));
+    }
+    await multi.exec();
+  }
+
   private queueKeyWrites(multi: ReturnType<Redis["multi"]>, records: Map<string, KeyRecord>): void {
     for (const [hash, rec] of records) {
       const key = this.names.apiKey(hash);
@@ -187,6 +279,8 @@ export class PublicationService {
     if (workspaceIds.length === 0) return;
     const wss = await this.loadWorkspacePlans("w.id = ANY($1::uuid[])", [workspaceIds]);
     const records = await this.buildKeyRecords("a.workspace_id = ANY($1::uuid[])", [workspaceIds]);
+    const nodeRecords = await this.buildNodeRecords("n.workspace_id = ANY($1::uuid[])", [workspaceIds]);
+    for (const [hash, rec] of nodeRecords.keys) records.set(hash, rec);
     const multi = this.redis.multi();
     for (const ws of wss) multi.set(this.names.workspace(ws.workspaceId), JSON.stringify(ws));
     this.queueKeyWrites(multi, records);
@@ -271,6 +365,8 @@ export class PublicationService {
    */
   async republishAll(): Promise<RepublishResult> {
     const records = await this.buildKeyRecords("TRUE", []);
+    const nodeRecords = await this.buildNodeRecords("TRUE", []);
+    for (const [hash, rec] of nodeRecords.keys) records.set(hash, rec);
     const wss = await this.loadWorkspacePlans("TRUE", []);
     const nets = await this.buildNetworks();
     const plans = await this.buildPlans();
@@ -293,6 +389,7 @@ export class PublicationService {
     const multi = this.redis.multi();
     for (let i = 0; i < stale.length; i += 500) multi.del(...stale.slice(i, i + 500));
     for (const ws of wss) multi.set(this.names.workspace(ws.workspaceId), JSON.stringify(ws));
+    for (const n of nodeRecords.nodes) multi.set(this.names.node(n.nodeId), JSON.stringify(n));
     multi.del(this.names.networks());
     for (const n of nets) multi.hset(this.names.networks(), n.slug, JSON.stringify(n));
     multi.del(this.names.plans());

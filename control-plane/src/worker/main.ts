@@ -7,22 +7,27 @@ import { startWorker } from "./worker";
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger("control-plane-worker", config.logLevel);
-  const w = await startWorker(config, log);
+  // Signals are handled from the start: one arriving while the worker is still starting closes it once
+  // started (a default SIGTERM would kill it mid-start with exit code null).
+  const started = startWorker(config, log);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "worker shutting down");
-    w.close().then(
-      () => process.exit(0),
-      (err) => {
-        log.error({ err }, "worker shutdown failed");
-        process.exit(1);
-      },
-    );
+    started
+      .then((w) => w.close())
+      .then(
+        () => process.exit(0),
+        (err) => {
+          log.error({ err }, "worker shutdown failed");
+          process.exit(1);
+        },
+      );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  await started;
 }
 
 main().catch((err) => {

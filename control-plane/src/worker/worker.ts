@@ -7,21 +7,49 @@ import { RedisNames } from "../../../shared/src/redis/keys";
 import { ControlPlaneConfig } from "../config";
 import { createDataSource, migrate } from "../db/data-source";
 import { ensureDatabase } from "../db/ensure-database";
+import { createNodeProvider, loadNodeConfig, NodeConfig } from "../nodes/node.config";
+import { NodeWorker, startNodeWorker } from "../nodes/node.processor";
+import type { NodeProvider } from "../nodes/providers/provider";
 import { PublicationService } from "../publication/publication.service";
+import { loadUsageWorkerConfig, UsageWorkerConfig } from "../usage/usage.config";
+import { UsageIngestor } from "../usage/usage.ingestor";
 import { createPublicationProcessor } from "./publication.processor";
+import { createUsageProcessor } from "./usage.processor";
 
 /** Id of the repeatable full re-publish (upsertJobScheduler is idempotent on it). */
 export const REPUBLISH_SCHEDULER_ID = "republish-all-every";
+/** Id of the repeatable usage retention job. */
+export const USAGE_RETENTION_SCHEDULER_ID = "usage-retention-every";
 
 export interface ControlPlaneWorker {
   queue: Queue;
   worker: Worker;
+  /** Usage stream consumer (undefined when USAGE_INGEST_ENABLED=false). */
+  usageIngestor?: UsageIngestor;
+  /** Dedicated nodes (QueueName.Nodes). */
+  nodes: NodeWorker;
   close(): Promise<void>;
 }
 
-/** BullMQ worker for QueueName.Publication with a repeatable JobName.RepublishAll. */
-export async function startWorker(config: ControlPlaneConfig, log?: Logger): Promise<ControlPlaneWorker> {
+export interface WorkerOptions {
+  /** Overrides of the usage settings read from the environment (USAGE_*). */
+  usage?: Partial<UsageWorkerConfig>;
+  /** Overrides of the dedicated-node settings read from the environment (NODE_*), and the provider. */
+  nodes?: Partial<NodeConfig>;
+  nodeProvider?: NodeProvider;
+}
+
+/**
+ * The worker process: BullMQ workers for QueueName.Publication (repeatable JobName.RepublishAll) and
+ * QueueName.Usage (repeatable JobName.UsageRetention), plus the usage stream consumer (UsageIngestor).
+ */
+export async function startWorker(
+  config: ControlPlaneConfig,
+  log?: Logger,
+  opts: WorkerOptions = {},
+): Promise<ControlPlaneWorker> {
   const logger = log ?? createLogger("control-plane-worker", config.logLevel);
+  const usageCfg = { ...loadUsageWorkerConfig(), ...opts.usage };
   const names = new RedisNames(config.redisKeyPrefix);
   await ensureDatabase(config.databaseUrl);
   const ds = createDataSource(config.databaseUrl, 4);
@@ -51,11 +79,62 @@ export async function startWorker(config: ControlPlaneConfig, log?: Logger): Pro
   });
   worker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "publication job failed"));
   await worker.waitUntilReady();
+
+  // Usage: stream ingestion (own blocking connection) and the repeatable retention job.
+  const usageQueue = new Queue<JobPayloads[JobName.UsageRetention]>(QueueName.Usage, {
+    connection: bullConnection,
+    prefix,
+  });
+  await usageQueue.upsertJobScheduler(
+    USAGE_RETENTION_SCHEDULER_ID,
+    { every: usageCfg.retentionIntervalSeconds * 1000 },
+    { name: JobName.UsageRetention, data: {}, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+  );
+  const usageWorker = new Worker(QueueName.Usage, createUsageProcessor(ds, usageCfg, logger), {
+    connection: bullConnection,
+    prefix,
+    concurrency: 1,
+  });
+  usageWorker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "usage job failed"));
+  await usageWorker.waitUntilReady();
+  let usageRedis: Redis | undefined;
+  let usageIngestor: UsageIngestor | undefined;
+  if (usageCfg.enabled) {
+    usageRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+    usageIngestor = new UsageIngestor(ds, usageRedis, names, logger, {
+      consumerName: usageCfg.consumerName,
+      blockMs: usageCfg.blockMs,
+      batch: usageCfg.batch,
+      claimIdleMs: usageCfg.claimIdleMs,
+    });
+    await usageIngestor.start();
+    logger.info({ consumer: usageCfg.consumerName }, "usage ingestion started");
+  }
+  // Last: this line is the readiness signal (process tests and operators wait for it).
   logger.info({ everySeconds: config.republishIntervalSeconds }, "publication worker started");
+  // Dedicated nodes: provisioning / roll / stop / delete jobs and the sync + validator sweeps.
+  const nodeCfg = { ...loadNodeConfig(), ...opts.nodes };
+  const nodes = await startNodeWorker({
+    ds,
+    redis,
+    bullConnection,
+    names,
+    publication,
+    provider: opts.nodeProvider ?? createNodeProvider(nodeCfg, logger),
+    cfg: nodeCfg,
+    log: logger,
+  });
   return {
     queue,
     worker,
+    usageIngestor,
+    nodes,
     async close() {
+      await nodes.close();
+      await usageIngestor?.stop();
+      usageRedis?.disconnect();
+      await usageWorker.close();
+      await usageQueue.close();
       await worker.close();
       await queue.close();
       bullConnection.disconnect();

@@ -12,9 +12,22 @@ export interface Metrics {
     seconds: number,
   ): void;
   upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void;
+  /**
+   * A message refused by the limits: `endpoint` app | public, `reason` rate_limit | batch_exceeds_limit |
+   * store_unavailable | daily_limit | monthly_limit, `elements` its request objects.
+   */
+  limitRefused(endpoint: string, reason: string, elements: number): void;
+  /** Registers the probe read at scrape time for the limits' Redis health gauge. */
+  limitsHealth(probe: () => LimitsRedisHealth): void;
   /** Prometheus text exposition; `undefined` when metrics are off. */
   render(): Promise<string | undefined>;
   readonly contentType: string;
+}
+
+/** Whether each limits component reaches Redis; null = that component does not use Redis. */
+export interface LimitsRedisHealth {
+  rateLimit: boolean | null;
+  quota: boolean | null;
 }
 
 export class NoopMetrics implements Metrics {
@@ -23,6 +36,8 @@ export class NoopMetrics implements Metrics {
   cache(): void {}
   upstreamRequest(): void {}
   upstreamHealth(): void {}
+  limitRefused(_endpoint: string, _reason: string, _elements: number): void {}
+  limitsHealth(): void {}
   async render(): Promise<string | undefined> {
     return undefined;
   }
@@ -93,6 +108,10 @@ export class PromMetrics implements Metrics {
   private readonly upstreamUp: Gauge<"network" | "upstream">;
   private readonly upstreamHead: Gauge<"network" | "upstream">;
   private readonly upstreamLatencyEwma: Gauge<"network" | "upstream">;
+  /** `endpoint\u0000reason` -> [messages, request objects] refused. */
+  private readonly refusals = new Map<string, [number, number]>();
+  private limitsProbe: (() => LimitsRedisHealth) | undefined;
+  private readonly limitsRedisUp: Gauge<"component">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -115,6 +134,32 @@ export class PromMetrics implements Metrics {
       labelNames: ["network", "upstream"],
       registers,
     });
+    this.limitsRedisUp = new Gauge({
+      name: "rpcgw_limits_redis_up",
+      help: "1 while the rate limiter (component=ratelimit) or the quota tracker (component=quota) reaches Redis; 0 while it limits / counts locally",
+      labelNames: ["component"],
+      registers,
+      collect: () => {
+        const h = this.limitsProbe?.();
+        if (h === undefined) return;
+        if (h.rateLimit !== null) this.limitsRedisUp.labels("ratelimit").set(h.rateLimit ? 1 : 0);
+        if (h.quota !== null) this.limitsRedisUp.labels("quota").set(h.quota ? 1 : 0);
+      },
+    });
+  }
+
+  limitRefused(endpoint: string, reason: string, elements: number): void {
+    const k = `${endpoint}\u0000${reason}`;
+    const c = this.refusals.get(k);
+    if (c === undefined) this.refusals.set(k, [1, elements]);
+    else {
+      c[0]++;
+      c[1] += elements;
+    }
+  }
+
+  limitsHealth(probe: () => LimitsRedisHealth): void {
+    this.limitsProbe = probe;
   }
 
   private network(network: string): NetworkStats {
@@ -210,6 +255,21 @@ export class PromMetrics implements Metrics {
     );
     for (const s of this.upstreams.values())
       s.latency.render("rpcgw_upstream_duration_seconds", s.labels, out);
+    out.push(
+      "# HELP rpcgw_limit_refusals_total Messages (HTTP requests, WebSocket messages) refused by rate limits or quotas, by endpoint and reason",
+      "# TYPE rpcgw_limit_refusals_total counter",
+    );
+    const elements: string[] = [
+      "# HELP rpcgw_limit_refused_elements_total Request objects in the refused messages, by endpoint and reason",
+      "# TYPE rpcgw_limit_refused_elements_total counter",
+    ];
+    for (const [k, [n, e]] of this.refusals) {
+      const [endpoint, reason] = k.split("\u0000") as [string, string];
+      const labels = `endpoint="${label(endpoint)}",reason="${label(reason)}"`;
+      out.push(`rpcgw_limit_refusals_total{${labels}} ${n}`);
+      elements.push(`rpcgw_limit_refused_elements_total{${labels}} ${e}`);
+    }
+    out.push(...elements);
     return `${out.join("\n")}\n\n${await this.registry.metrics()}`;
   }
 }

@@ -5,6 +5,7 @@ import type { Logger } from "../../../shared/src/log/logger";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { MemoryQuotaStore, RedisQuotaStore } from "../quota/quota-store";
 import { NoopQuotaTracker, type QuotaTracker, ReconciledQuotaTracker } from "../quota/quota-tracker";
+import type { Clock } from "./clock";
 import { LocalRateLimiter, NoopRateLimiter, type RateLimiter } from "./rate-limiter";
 import { createLimitsRedis } from "./redis-client";
 import { RedisReconciledRateLimiter } from "./redis-rate-limiter";
@@ -39,13 +40,25 @@ export interface Limits {
   start(): void;
   /** Stops the loops, flushes the quota counts, closes the connection. */
   close(): Promise<void>;
+  /**
+   * Whether the limiter and the quota tracker currently reach Redis (null: that part does not use Redis).
+   * Read at scrape time for the `/metrics` health gauge.
+   */
+  redisHealth(): { rateLimit: boolean | null; quota: boolean | null };
+}
+
+export interface CreateLimitsOptions {
+  /** Injected in tests to step across second, day and month boundaries. */
+  clock?: Clock;
 }
 
 /** Builds the limiter and quota tracker the server uses, from configuration. */
 export function createLimits(
   config: LimitsConfig & { REDIS_URL: string; REDIS_KEY_PREFIX: string; REDIS_COMMAND_TIMEOUT_MS?: number },
   logger?: Logger,
+  opts: CreateLimitsOptions = {},
 ): Limits {
+  const clock = opts.clock;
   const names = new RedisNames(config.REDIS_KEY_PREFIX);
   const needRedis = config.RATE_LIMIT_MODE === "redis" || config.QUOTA_MODE === "redis";
   let redis: Redis | undefined;
@@ -64,11 +77,13 @@ export function createLimits(
           syncIntervalMs: config.RATE_LIMIT_SYNC_INTERVAL_MS,
           syncTimeoutMs: config.RATE_LIMIT_SYNC_TIMEOUT_MS,
           failClosedAfterMs: config.RATE_LIMIT_FAIL_CLOSED_AFTER_MS || null,
+          clock,
           logger,
         })
       : undefined;
   const rateLimiter: RateLimiter =
-    reconciled ?? (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter() : new NoopRateLimiter());
+    reconciled ??
+    (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter({ clock }) : new NoopRateLimiter());
   const tracker =
     config.QUOTA_MODE === "off"
       ? undefined
@@ -79,6 +94,7 @@ export function createLimits(
               : new MemoryQuotaStore(),
           flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
           flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
+          clock,
           logger,
         });
   return {
@@ -92,6 +108,12 @@ export function createLimits(
       await reconciled?.stop();
       await tracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS);
       redis?.disconnect();
+    },
+    redisHealth() {
+      return {
+        rateLimit: reconciled === undefined ? null : reconciled.redisHealthy,
+        quota: tracker === undefined || config.QUOTA_MODE !== "redis" ? null : tracker.storeHealthy,
+      };
     },
   };
 }

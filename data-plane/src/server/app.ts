@@ -1,5 +1,6 @@
 import uWS from "uWebSockets.js";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { serveNodeHttp } from "../nodes/node-http";
 import { Endpoint, type GatewayContext } from "./context";
 import { type ExchangeTracker, RpcExchange } from "./exchange";
 import { errorJson, nextRequestId, STATUS } from "./respond";
@@ -35,6 +36,12 @@ export class HttpServer implements ExchangeTracker {
     app.any("/:network/rpc", rpc(Endpoint.App));
     app.any("/:network/jsonrpc", rpc(Endpoint.App));
     app.any("/:network/public", rpc(Endpoint.Public));
+    const nodes = ctx.nodes;
+    if (nodes !== undefined) {
+      const maxBody = ctx.config.MAX_BODY_BYTES;
+      app.any("/nodes/:nodeId/:key", (res, req) => serveNodeHttp(nodes, this, maxBody, res, req, true));
+      app.any("/nodes/:nodeId", (res, req) => serveNodeHttp(nodes, this, maxBody, res, req, false));
+    }
     app.get("/healthz", (res) => {
       res.cork(() => {
         res.writeStatus(STATUS[200]!);

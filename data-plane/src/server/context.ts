@@ -3,7 +3,9 @@ import type { Cidr } from "../allowlist/ip";
 import type { KeyVerifier } from "../auth/key-verifier";
 import type { ResponseCache } from "../cache/response-cache";
 import type { DataPlaneConfig } from "../config";
+import type { LimitsGate } from "../limits/admission";
 import type { Metrics } from "../metrics/metrics";
+import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { UpstreamRegistry } from "../upstream/registry";
 
@@ -17,6 +19,10 @@ export interface GatewayContext {
   readonly cache: ResponseCache;
   readonly metrics: Metrics;
   readonly trustedProxies: readonly Cidr[];
+  /** Per-second rate limits and workspace quotas: admit each message before forwarding, record what is served. */
+  readonly limits: LimitsGate;
+  /** Dedicated node endpoints (`/nodes/{nodeId}/{KEY}`); HTTP here, WS via NodeGateway.authorize/handle. */
+  readonly nodes?: NodeGateway;
 }
 
 /** Which endpoint a request came in on. */

@@ -3,6 +3,8 @@ import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/
 import { clientIp } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import { type Refused, rateLimitHeaders } from "../limits/admission";
+import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
@@ -21,7 +23,7 @@ export interface ExchangeTracker {
   unwatchBody(x: RpcExchange): void;
 }
 
-const EXPOSE_HEADERS = "X-Request-Id, X-Cache";
+const EXPOSE_HEADERS = "X-Request-Id, X-Cache, X-RateLimit-Limit, X-RateLimit-Remaining, Retry-After";
 
 /**
  * One HTTP request on an RPC endpoint, from headers to the response. Everything needed from `req` is
@@ -43,6 +45,12 @@ export class RpcExchange {
   /** Value for Access-Control-Allow-Origin, "" = none. */
   private allowOrigin = "";
   private xCache = "";
+  /** The admitted key (app endpoints), whose workspace is charged for what is served. */
+  private key: VerifiedKey | undefined;
+  /** The rate decision, for X-RateLimit-* headers; undefined before admission. */
+  private rate: RateLimitResult | undefined;
+  /** Retry-After in seconds on a limits refusal, else 0. */
+  private retryAfterS = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -148,12 +156,38 @@ export class RpcExchange {
         if (key.allowlist.restrictsOrigin && !key.allowlist.originAllowed(this.origin)) this.allowOrigin = "";
       }
     }
-    // Seam: per-key and per-IP (public endpoint) rate limits and daily quotas are admitted here, with
-    // the batch size known, before anything is forwarded.
     const parsed = parseRpcBody(text);
     if (!parsed.ok) return this.fail(parsed.error, parsed.idText, parsed.limit);
+    // Limits, once per HTTP request with its whole cost (every request object, notifications and invalid
+    // elements included), before anything is forwarded: per app key or per client IP (public endpoint)
+    // per second, then the workspace's daily / monthly quota. A refusal answers the whole request.
+    const cost = parsed.batch ? parsed.items.length : 1;
+    const ip = key === undefined ? this.clientAddress()?.toString() : undefined;
+    const admission = this.ctx.limits.admit(key, ip, cost);
+    this.rate = admission.rate;
+    if (!admission.ok) return this.refuse(admission, parsed.batch ? "null" : (parsed.call.idText ?? "null"));
+    this.key = key;
     if (parsed.batch) return this.batch(parsed.items);
     return this.single(parsed.call);
+  }
+
+  /** 429 for the whole request: nothing forwarded, nothing counted as served. */
+  private refuse(r: Refused, idText: string): void {
+    if (this.done) return;
+    this.ctx.metrics.request(this.pool.record.slug, r.row.category, this.elapsed());
+    this.retryAfterS = r.retryAfterSeconds;
+    const body = errorJson(r.row, idText, {
+      requestId: this.requestId,
+      retryAfterMs: r.retryAfterMs,
+      limit: r.limit,
+      message: r.message,
+    });
+    this.send(429, body);
+  }
+
+  /** Response units: each response object returned to the client counts one against the quota. */
+  private served(units: number): void {
+    if (this.key !== undefined) this.ctx.limits.recordServed(this.key, units);
   }
 
   private clientAddress() {
@@ -172,6 +206,7 @@ export class RpcExchange {
         requestId: this.requestId,
         message: blocked,
       });
+      this.served(1);
       return this.send(200, body);
     }
     let result: CallResult;
@@ -189,6 +224,7 @@ export class RpcExchange {
           this.ctx.metrics.request(network.slug, hit.category, this.elapsed());
           this.xCache = "HIT";
           if (call.idText === undefined) return this.send(204, "");
+          this.served(1);
           return this.send(200, replyJson(call.idText, hit.tail));
         }
         this.ctx.metrics.cache(network.slug, false);
@@ -215,6 +251,7 @@ export class RpcExchange {
     this.ctx.metrics.request(network.slug, result.reply.category, this.elapsed());
     if (result.reply.kind === ReplyKind.Result) this.observeHead(call.method, result.reply.tail);
     if (call.idText === undefined) return this.send(204, "");
+    this.served(1);
     this.send(200, replyJson(call.idText, result.reply.tail));
   }
 
@@ -273,12 +310,15 @@ export class RpcExchange {
     for (let i = 0; i < n; i++) this.ctx.metrics.request(network.slug, categories[i]!, elapsed);
     if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
     let body = "";
+    let units = 0;
     for (let i = 0; i < n; i++) {
       const s = out[i];
       if (s === undefined) continue;
+      units++;
       body = body === "" ? `[${s}` : `${body},${s}`;
     }
     if (body === "") return this.send(204, "");
+    this.served(units);
     this.send(200, `${body}]`);
   }
 
@@ -318,6 +358,12 @@ export class RpcExchange {
         if (this.allowOrigin !== "*") res.writeHeader("vary", "Origin");
       }
       if (this.xCache !== "") res.writeHeader("x-cache", this.xCache);
+      const rl = rateLimitHeaders(this.rate);
+      if (rl !== undefined) {
+        res.writeHeader("x-ratelimit-limit", rl[0]);
+        res.writeHeader("x-ratelimit-remaining", rl[1]);
+      }
+      if (this.retryAfterS > 0) res.writeHeader("retry-after", String(this.retryAfterS));
       if (status === 204) {
         res.endWithoutBody(0, close);
       } else {

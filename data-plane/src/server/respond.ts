@@ -23,11 +23,14 @@ export interface ErrorDetail {
   requestId: string;
   limit?: number;
   message?: string;
+  /** 429s: `data.retryAfterMs`. */
+  retryAfterMs?: number;
 }
 
 /** A contract error object as JSON text, with the id spliced in as raw JSON text. */
 export function errorJson(row: ErrorRow, idText: string, detail: ErrorDetail): string {
   const extras: Record<string, unknown> = { requestId: detail.requestId };
+  if (detail.retryAfterMs !== undefined) extras.retryAfterMs = detail.retryAfterMs;
   if (detail.limit !== undefined) extras.limit = detail.limit;
   if (detail.message !== undefined) extras.message = detail.message;
   const obj = errorResponse(row, null, extras);

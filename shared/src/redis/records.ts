@@ -82,5 +82,29 @@ export const PlaneEventSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("networks.update") }),
   /** Full re-publish finished: drop every cached record and reload. */
   z.object({ type: z.literal("resync") }),
+  /** A dedicated node's record (URL, status) changed or was deleted: drop the cached one. */
+  z.object({ type: z.literal("node.update"), nodeId: z.string() }),
 ]);
 export type PlaneEvent = z.infer<typeof PlaneEventSchema>;
+
+/** A dedicated node as the data plane needs it: where to forward and whether it may serve now. */
+export const NodeRecordSchema = z.object({
+  nodeId: z.string(),
+  workspaceId: z.string(),
+  protocol: z.enum(["EVM", "SUBSTRATE"]),
+  /** Internal RPC URL of the node (the provider's endpoint); null while not provisioned. */
+  httpUrl: z.string().nullable(),
+  wsUrl: z.string().nullable(),
+  /** Node status (PENDING, PROVISIONING, SYNCING, SYNCED, STOPPED, ERROR, DELETING, DELETED). */
+  status: z.string(),
+});
+export type NodeRecord = z.infer<typeof NodeRecordSchema>;
+
+/** Written by the data plane when `author_rotateKeys` succeeded through a node's endpoint. */
+export const NodeSessionKeysRecordSchema = z.object({
+  nodeId: z.string(),
+  /** The hex session keys the node returned. */
+  keys: z.string(),
+  atMs: z.number().int(),
+});
+export type NodeSessionKeysRecord = z.infer<typeof NodeSessionKeysRecordSchema>;

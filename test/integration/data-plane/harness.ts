@@ -1,5 +1,5 @@
 import { type DataPlaneConfig, loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import { type DataPlane, type DataPlaneOverrides, startDataPlane } from "../../../data-plane/src/data-plane";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../helpers/redis";
 import { RedisSeeder } from "../../helpers/seed-redis";
 
@@ -15,13 +15,17 @@ export interface Gateway {
 
 /**
  * Starts a data plane in this process on a free port against a fresh Redis namespace. `seed` runs
- * before start (networks must exist by then for readiness).
+ * before start (networks must exist by then for readiness). Rate limits and quotas are off unless `env`
+ * sets RATE_LIMIT_MODE / QUOTA_MODE (the suites in limits/ do; the others test everything else and send
+ * more than the seeded free plan's 50 req/s). `ns` reuses a namespace (several instances on one prefix).
  */
 export async function startGateway(
   env: Record<string, string>,
   seed: (seeder: RedisSeeder) => Promise<void>,
+  overrides: DataPlaneOverrides = {},
+  sharedNs?: TestRedisNamespace,
 ): Promise<Gateway> {
-  const ns = createTestRedisNamespace();
+  const ns = sharedNs ?? createTestRedisNamespace();
   const seeder = new RedisSeeder(ns.prefix);
   await seed(seeder);
   const config = loadDataPlaneConfig({
@@ -30,10 +34,12 @@ export async function startGateway(
     DATA_PLANE_HOST: "127.0.0.1",
     LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
     HEALTH_CHECK_INTERVAL_MS: "200",
+    RATE_LIMIT_MODE: "off",
+    QUOTA_MODE: "off",
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     ...env,
   });
-  const plane = await startDataPlane(config);
+  const plane = await startDataPlane(config, overrides);
   return {
     plane,
     seeder,
@@ -44,7 +50,8 @@ export async function startGateway(
     async stop() {
       await plane.close();
       await seeder.close();
-      await ns.cleanup();
+      // A shared namespace belongs to the caller.
+      if (sharedNs === undefined) await ns.cleanup();
     },
   };
 }

@@ -1,0 +1,523 @@
+/**
+ * WebSocket benchmark: N concurrent client WebSockets (default 10,000; BENCH_WS_CONNECTIONS), each
+ * subscribed to newHeads on one gateway process backed by a stub upstream that emits a head every 250 ms
+ * with its emission time embedded. Reports the gateway's RSS (/proc/PID/status VmRSS), p50/p99 delay from
+ * upstream emission to client delivery, and request/response throughput over WS vs HTTP (same method,
+ * same connection count) in the same run.
+ *
+ *   node dist/bench/ws.js                       (runs alone; prints the figures and a JSON line)
+ *   import { runWsBench } from "./ws"; await runWsBench({ connections: 10_000 })   (from bench/run.ts)
+ *
+ * The client sockets come from `BENCH_WS_CLIENT_PROCS` (default 2) child processes. Each gateway-side
+ * connection is one file descriptor in the gateway and one in a client process: 10,000 connections need
+ * `ulimit -n` above ~10,100 for the gateway (and N / procs per client process). This machine's default
+ * (`ulimit -n` = 20000) is enough; raise it (`ulimit -n 65536`) for more.
+ *
+ * Environment: REDIS_URL (default redis://127.0.0.1:6379), BENCH_WS_CONNECTIONS, BENCH_WS_CLIENT_PROCS,
+ * BENCH_WS_MEASURE_MS (delivery window, default 10000), BENCH_WS_LOAD_CONNECTIONS (default 64),
+ * BENCH_WS_LOAD_MS (per throughput run, default 5000).
+ */
+
+import uWS from "uWebSockets.js";
+import { type ChildProcess, fork } from "node:child_process";
+import { Redis } from "ioredis";
+import { Pool } from "undici";
+import WebSocket from "ws";
+import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
+import { RedisNames } from "../shared/src/redis/keys";
+import { KeyRecordSchema, NetworkRecordSchema } from "../shared/src/redis/records";
+import { processMemory, startGateway } from "./gateway";
+import { answer } from "./stub-upstream";
+
+export interface WsBenchOptions {
+  connections?: number;
+  clientProcs?: number;
+  measureMs?: number;
+  loadConnections?: number;
+  loadMs?: number;
+  redisUrl?: string;
+  /** Method for the WS vs HTTP throughput runs (default net_version: never cached, goes upstream). */
+  method?: string;
+  /** Extra environment for the gateway process (e.g. UPSTREAM_WS_CONNECTIONS, WS_MAX_BUFFERED_BYTES). */
+  gatewayEnv?: NodeJS.ProcessEnv;
+}
+
+export interface WsBenchResult {
+  connections: number;
+  subscribed: number;
+  connectSeconds: number;
+  gatewayRssMiB: { idle: number; connected: number; steady: number; peak: number };
+  heads: number;
+  notificationsDelivered: number;
+  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  /** Gateway-internal time to fan one head out to every client (from its /metrics). */
+  gatewayFanoutMs: { mean: number; max: number };
+  throughput: {
+    method: string;
+    connections: number;
+    wsReqPerSec: number;
+    httpReqPerSec: number;
+    wsErrors: number;
+    httpErrors: number;
+  };
+}
+
+const NETWORK = "eth-ws-bench";
+const HEAD_INTERVAL_MS = 250;
+const nowMs = () => performance.timeOrigin + performance.now();
+
+// ---------------------------------------------------------------- stub upstream (HTTP + WS, uWS)
+
+interface WsStub {
+  port: number;
+  heads(): number;
+  subscriptions(): number;
+  close(): void;
+}
+
+function startWsStub(): Promise<WsStub> {
+  const app = uWS.App();
+  const subs = new Map<string, uWS.WebSocket<{ id: number }>>();
+  let nextSub = 1;
+  let head = 0;
+  app.ws<{ id: number }>("/*", {
+    compression: uWS.DISABLED,
+    maxPayloadLength: 16 * 1024 * 1024,
+    idleTimeout: 0,
+    message: (ws, msg) => {
+      const text = Buffer.from(msg).toString();
+      let req: { id?: unknown; method?: string; params?: unknown[] };
+      try {
+        req = JSON.parse(text);
+      } catch {
+        return;
+      }
+      if (req.method === "eth_subscribe") {
+        const sid = `0x${(nextSub++).toString(16).padStart(32, "0")}`;
+        subs.set(sid, ws);
+        ws.send(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":"${sid}"}`);
+      } else if (req.method === "eth_unsubscribe") {
+        const ok = subs.delete(String(req.params?.[0]));
+        ws.send(`{"jsonrpc":"2.0","id":${JSON.stringify(req.id)},"result":${ok}}`);
+      } else {
+        ws.send(answer(text));
+      }
+    },
+    close: (ws) => {
+      for (const [sid, w] of subs) if (w === ws) subs.delete(sid);
+    },
+  });
+  app.any("/*", (res) => {
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    const chunks: Buffer[] = [];
+    res.onData((ab, isLast) => {
+      chunks.push(Buffer.from(ab.slice(0)));
+      if (!isLast || aborted) return;
+      const out = answer(Buffer.concat(chunks).toString("utf8"));
+      res.cork(() => res.writeHeader("content-type", "application/json").end(out));
+    });
+  });
+  const timer = setInterval(() => {
+    head++;
+    const result = `{"number":"0x${head.toString(16)}","hash":"0x${head.toString(16).padStart(64, "0")}","parentHash":"0x${(head - 1).toString(16).padStart(64, "0")}","miner":"0x0000000000000000000000000000000000000000","gasLimit":"0x1c9c380","gasUsed":"0x0","timestamp":"0x${Math.floor(Date.now() / 1000).toString(16)}","emittedAtMs":${nowMs()}}`;
+    for (const [sid, ws] of subs) {
+      ws.send(
+        `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${sid}","result":${result}}}`,
+      );
+    }
+  }, HEAD_INTERVAL_MS);
+  return new Promise((resolve, reject) => {
+    app.listen("127.0.0.1", 0, (s) => {
+      if (!s) return reject(new Error("ws stub: listen failed"));
+      resolve({
+        port: uWS.us_socket_local_port(s),
+        heads: () => head,
+        subscriptions: () => subs.size,
+        close() {
+          clearInterval(timer);
+          uWS.us_listen_socket_close(s);
+          for (const ws of subs.values()) ws.close();
+        },
+      });
+    });
+  });
+}
+
+// ---------------------------------------------------------------- client child process
+
+type ToChild =
+  | { cmd: "subscribe"; url: string; count: number }
+  | { cmd: "measure"; on: boolean }
+  | { cmd: "report" }
+  | { cmd: "closeAll" }
+  | { cmd: "load"; kind: "ws" | "http"; url: string; method: string; connections: number; ms: number };
+
+type FromChild =
+  | { ev: "subscribed"; ok: number; failed: number }
+  | { ev: "report"; delays: number[]; received: number; closedEarly: number }
+  | { ev: "closed" }
+  | { ev: "load"; requests: number; errors: number; seconds: number };
+
+async function clientMain(): Promise<void> {
+  const sockets: WebSocket[] = [];
+  let measuring = false;
+  let delays: number[] = [];
+  let received = 0;
+  let closedEarly = 0;
+  const send = (m: FromChild) => process.send?.(m);
+
+  const openOne = (url: string): Promise<boolean> =>
+    new Promise((resolve) => {
+      const ws = new WebSocket(url, { perMessageDeflate: false });
+      let subscribed = false;
+      ws.on("message", (data) => {
+        const text = String(data);
+        if (!subscribed) {
+          subscribed = true;
+          resolve(text.includes('"result":"0x'));
+          return;
+        }
+        received++;
+        if (!measuring) return;
+        const at = text.indexOf('"emittedAtMs":');
+        if (at < 0) return;
+        const emitted = Number.parseFloat(text.slice(at + 14, text.indexOf("}", at)));
+        delays.push(nowMs() - emitted);
+      });
+      ws.on("open", () => ws.send('{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}'));
+      ws.on("error", () => {
+        if (!subscribed) {
+          subscribed = true;
+          resolve(false);
+        }
+      });
+      ws.on("close", () => {
+        if (subscribed) closedEarly++;
+      });
+      sockets.push(ws);
+    });
+
+  process.on("message", async (m: ToChild) => {
+    if (m.cmd === "subscribe") {
+      let ok = 0;
+      let failed = 0;
+      const BATCH = 250;
+      for (let i = 0; i < m.count; i += BATCH) {
+        const n = Math.min(BATCH, m.count - i);
+        const results = await Promise.all(Array.from({ length: n }, () => openOne(m.url)));
+        for (const r of results) r ? ok++ : failed++;
+      }
+      send({ ev: "subscribed", ok, failed });
+    } else if (m.cmd === "measure") {
+      measuring = m.on;
+      if (m.on) delays = [];
+    } else if (m.cmd === "report") {
+      send({ ev: "report", delays, received, closedEarly });
+    } else if (m.cmd === "closeAll") {
+      for (const ws of sockets) ws.terminate();
+      sockets.length = 0;
+      send({ ev: "closed" });
+    } else if (m.cmd === "load") {
+      send({ ev: "load", ...(await (m.kind === "ws" ? wsLoad(m) : httpLoad(m))) });
+    }
+  });
+}
+
+/** Closed loop: each connection sends the next request when the previous answer arrives. */
+async function wsLoad(o: { url: string; method: string; connections: number; ms: number }) {
+  const body = (id: number) => `{"jsonrpc":"2.0","id":${id},"method":"${o.method}","params":[]}`;
+  const conns = await Promise.all(
+    Array.from(
+      { length: o.connections },
+      () =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(o.url, { perMessageDeflate: false });
+          ws.once("open", () => resolve(ws));
+          ws.once("error", reject);
+        }),
+    ),
+  );
+  let requests = 0;
+  let errors = 0;
+  const deadline = performance.now() + o.ms;
+  const start = performance.now();
+  await Promise.all(
+    conns.map(
+      (ws) =>
+        new Promise<void>((resolve) => {
+          let id = 0;
+          ws.on("message", (data) => {
+            if (String(data).includes('"error"')) errors++;
+            else requests++;
+            if (performance.now() < deadline) ws.send(body(++id));
+            else resolve();
+          });
+          ws.send(body(++id));
+        }),
+    ),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  for (const ws of conns) ws.terminate();
+  return { requests, errors, seconds };
+}
+
+async function httpLoad(o: { url: string; method: string; connections: number; ms: number }) {
+  const url = new URL(o.url);
+  const pool = new Pool(url.origin, { connections: o.connections, pipelining: 1 });
+  const path = `${url.pathname}${url.search}`;
+  const body = `{"jsonrpc":"2.0","id":1,"method":"${o.method}","params":[]}`;
+  let requests = 0;
+  let errors = 0;
+  const deadline = performance.now() + o.ms;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: o.connections }, async () => {
+      while (performance.now() < deadline) {
+        try {
+          const r = await pool.request({
+            path,
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+          });
+          const text = await r.body.text();
+          if (r.statusCode !== 200 || text.includes('"error"')) errors++;
+          else requests++;
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  await pool.close();
+  return { requests, errors, seconds };
+}
+
+// ---------------------------------------------------------------- orchestration
+
+class Child {
+  private readonly waiting: ((m: FromChild) => void)[] = [];
+  constructor(readonly proc: ChildProcess) {
+    proc.on("message", (m: FromChild) => this.waiting.shift()?.(m));
+  }
+  ask<T extends FromChild>(m: ToChild): Promise<T> {
+    return new Promise((resolve) => {
+      this.waiting.push(resolve as (m: FromChild) => void);
+      this.proc.send(m);
+    });
+  }
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const round = (n: number, d = 2) => Math.round(n * 10 ** d) / 10 ** d;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResult> {
+  const connections = opts.connections ?? Number(process.env.BENCH_WS_CONNECTIONS ?? 10_000);
+  const procs = Math.max(1, opts.clientProcs ?? Number(process.env.BENCH_WS_CLIENT_PROCS ?? 2));
+  const measureMs = opts.measureMs ?? Number(process.env.BENCH_WS_MEASURE_MS ?? 10_000);
+  const loadConnections = opts.loadConnections ?? Number(process.env.BENCH_WS_LOAD_CONNECTIONS ?? 64);
+  const loadMs = opts.loadMs ?? Number(process.env.BENCH_WS_LOAD_MS ?? 5_000);
+  const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+  const method = opts.method ?? "net_version";
+
+  const stub = await startWsStub();
+  const prefix = `rgbenchws:${Date.now().toString(36)}:`;
+  const names = new RedisNames(prefix);
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+  const key = generateApiKey();
+  await redis.hset(
+    names.networks(),
+    NETWORK,
+    JSON.stringify(
+      NetworkRecordSchema.parse({
+        slug: NETWORK,
+        name: "EVM WS bench (stub upstream)",
+        protocol: "EVM",
+        chainId: 1,
+        allowDebug: false,
+        upstreams: [
+          {
+            id: "stub",
+            httpUrl: `http://127.0.0.1:${stub.port}`,
+            wsUrl: `ws://127.0.0.1:${stub.port}`,
+            weight: 1,
+          },
+        ],
+      }),
+    ),
+  );
+  await redis.set(
+    names.apiKey(hashApiKey(key)),
+    JSON.stringify(
+      KeyRecordSchema.parse({
+        kind: "app",
+        workspaceId: "ws-bench",
+        appId: "app-ws-bench",
+        nodeId: null,
+        plan: { name: "bench", requestsPerSecond: 1e9, dailyRequestLimit: 1e12, monthlyRequestLimit: null },
+        allowlist: { origins: [], ips: [] },
+        expiresAtMs: null,
+        rpcMethods: null,
+      }),
+    ),
+  );
+  await redis.set(names.publishedAt(), new Date().toISOString());
+
+  const gw = await startGateway({
+    redisUrl,
+    prefix,
+    env: { WS_MAX_IN_FLIGHT_PER_CONNECTION: "1000", LOG_LEVEL: "warn", ...opts.gatewayEnv },
+  });
+  const children: Child[] = [];
+  try {
+    const pid = gw.proc.child.pid!;
+    const wsUrl = `ws://127.0.0.1:${gw.port}/${NETWORK}/rpc?apikey=${key}`;
+    const httpUrl = `${gw.baseUrl}/${NETWORK}/rpc?apikey=${key}`;
+    const idle = processMemory(pid).rssMiB;
+    for (let i = 0; i < procs; i++) {
+      children.push(
+        new Child(fork(__filename, ["--client"], { stdio: ["ignore", "inherit", "inherit", "ipc"] })),
+      );
+    }
+    const t0 = performance.now();
+    const per = Math.ceil(connections / procs);
+    const subs = await Promise.all(
+      children.map((c, i) =>
+        c.ask<{ ev: "subscribed"; ok: number; failed: number }>({
+          cmd: "subscribe",
+          url: wsUrl,
+          count: Math.min(per, connections - i * per),
+        }),
+      ),
+    );
+    const connectSeconds = (performance.now() - t0) / 1000;
+    const subscribed = subs.reduce((a, s) => a + s.ok, 0);
+    await sleep(1000);
+    const connected = processMemory(pid).rssMiB;
+    for (const c of children) c.proc.send({ cmd: "measure", on: true });
+    const headsBefore = stub.heads();
+    let steady = 0;
+    const sampler = setInterval(() => {
+      steady = Math.max(steady, processMemory(pid).rssMiB);
+    }, 500);
+    await sleep(measureMs);
+    clearInterval(sampler);
+    for (const c of children) c.proc.send({ cmd: "measure", on: false });
+    const heads = stub.heads() - headsBefore;
+    const fanout = await gatewayFanout(gw.baseUrl);
+    const reports = await Promise.all(
+      children.map((c) =>
+        c.ask<{ ev: "report"; delays: number[]; received: number; closedEarly: number }>({ cmd: "report" }),
+      ),
+    );
+    const all: number[] = [];
+    for (const r of reports) for (const d of r.delays) all.push(d);
+    all.sort((a, b) => a - b);
+    await Promise.all(children.map((c) => c.ask({ cmd: "closeAll" })));
+    await sleep(500);
+
+    const loader = children[0]!;
+    const load = (kind: "ws" | "http", ms = loadMs) =>
+      loader.ask<{ ev: "load"; requests: number; errors: number; seconds: number }>({
+        cmd: "load",
+        kind,
+        url: kind === "ws" ? wsUrl : httpUrl,
+        method,
+        connections: loadConnections,
+        ms,
+      });
+    await load("ws", 1500); // warm-up (JIT, upstream keep-alive) for both transports
+    await load("http", 1500);
+    const ws = await load("ws");
+    const http = await load("http");
+    const mem = processMemory(pid);
+    const result: WsBenchResult = {
+      connections,
+      subscribed,
+      connectSeconds: round(connectSeconds),
+      gatewayRssMiB: {
+        idle: round(idle, 1),
+        connected: round(connected, 1),
+        steady: round(steady, 1),
+        peak: round(mem.hwmMiB, 1),
+      },
+      heads,
+      notificationsDelivered: all.length,
+      deliveryDelayMs: {
+        p50: round(percentile(all, 50)),
+        p90: round(percentile(all, 90)),
+        p99: round(percentile(all, 99)),
+        max: round(all[all.length - 1] ?? Number.NaN),
+      },
+      gatewayFanoutMs: fanout,
+      throughput: {
+        method,
+        connections: loadConnections,
+        wsReqPerSec: Math.round(ws.requests / ws.seconds),
+        httpReqPerSec: Math.round(http.requests / http.seconds),
+        wsErrors: ws.errors,
+        httpErrors: http.errors,
+      },
+    };
+    return result;
+  } finally {
+    for (const c of children) c.proc.kill();
+    await gw.proc.stop();
+    stub.close();
+    let cursor = "0";
+    do {
+      const [next, found] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
+      cursor = next;
+      if (found.length > 0) await redis.unlink(...found);
+    } while (cursor !== "0");
+    redis.disconnect();
+  }
+}
+
+async function gatewayFanout(base: string): Promise<{ mean: number; max: number }> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const v = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+  const n = v("rpcgw_ws_fanouts_total");
+  return {
+    mean: round((v("rpcgw_ws_fanout_seconds_total") / n) * 1000),
+    max: round(v("rpcgw_ws_fanout_max_seconds") * 1000),
+  };
+}
+
+export function printWsBench(r: WsBenchResult): void {
+  const lines = [
+    `WS bench: ${r.subscribed}/${r.connections} connections subscribed to newHeads in ${r.connectSeconds} s`,
+    `  gateway RSS: idle ${r.gatewayRssMiB.idle} MiB, connected ${r.gatewayRssMiB.connected} MiB, steady ${r.gatewayRssMiB.steady} MiB, peak ${r.gatewayRssMiB.peak} MiB`,
+    `  delivery delay (upstream emission -> client): p50 ${r.deliveryDelayMs.p50} ms, p90 ${r.deliveryDelayMs.p90} ms, p99 ${r.deliveryDelayMs.p99} ms, max ${r.deliveryDelayMs.max} ms over ${r.notificationsDelivered} notifications (${r.heads} heads)`,
+    `  gateway fan-out of one head to all clients: mean ${r.gatewayFanoutMs.mean} ms, max ${r.gatewayFanoutMs.max} ms`,
+    `  ${r.throughput.method} with ${r.throughput.connections} connections: WS ${r.throughput.wsReqPerSec} req/s (${r.throughput.wsErrors} errors), HTTP ${r.throughput.httpReqPerSec} req/s (${r.throughput.httpErrors} errors)`,
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+if (require.main === module) {
+  if (process.argv.includes("--client")) {
+    void clientMain();
+  } else {
+    runWsBench().then(
+      (r) => {
+        printWsBench(r);
+        process.stdout.write(`${JSON.stringify(r)}\n`);
+        process.exit(0);
+      },
+      (err: unknown) => {
+        process.stderr.write(`ws bench failed: ${(err as Error).stack ?? String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  }
+}

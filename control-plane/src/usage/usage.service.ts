@@ -1,0 +1,331 @@
+import { Redis } from "ioredis";
+import { DataSource } from "typeorm";
+import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
+import { nextUtcMidnightMs, utcDayKey } from "../../../shared/src/quota/day";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import { quantileFromBuckets } from "../../../shared/src/usage/contract";
+import { RequestContext } from "../auth/context";
+import { badInput, notFound } from "../common/errors";
+import { WorkspaceService } from "../workspaces/workspace.service";
+import { BUCKET_COLUMNS } from "./usage.sql";
+import {
+  ErrorBreakdown,
+  MethodSort,
+  MethodUsage,
+  RequestsSummary,
+  ResponseTime,
+  SortOrder,
+  TodayUsage,
+  UsageDay,
+  UsageFilter,
+  UsageReport,
+  UsageSeriesPoint,
+} from "./usage.types";
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+/** Ranges up to this long are served from usage_hour with an hourly series; longer ones from usage_day. */
+const MAX_HOURLY_RANGE_MS = 7 * DAY;
+const MAX_HISTORY_DAYS = 400;
+const NETWORK_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+const SUM_BUCKETS = BUCKET_COLUMNS.map((c) => `sum(${c})::float8 AS ${c}`).join(", ");
+
+// biome-ignore lint/suspicious/noExplicitAny: raw pg rows
+type Row = Record<string, any>;
+
+function bucketsOf(r: Row): number[] {
+  return BUCKET_COLUMNS.map((c) => Number(r[c] ?? 0));
+}
+
+function round(v: number | null): number | null {
+  return v === null ? null : Math.round(v * 1000) / 1000;
+}
+
+function latencyStats(count: number, latencySum: number, buckets: number[]) {
+  return {
+    p50: round(quantileFromBuckets(buckets, 0.5)),
+    p95: round(quantileFromBuckets(buckets, 0.95)),
+    avg: count > 0 ? round(latencySum / count) : null,
+  };
+}
+
+/**
+ * Usage queries for the dashboard (GraphQL resolvers stay thin). Every query is scoped to one workspace
+ * the caller may see (WorkspaceService checks), optionally narrowed to one app of it and one network.
+ * Ranges up to 7 days read usage_hour (hour granularity, current hour included: rollups are maintained at
+ * ingestion time); longer ranges read usage_day.
+ */
+export class UsageService {
+  constructor(
+    private readonly ds: DataSource,
+    private readonly redis: Redis,
+    private readonly names: RedisNames,
+    private readonly workspaces: WorkspaceService,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Resolves and checks the scope: another workspace's workspaceId or appId answers NOT_FOUND. */
+  async report(ctx: RequestContext, filter: UsageFilter): Promise<UsageReport> {
+    const workspaceId = await this.workspaces.resolveWorkspaceId(ctx, filter.workspaceId ?? null);
+    let appId: string | null = null;
+    if (filter.appId != null) {
+      const app = await this.workspaces.appForCaller(ctx, filter.appId);
+      if (app.workspaceId !== workspaceId) throw notFound("App");
+      appId = app.id;
+    }
+    if (filter.network != null && !NETWORK_RE.test(filter.network))
+      throw badInput("network", "Unknown network");
+    const now = this.now();
+    const to = filter.to ? filter.to.getTime() : now;
+    const from = filter.from ? filter.from.getTime() : Math.floor(now / HOUR) * HOUR - 23 * HOUR;
+    if (!Number.isFinite(from) || !Number.isFinite(to)) throw badInput("from", "Invalid range");
+    if (from >= to) throw badInput("from", "`from` must be before `to`");
+    const r = new UsageReport();
+    r.workspaceId = workspaceId;
+    r.appId = appId;
+    r.network = filter.network ?? null;
+    r.from = new Date(from);
+    r.to = new Date(to);
+    return r;
+  }
+
+  /** Table, time column and WHERE clause (+ params) of a report's range. */
+  private where(r: UsageReport, extra: { method?: string | null } = {}) {
+    const hourly = r.to.getTime() - r.from.getTime() <= MAX_HOURLY_RANGE_MS;
+    const col = hourly ? "hour" : "day";
+    const table = hourly ? "usage_hour" : "usage_day";
+    const step = hourly ? HOUR : DAY;
+    const start = Math.floor(r.from.getTime() / step) * step;
+    const params: unknown[] = [r.workspaceId];
+    const conds = ["workspace_id = $1"];
+    if (hourly) {
+      params.push(new Date(start), r.to);
+      conds.push(`hour >= $2 AND hour < $3`);
+    } else {
+      // `to` is exclusive: the last day is the one holding the instant just before it.
+      params.push(
+        new Date(start).toISOString().slice(0, 10),
+        new Date(r.to.getTime() - 1).toISOString().slice(0, 10),
+      );
+      conds.push(`day >= $2::date AND day <= $3::date`);
+    }
+    if (r.appId) {
+      params.push(r.appId);
+      conds.push(`app_id = $${params.length}`);
+    }
+    if (r.network) {
+      params.push(r.network);
+      conds.push(`network = $${params.length}`);
+    }
+    if (extra.method != null) {
+      params.push(extra.method);
+      conds.push(`method = $${params.length}`);
+    }
+    return { hourly, col, table, step, start, params, sql: conds.join(" AND ") };
+  }
+
+  async requests(r: UsageReport): Promise<RequestsSummary> {
+    const w = this.where(r);
+    const rows: Row[] = await this.ds.query(
+      `SELECT extract(epoch FROM ${w.col}::timestamp AT TIME ZONE 'UTC')::float8 * 1000 AS at, category,
+              sum(count)::float8 AS c
+       FROM ${w.table} WHERE ${w.sql} GROUP BY 1, 2`,
+      w.params,
+    );
+    const errors: ErrorBreakdown = {
+      serviceError: 0,
+      nodeError: 0,
+      clientError: 0,
+      tooManyRequests: 0,
+      unknownError: 0,
+    };
+    const points = new Map<number, UsageSeriesPoint>();
+    for (let t = w.start; t < r.to.getTime(); t += w.step) {
+      points.set(t, { at: new Date(t), success: 0, errors: 0 });
+    }
+    let success = 0;
+    for (const row of rows) {
+      const c = Number(row.c);
+      const at = Number(row.at);
+      let p = points.get(at);
+      if (!p) {
+        p = { at: new Date(at), success: 0, errors: 0 };
+        points.set(at, p);
+      }
+      switch (row.category as ErrorCategory) {
+        case ErrorCategory.Success:
+          success += c;
+          p.success += c;
+          continue;
+        case ErrorCategory.ServiceError:
+          errors.serviceError += c;
+          break;
+        case ErrorCategory.NodeError:
+          errors.nodeError += c;
+          break;
+        case ErrorCategory.ClientError:
+          errors.clientError += c;
+          break;
+        case ErrorCategory.TooManyRequests:
+          errors.tooManyRequests += c;
+          break;
+        default:
+          errors.unknownError += c;
+      }
+      p.errors += c;
+    }
+    const errTotal =
+      errors.serviceError +
+      errors.nodeError +
+      errors.clientError +
+      errors.tooManyRequests +
+      errors.unknownError;
+    const series = [...points.values()].sort((a, b) => a.at.getTime() - b.at.getTime());
+    return { total: success + errTotal, success, errors, series };
+  }
+
+  async responseTime(r: UsageReport, method?: string | null): Promise<ResponseTime> {
+    const w = this.where(r, { method });
+    const rows: Row[] = await this.ds.query(
+      `SELECT coalesce(sum(count), 0)::float8 AS count, coalesce(sum(latency_sum_ms), 0)::float8 AS lat, ${SUM_BUCKETS}
+       FROM ${w.table} WHERE ${w.sql}`,
+      w.params,
+    );
+    const row = rows[0] ?? {};
+    return latencyStats(Number(row.count ?? 0), Number(row.lat ?? 0), bucketsOf(row));
+  }
+
+  async methods(
+    r: UsageReport,
+    sortBy: MethodSort = MethodSort.REQUESTS,
+    order: SortOrder = SortOrder.DESC,
+  ): Promise<MethodUsage[]> {
+    const w = this.where(r);
+    const rows: Row[] = await this.ds.query(
+      `SELECT method, sum(count)::float8 AS requests,
+              (coalesce(sum(count) FILTER (WHERE category <> $${w.params.length + 1}), 0))::float8 AS errors,
+              sum(latency_sum_ms)::float8 AS lat, ${SUM_BUCKETS}
+       FROM ${w.table} WHERE ${w.sql} GROUP BY method`,
+      [...w.params, ErrorCategory.Success],
+    );
+    const out: MethodUsage[] = rows.map((row) => {
+      const requests = Number(row.requests);
+      return {
+        method: row.method as string,
+        requests,
+        errors: Number(row.errors),
+        ...latencyStats(requests, Number(row.lat), bucketsOf(row)),
+      };
+    });
+    const key: (m: MethodUsage) => number = {
+      [MethodSort.REQUESTS]: (m: MethodUsage) => m.requests,
+      [MethodSort.ERRORS]: (m: MethodUsage) => m.errors,
+      [MethodSort.P50]: (m: MethodUsage) => m.p50 ?? -1,
+      [MethodSort.P95]: (m: MethodUsage) => m.p95 ?? -1,
+      [MethodSort.AVG]: (m: MethodUsage) => m.avg ?? -1,
+    }[sortBy];
+    const dir = order === SortOrder.ASC ? 1 : -1;
+    out.sort((a, b) => dir * (key(a) - key(b)) || a.method.localeCompare(b.method));
+    return out;
+  }
+
+  /**
+   * Per UTC day (oldest first, today last) with a per-app breakdown. `limitReached`: the workspace's served
+   * requests that day (every category but Too Many Requests, i.e. what the daily limiter admitted) reached
+   * the plan's daily limit. The current plan's limit is used (plan history is not kept).
+   */
+  async history(r: UsageReport, days = 30): Promise<UsageDay[]> {
+    if (!Number.isInteger(days) || days < 1 || days > MAX_HISTORY_DAYS) {
+      throw badInput("days", `days must be 1..${MAX_HISTORY_DAYS}`);
+    }
+    const today = Math.floor(this.now() / DAY) * DAY;
+    const first = today - (days - 1) * DAY;
+    const firstKey = new Date(first).toISOString().slice(0, 10);
+    const params: unknown[] = [r.workspaceId, firstKey, ErrorCategory.TooManyRequests];
+    let match = "true";
+    if (r.appId) {
+      params.push(r.appId);
+      match = `app_id = $${params.length}`;
+    }
+    if (r.network) {
+      params.push(r.network);
+      match += ` AND network = $${params.length}`;
+    }
+    // One scan of the workspace's day rows: the filtered breakdown, and the unfiltered served count.
+    const rows: Row[] = await this.ds.query(
+      `SELECT to_char(day, 'YYYY-MM-DD') AS day, app_id,
+              (coalesce(sum(count) FILTER (WHERE ${match}), 0))::float8 AS total,
+              (coalesce(sum(count) FILTER (WHERE category <> $3), 0))::float8 AS served
+       FROM usage_day WHERE workspace_id = $1 AND day >= $2::date
+       GROUP BY day, app_id`,
+      params,
+    );
+    const limit = await this.dailyLimit(r.workspaceId);
+    const appIds = [...new Set(rows.map((x) => x.app_id as string))];
+    const names = new Map<string, string>();
+    if (appIds.length > 0) {
+      const apps: Row[] = await this.ds.query("SELECT id, name FROM apps WHERE id = ANY($1::uuid[])", [
+        appIds,
+      ]);
+      for (const a of apps) names.set(a.id, a.name);
+    }
+    const byDay = new Map<string, UsageDay & { served: number }>();
+    for (let t = first; t <= today; t += DAY) {
+      const date = new Date(t).toISOString().slice(0, 10);
+      byDay.set(date, { date, total: 0, byApp: [], limitReached: false, served: 0 });
+    }
+    for (const row of rows) {
+      const d = byDay.get(row.day);
+      if (!d) continue;
+      const total = Number(row.total);
+      d.served += Number(row.served);
+      if (total > 0) {
+        d.total += total;
+        d.byApp.push({
+          app: { id: row.app_id, name: names.get(row.app_id) ?? "(deleted app)" },
+          count: total,
+        });
+      }
+    }
+    return [...byDay.values()].map(({ served, ...d }) => {
+      d.byApp.sort((a, b) => b.count - a.count || a.app.name.localeCompare(b.app.name));
+      return { ...d, limitReached: served >= limit };
+    });
+  }
+
+  private async dailyLimit(workspaceId: string): Promise<number> {
+    const rows: Row[] = await this.ds.query(
+      `SELECT p.daily_request_limit::float8 AS lim FROM workspaces w JOIN plans p ON p.id = w.plan_id WHERE w.id = $1`,
+      [workspaceId],
+    );
+    if (rows.length === 0) throw notFound("Workspace");
+    return Number(rows[0]!.lim);
+  }
+
+  /**
+   * Today's count against the daily limit. Reads the data plane's live daily counter in Redis
+   * (RedisNames.quotaDay, what the limiter enforces); when that key is absent or Redis fails, falls back to
+   * today's served requests in usage_day (lags by the flush + ingestion delay).
+   */
+  async today(workspaceId: string): Promise<TodayUsage> {
+    const now = this.now();
+    const limit = await this.dailyLimit(workspaceId);
+    let count: number | null = null;
+    try {
+      const v = await this.redis.get(this.names.quotaDay(workspaceId, utcDayKey(now)));
+      if (v !== null && Number.isFinite(Number(v))) count = Number(v);
+    } catch {
+      count = null;
+    }
+    if (count === null) {
+      const rows: Row[] = await this.ds.query(
+        `SELECT coalesce(sum(count), 0)::float8 AS c FROM usage_day
+         WHERE workspace_id = $1 AND day = $2::date AND category <> $3`,
+        [workspaceId, utcDayKey(now), ErrorCategory.TooManyRequests],
+      );
+      count = Number(rows[0]?.c ?? 0);
+    }
+    return { count, limit, resetsAt: new Date(nextUtcMidnightMs(now)) };
+  }
+}

@@ -1,0 +1,127 @@
+import { Field, Float, ID, InputType, ObjectType, registerEnumType } from "type-graphql";
+
+export enum MethodSort {
+  REQUESTS = "REQUESTS",
+  ERRORS = "ERRORS",
+  P50 = "P50",
+  P95 = "P95",
+  AVG = "AVG",
+}
+registerEnumType(MethodSort, { name: "MethodSort", description: "Sort key of the usage method table." });
+
+export enum SortOrder {
+  ASC = "ASC",
+  DESC = "DESC",
+}
+registerEnumType(SortOrder, { name: "SortOrder" });
+
+@InputType({ description: "Scope of a usage report. Every field is optional." })
+export class UsageFilter {
+  @Field(() => ID, {
+    nullable: true,
+    description:
+      "Operator: the workspace to report on. Accounts: one of their workspaces (default: their own).",
+  })
+  workspaceId?: string | null;
+
+  @Field(() => ID, { nullable: true, description: "Only this app (of the workspace)." })
+  appId?: string | null;
+
+  @Field(() => String, { nullable: true, description: "Only this network slug." })
+  network?: string | null;
+
+  @Field(() => Date, {
+    nullable: true,
+    description: "Range start (default: 23 hours before the current hour).",
+  })
+  from?: Date | null;
+
+  @Field(() => Date, { nullable: true, description: "Range end, exclusive (default: now)." })
+  to?: Date | null;
+}
+
+/** Counts are Float: they may exceed 32 bits. */
+@ObjectType()
+export class ErrorBreakdown {
+  @Field(() => Float) serviceError: number;
+  @Field(() => Float) nodeError: number;
+  @Field(() => Float) clientError: number;
+  @Field(() => Float) tooManyRequests: number;
+  @Field(() => Float) unknownError: number;
+}
+
+@ObjectType()
+export class UsageSeriesPoint {
+  @Field(() => Date, { description: "Start of the hour (or UTC day for ranges over 7 days)." })
+  at: Date;
+  @Field(() => Float) success: number;
+  @Field(() => Float) errors: number;
+}
+
+@ObjectType()
+export class RequestsSummary {
+  @Field(() => Float) total: number;
+  @Field(() => Float) success: number;
+  @Field(() => ErrorBreakdown) errors: ErrorBreakdown;
+  @Field(() => [UsageSeriesPoint]) series: UsageSeriesPoint[];
+}
+
+@ObjectType({
+  description: "Latency in ms; p50/p95 are interpolated within histogram buckets. Null without data.",
+})
+export class ResponseTime {
+  @Field(() => Float, { nullable: true }) p50: number | null;
+  @Field(() => Float, { nullable: true }) p95: number | null;
+  @Field(() => Float, { nullable: true }) avg: number | null;
+}
+
+@ObjectType()
+export class MethodUsage {
+  @Field() method: string;
+  @Field(() => Float) requests: number;
+  @Field(() => Float, { description: "Requests in any category but Success." }) errors: number;
+  @Field(() => Float, { nullable: true }) p50: number | null;
+  @Field(() => Float, { nullable: true }) p95: number | null;
+  @Field(() => Float, { nullable: true }) avg: number | null;
+}
+
+@ObjectType()
+export class UsageApp {
+  @Field(() => ID) id: string;
+  @Field({ description: 'The app\'s name ("(deleted app)" once deleted).' }) name: string;
+}
+
+@ObjectType()
+export class AppUsage {
+  @Field(() => UsageApp) app: UsageApp;
+  @Field(() => Float) count: number;
+}
+
+@ObjectType()
+export class UsageDay {
+  @Field({ description: "UTC day, YYYY-MM-DD." }) date: string;
+  @Field(() => Float) total: number;
+  @Field(() => [AppUsage]) byApp: AppUsage[];
+  @Field({
+    description:
+      "The workspace's served requests (all categories but Too Many Requests) that day reached the plan's daily limit.",
+  })
+  limitReached: boolean;
+}
+
+@ObjectType()
+export class TodayUsage {
+  @Field(() => Float, { description: "Requests counted against today's limit (the limiter's live counter)." })
+  count: number;
+  @Field(() => Float) limit: number;
+  @Field(() => Date, { description: "Next 00:00 UTC." }) resetsAt: Date;
+}
+
+@ObjectType({ description: "Usage of one workspace (optionally one app / network) over a time range." })
+export class UsageReport {
+  @Field(() => ID) workspaceId: string;
+  @Field(() => ID, { nullable: true }) appId: string | null;
+  @Field(() => String, { nullable: true }) network: string | null;
+  @Field(() => Date) from: Date;
+  @Field(() => Date) to: Date;
+}

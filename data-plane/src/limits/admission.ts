@@ -1,0 +1,138 @@
+import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import type { VerifiedKey } from "../auth/key-verifier";
+import type { Metrics } from "../metrics/metrics";
+import type { Limits } from "../ratelimit/limits";
+import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from "../ratelimit/rate-limiter";
+
+/**
+ * Admission of one client message (an HTTP request, a WebSocket text message) against the per-second
+ * rate limit and the workspace's daily / monthly quota (DESIGN.md "Limits and plans"). Transport-free so
+ * HTTP and WebSocket apply the same rules:
+ *
+ * - `cost` is the number of request objects in the message (a batch of 30 costs 30; notifications and
+ *   invalid elements count too). The limiter is consulted once per message with the whole cost: a batch
+ *   that would cross the limit is refused whole and consumes nothing.
+ * - App keys are limited per app (`app:{appId}`, so a regenerated key and its predecessor in its grace
+ *   period share one budget; `key:{hash}` for a key without an app) at the plan's `requestsPerSecond`;
+ *   the public endpoint per client IP (`ip:{address}`) at `PUBLIC_RATE_LIMIT_PER_SECOND`.
+ * - Then, for keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
+ * - After answering, `recordServed(key, units)` counts the response objects actually returned (one unit
+ *   each; a notification returns none). Per-element error objects inside a served batch (an invalid
+ *   element, a blocked method, an upstream error for that element) are response objects and count;
+ *   whole-request failures (4xx/5xx bodies: parse errors, auth, upstreams down) and everything refused
+ *   here do not.
+ */
+export type Admission = Admitted | Refused;
+
+export interface Admitted {
+  readonly ok: true;
+  /** The rate decision, for `X-RateLimit-Limit` / `X-RateLimit-Remaining` (see `rateLimitHeaders`). */
+  readonly rate: RateLimitResult;
+}
+
+export interface Refused {
+  readonly ok: false;
+  /** GatewayError.RateLimited, DailyLimit or MonthlyLimit (all 429 / -32005). */
+  readonly row: ErrorRow;
+  /** `data.retryAfterMs`; `Retry-After` is `retryAfterSeconds` (whole seconds, rounded up). */
+  readonly retryAfterMs: number;
+  readonly retryAfterSeconds: number;
+  /** `data.limit`: the per-second limit, or the daily / monthly limit that refused. */
+  readonly limit: number;
+  /** A message replacing the row's (batch larger than the per-second limit), else undefined. */
+  readonly message: string | undefined;
+  /** Metrics label: rate_limit, batch_exceeds_limit, store_unavailable, daily_limit, monthly_limit. */
+  readonly cause: string;
+  readonly rate: RateLimitResult;
+}
+
+export interface AdmissionOptions {
+  limits: Limits;
+  metrics: Metrics;
+  /** Per client IP on the public endpoint. */
+  publicPerSecond: number;
+}
+
+/** The rate limiter's identifier for a key: per app, else per key. */
+export function keyIdentifier(key: VerifiedKey): string {
+  const appId = key.record.appId;
+  return appId !== null && appId !== "" ? `app:${appId}` : `key:${key.hash}`;
+}
+
+export class LimitsGate {
+  readonly limits: Limits;
+  private readonly metrics: Metrics;
+  private readonly publicPerSecond: number;
+
+  constructor(opts: AdmissionOptions) {
+    this.limits = opts.limits;
+    this.metrics = opts.metrics;
+    this.publicPerSecond = opts.publicPerSecond;
+  }
+
+  /**
+   * Admits a message of `cost` request objects. `key` is the verified key (app endpoints) or undefined
+   * (public endpoint: `clientIp` is then the limited identity; an unknown address shares one budget).
+   * Synchronous, no Redis round trip, never throws.
+   */
+  admit(key: VerifiedKey | undefined, clientIp: string | undefined, cost: number): Admission {
+    if (key === undefined) {
+      const rate = this.limits.rateLimiter.check(`ip:${clientIp ?? "unknown"}`, cost, this.publicPerSecond);
+      if (rate.allowed) return { ok: true, rate };
+      return this.rateRefusal(rate, "public", cost);
+    }
+    const plan = key.record.plan;
+    const rate = this.limits.rateLimiter.check(keyIdentifier(key), cost, plan.requestsPerSecond);
+    if (!rate.allowed) return this.rateRefusal(rate, "app", cost);
+    const q = this.limits.quota.check(key.record.workspaceId, plan, cost);
+    if (q.allowed) return { ok: true, rate };
+    const monthly = q.reason === "monthly_limit";
+    const cause = monthly ? "monthly_limit" : "daily_limit";
+    this.metrics.limitRefused("app", cause, cost);
+    return {
+      ok: false,
+      row: monthly ? GatewayError.MonthlyLimit : GatewayError.DailyLimit,
+      retryAfterMs: q.retryAfterMs,
+      retryAfterSeconds: retryAfterSeconds(q.retryAfterMs),
+      limit: monthly ? (q.monthLimit ?? q.limit) : q.limit,
+      message: undefined,
+      cause,
+      rate,
+    };
+  }
+
+  /** Counts `units` response objects served to the key's workspace (nothing for the public endpoint). */
+  recordServed(key: VerifiedKey | undefined, units: number): void {
+    if (key === undefined || !(units > 0)) return;
+    this.limits.quota.record(key.record.workspaceId, units);
+  }
+
+  private rateRefusal(rate: RateLimitResult, endpoint: "app" | "public", cost: number): Refused {
+    const cause = rate.reason ?? "rate_limit";
+    this.metrics.limitRefused(endpoint, cause, cost);
+    const extras = rateLimitErrorExtras(rate);
+    return {
+      ok: false,
+      row: GatewayError.RateLimited,
+      retryAfterMs: extras.retryAfterMs,
+      retryAfterSeconds: retryAfterSeconds(extras.retryAfterMs),
+      limit: extras.limit,
+      message:
+        extras.message ??
+        (rate.reason === "store_unavailable"
+          ? "Too many requests: rate limit store unavailable, retry shortly"
+          : undefined),
+      cause,
+      rate,
+    };
+  }
+}
+
+/**
+ * `X-RateLimit-Limit` and `X-RateLimit-Remaining` values for a decision, or undefined when no per-second
+ * limit applies (RATE_LIMIT_MODE=off).
+ */
+export function rateLimitHeaders(rate: RateLimitResult | undefined): [string, string] | undefined {
+  if (rate === undefined || !(rate.limit < Number.POSITIVE_INFINITY)) return undefined;
+  return [String(rate.limit), String(rate.remaining)];
+}

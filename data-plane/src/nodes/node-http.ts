@@ -1,0 +1,117 @@
+import type { HttpRequest, HttpResponse } from "uWebSockets.js";
+import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { errorJson, nextRequestId, STATUS } from "../server/respond";
+import type { NodeGateway } from "./node-gateway";
+
+export interface NodeHttpTracker {
+  readonly closing: boolean;
+  begin(): void;
+  end(): void;
+}
+
+/**
+ * HTTP on `/nodes/{nodeId}/{KEY}` and `/nodes/{nodeId}?apikey=KEY` (or header `apikey`). Everything needed
+ * from `req` is read before the handler returns; every later write is corked.
+ */
+export function serveNodeHttp(
+  gateway: NodeGateway,
+  tracker: NodeHttpTracker,
+  maxBodyBytes: number,
+  res: HttpResponse,
+  req: HttpRequest,
+  keyInPath: boolean,
+): void {
+  const requestId = nextRequestId();
+  const nodeId = req.getParameter(0) ?? "";
+  const apiKey = keyInPath
+    ? decodeURIComponent(req.getParameter(1) ?? "")
+    : req.getQuery("apikey") || req.getHeader("apikey");
+  const origin = req.getHeader("origin");
+  const method = req.getMethod();
+  let aborted = false;
+  let done = false;
+  tracker.begin();
+  res.onAborted(() => {
+    aborted = true;
+    finish();
+  });
+  function finish() {
+    if (done) return;
+    done = true;
+    tracker.end();
+  }
+  function send(status: number, body: string, retryAfterMs?: number) {
+    if (done) return;
+    finish();
+    if (aborted) return;
+    res.cork(() => {
+      res.writeStatus(STATUS[status] ?? `${status} Error`);
+      res.writeHeader("x-request-id", requestId);
+      if (origin !== "") {
+        res.writeHeader("access-control-allow-origin", origin);
+        res.writeHeader("access-control-expose-headers", "X-Request-Id");
+        res.writeHeader("vary", "Origin");
+      }
+      if (retryAfterMs !== undefined)
+        res.writeHeader("retry-after", String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
+      if (status === 204) {
+        res.endWithoutBody(0, tracker.closing);
+      } else {
+        res.writeHeader("content-type", "application/json");
+        res.end(body, tracker.closing);
+      }
+    });
+  }
+  const failWith = (row: ErrorRow) => send(row.httpStatus, errorJson(row, "null", { requestId }));
+
+  if (method === "options") {
+    if (done) return;
+    finish();
+    res.cork(() => {
+      res.writeStatus(STATUS[204]!);
+      res.writeHeader("x-request-id", requestId);
+      if (origin !== "") {
+        res.writeHeader("access-control-allow-origin", origin);
+        res.writeHeader("vary", "Origin");
+      }
+      res.writeHeader("access-control-allow-methods", "POST, OPTIONS");
+      res.writeHeader("access-control-allow-headers", "apikey, content-type, x-request-id");
+      res.writeHeader("access-control-max-age", "600");
+      res.endWithoutBody(0);
+    });
+    return;
+  }
+  if (method !== "post") {
+    failWith(GatewayError.MethodNotAllowed);
+    return;
+  }
+  const ct = req.getHeader("content-type").toLowerCase();
+  if (!ct.startsWith("application/json")) {
+    failWith(GatewayError.UnsupportedMediaType);
+    return;
+  }
+  const declared = req.getHeader("content-length");
+  if (declared !== "" && Number(declared) > maxBodyBytes) {
+    failWith(GatewayError.BodyTooLarge);
+    return;
+  }
+
+  const auth = gateway.authorize(nodeId, apiKey);
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  res.onData((chunk, isLast) => {
+    if (done) return;
+    bytes += chunk.byteLength;
+    if (bytes > maxBodyBytes) return failWith(GatewayError.BodyTooLarge);
+    chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+    if (!isLast) return;
+    const text = Buffer.concat(chunks).toString("utf8");
+    void (async () => {
+      const a = await auth;
+      if (aborted) return;
+      if (!a.ok) return failWith(a.error);
+      const reply = await gateway.handle(a, text, requestId);
+      send(reply.status, reply.body, reply.retryAfterMs);
+    })().catch(() => failWith(GatewayError.Internal));
+  });
+}

@@ -1,0 +1,21 @@
+/**
+ * Usage recording (DESIGN.md "Redis between the planes", Usage).
+ *
+ * Wiring: construct one `RedisUsageRecorder` per process with the data plane's Redis client, its
+ * `RedisNames` and `/metrics` registry, and `loadUsageRecorderConfig()` (USAGE_* variables); call `start()`.
+ * Call `record()` once per answered request object (or once per group with `units`), after its category is
+ * known, including rejections (401/403/404/429...) with null workspace/app when the key is unknown and on
+ * the public endpoint. On SIGTERM: stop accepting, drain in-flight requests, then `await recorder.close()`.
+ * Tests and tools that need no usage use `NoopUsageRecorder`.
+ */
+export {
+  loadUsageRecorderConfig,
+  NoopUsageRecorder,
+  RedisUsageRecorder,
+  type UsageContext,
+  type UsageRecorder,
+  type UsageRecorderConfig,
+  type UsageRecorderDeps,
+  type UsageRedis,
+  usageRecorderEnvShape,
+} from "./recorder";

@@ -1,0 +1,336 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { Counter, Gauge, Registry } from "prom-client";
+import { z } from "zod";
+import { env, parseEnv } from "../../../shared/src/config/env";
+import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import {
+  BUCKET_COUNT,
+  bucketIndex,
+  DEFAULT_MAX_METHODS_PER_NETWORK_MINUTE,
+  DEFAULT_USAGE_STREAM_MAXLEN,
+  MethodBounder,
+  NETWORK_NAME_RE,
+  UNKNOWN_NETWORK,
+  USAGE_STREAM_FIELD,
+  UsageBatch,
+  UsageRow,
+} from "../../../shared/src/usage/contract";
+
+/** What the request path knows about one answered request object (a batch of 30 records 30 units). */
+export interface UsageContext {
+  /** Null for unknown-key and public-endpoint traffic. */
+  workspaceId: string | null;
+  appId: string | null;
+  network: string;
+  method: string;
+  category: ErrorCategory;
+  latencyMs: number;
+  /** Request objects this record stands for (default 1). */
+  units?: number;
+}
+
+/** Usage recording capability the request path calls. `record` is synchronous and O(1). */
+export interface UsageRecorder {
+  record(ctx: UsageContext): void;
+  /** Writes everything pending now (also called by the timer). Never throws. */
+  flush(): Promise<void>;
+  /**
+   * Stops the timer and flushes everything, retrying until `closeTimeoutMs` (rows still unwritten then are
+   * counted as dropped); for SIGTERM, after in-flight requests were answered.
+   */
+  close(): Promise<void>;
+}
+
+export class NoopUsageRecorder implements UsageRecorder {
+  record(): void {}
+  async flush(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+
+/** Environment of the recorder; the data-plane config may spread this shape into its own. */
+export const usageRecorderEnvShape = {
+  /** How often aggregated usage is XADDed to the usage stream. */
+  USAGE_FLUSH_INTERVAL_MS: env.int(5_000, 50, 600_000),
+  /** Rows kept while Redis is unreachable; beyond it the oldest are dropped (gateway_usage_rows_dropped_total). */
+  USAGE_MAX_PENDING_ROWS: env.int(200_000, 1, 100_000_000),
+  /** Approximate MAXLEN of the usage stream (entries). */
+  USAGE_STREAM_MAXLEN: env.int(DEFAULT_USAGE_STREAM_MAXLEN, 1_000, 1_000_000_000),
+  /** Distinct non-well-known method names kept per network per minute; the rest count as `other`. */
+  USAGE_MAX_METHODS_PER_NETWORK: env.int(DEFAULT_MAX_METHODS_PER_NETWORK_MINUTE, 0, 100_000),
+  /** close(): how long to keep retrying the final flush. */
+  USAGE_CLOSE_TIMEOUT_MS: env.int(5_000, 0, 600_000),
+};
+
+export interface UsageRecorderConfig {
+  flushIntervalMs: number;
+  maxPendingRows: number;
+  streamMaxLen: number;
+  maxMethodsPerNetwork: number;
+  closeTimeoutMs: number;
+  /** Rows per stream entry (a flush with more rows writes several entries). */
+  maxRowsPerEntry: number;
+}
+
+export function loadUsageRecorderConfig(source: NodeJS.ProcessEnv = process.env): UsageRecorderConfig {
+  const e = parseEnv(z.object(usageRecorderEnvShape), source);
+  return {
+    flushIntervalMs: e.USAGE_FLUSH_INTERVAL_MS,
+    maxPendingRows: e.USAGE_MAX_PENDING_ROWS,
+    streamMaxLen: e.USAGE_STREAM_MAXLEN,
+    maxMethodsPerNetwork: e.USAGE_MAX_METHODS_PER_NETWORK,
+    closeTimeoutMs: e.USAGE_CLOSE_TIMEOUT_MS,
+    maxRowsPerEntry: 2_000,
+  };
+}
+
+/** The Redis commands the recorder needs (an ioredis client satisfies it). */
+export interface UsageRedis {
+  xadd(key: string, ...args: (string | number)[]): Promise<string | null>;
+}
+
+export interface UsageRecorderDeps {
+  redis: UsageRedis;
+  names: RedisNames;
+  config?: Partial<UsageRecorderConfig>;
+  /** Registry for gateway_usage_* metrics (the data plane's /metrics registry). */
+  registry?: Registry;
+  /** Unique per process; defaults to hostname-pid-random. */
+  instanceId?: string;
+  now?: () => number;
+  onError?: (err: unknown) => void;
+}
+
+interface Agg {
+  minute: number;
+  workspaceId: string | null;
+  appId: string | null;
+  network: string;
+  method: string;
+  category: ErrorCategory;
+  count: number;
+  latencySumMs: number;
+  buckets: number[];
+}
+
+interface PendingBatch {
+  batchId: string;
+  createdAt: number;
+  rows: UsageRow[];
+}
+
+const KNOWN_CATEGORIES = new Set<string>(Object.values(ErrorCategory));
+
+/**
+ * In-memory per-minute aggregation flushed to the Redis usage stream.
+ *
+ * - `record()` updates one Map entry (key = minute|workspace|app|network|method|category): no I/O.
+ * - Every `flushIntervalMs` the current aggregates are cut into batches (unique `batchId` =
+ *   `instanceId:sequence`) and XADDed in order, `MAXLEN ~ streamMaxLen`. A batch whose XADD fails stays
+ *   queued with the same batchId and is retried on the next tick (the worker dedups on batchId, so an XADD
+ *   that succeeded but whose reply was lost is still counted once).
+ * - Queued rows are capped at `maxPendingRows`; beyond it the oldest batches are dropped and counted in
+ *   `gateway_usage_rows_dropped_total`.
+ */
+export class RedisUsageRecorder implements UsageRecorder {
+  readonly instanceId: string;
+  private readonly cfg: UsageRecorderConfig;
+  private readonly now: () => number;
+  private current = new Map<string, Agg>();
+  private readonly bounder: MethodBounder;
+  private boundMinute = -1;
+  private pending: PendingBatch[] = [];
+  private pendingRows = 0;
+  private seq = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private closed = false;
+  private readonly dropped: Counter | undefined;
+  private readonly pendingGauge: Gauge | undefined;
+  /** Rows dropped since start (also in the prom counter). */
+  droppedRows = 0;
+
+  constructor(private readonly deps: UsageRecorderDeps) {
+    this.cfg = {
+      flushIntervalMs: 5_000,
+      maxPendingRows: 200_000,
+      streamMaxLen: DEFAULT_USAGE_STREAM_MAXLEN,
+      maxMethodsPerNetwork: DEFAULT_MAX_METHODS_PER_NETWORK_MINUTE,
+      closeTimeoutMs: 5_000,
+      maxRowsPerEntry: 2_000,
+      ...deps.config,
+    };
+    this.now = deps.now ?? Date.now;
+    this.instanceId = deps.instanceId ?? `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
+    this.bounder = new MethodBounder(this.cfg.maxMethodsPerNetwork);
+    if (deps.registry) {
+      this.dropped =
+        (deps.registry.getSingleMetric("gateway_usage_rows_dropped_total") as Counter | undefined) ??
+        new Counter({
+          name: "gateway_usage_rows_dropped_total",
+          help: "Usage aggregate rows dropped because Redis was unreachable for too long",
+          registers: [deps.registry],
+        });
+      this.pendingGauge =
+        (deps.registry.getSingleMetric("gateway_usage_pending_rows") as Gauge | undefined) ??
+        new Gauge({
+          name: "gateway_usage_pending_rows",
+          help: "Usage aggregate rows waiting to be written to Redis",
+          registers: [deps.registry],
+        });
+    }
+  }
+
+  /** Starts the periodic flush (the timer does not keep the process alive). */
+  start(): this {
+    if (!this.timer && !this.closed) {
+      this.timer = setInterval(() => void this.flush(), this.cfg.flushIntervalMs);
+      this.timer.unref();
+    }
+    return this;
+  }
+
+  record(ctx: UsageContext): void {
+    const t = this.now();
+    const minute = t - (t % 60_000);
+    if (minute !== this.boundMinute) {
+      this.boundMinute = minute;
+      this.bounder.reset();
+    }
+    const network =
+      typeof ctx.network === "string" && NETWORK_NAME_RE.test(ctx.network) ? ctx.network : UNKNOWN_NETWORK;
+    const method = this.bounder.bound(network, ctx.method);
+    const category = KNOWN_CATEGORIES.has(ctx.category) ? ctx.category : ErrorCategory.UnknownError;
+    const ws = ctx.workspaceId ?? null;
+    const app = ctx.appId ?? null;
+    const key = `${minute}|${ws ?? ""}|${app ?? ""}|${network}|${method}|${category}`;
+    let a = this.current.get(key);
+    if (!a) {
+      a = {
+        minute,
+        workspaceId: ws,
+        appId: app,
+        network,
+        method,
+        category,
+        count: 0,
+        latencySumMs: 0,
+        buckets: new Array<number>(BUCKET_COUNT).fill(0),
+      };
+      this.current.set(key, a);
+    }
+    const units = ctx.units !== undefined && ctx.units > 0 ? Math.floor(ctx.units) : 1;
+    const latency = Number.isFinite(ctx.latencyMs) && ctx.latencyMs > 0 ? ctx.latencyMs : 0;
+    a.count += units;
+    a.latencySumMs += latency * units;
+    a.buckets[bucketIndex(latency)]! += units;
+  }
+
+  /** Rows waiting in memory (aggregating now + queued batches). */
+  get pendingRowCount(): number {
+    return this.current.size + this.pendingRows;
+  }
+
+  flush(): Promise<void> {
+    // One flush at a time; a tick arriving during a flush joins it.
+    this.flushing ??= this.doFlush().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    const deadline = Date.now() + this.cfg.closeTimeoutMs;
+    await this.flush();
+    while (this.pending.length > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
+      await this.flush();
+    }
+    // Gave up (Redis still unreachable): what is left is lost; make it visible.
+    for (const b of this.pending) this.drop(b.rows.length);
+    this.pending = [];
+    this.pendingGauge?.set(this.pendingRowCount);
+  }
+
+  private cut(): void {
+    if (this.current.size === 0) return;
+    const rows: UsageRow[] = [];
+    for (const a of this.current.values()) {
+      rows.push({
+        minute: a.minute,
+        workspaceId: a.workspaceId,
+        appId: a.appId,
+        network: a.network,
+        method: a.method,
+        category: a.category,
+        count: a.count,
+        latencySumMs: Math.round(a.latencySumMs * 1000) / 1000,
+        buckets: a.buckets,
+      });
+    }
+    this.current = new Map();
+    const createdAt = this.now();
+    for (let i = 0; i < rows.length; i += this.cfg.maxRowsPerEntry) {
+      const part = rows.slice(i, i + this.cfg.maxRowsPerEntry);
+      this.pending.push({ batchId: `${this.instanceId}:${++this.seq}`, createdAt, rows: part });
+      this.pendingRows += part.length;
+    }
+    // Bound memory: drop the oldest queued batches beyond the cap.
+    while (this.pendingRows > this.cfg.maxPendingRows && this.pending.length > 0) {
+      const over = this.pendingRows - this.cfg.maxPendingRows;
+      const oldest = this.pending[0]!;
+      if (oldest.rows.length <= over) {
+        this.pending.shift();
+        this.drop(oldest.rows.length);
+      } else {
+        oldest.rows.splice(0, over);
+        this.drop(over);
+      }
+    }
+  }
+
+  private drop(n: number): void {
+    this.pendingRows -= n;
+    this.droppedRows += n;
+    this.dropped?.inc(n);
+  }
+
+  private async doFlush(): Promise<void> {
+    this.cut();
+    const stream = this.deps.names.usageStream();
+    while (this.pending.length > 0) {
+      const b = this.pending[0]!;
+      const batch: UsageBatch = {
+        v: 1,
+        batchId: b.batchId,
+        instanceId: this.instanceId,
+        createdAt: b.createdAt,
+        rows: b.rows,
+      };
+      try {
+        await this.deps.redis.xadd(
+          stream,
+          "MAXLEN",
+          "~",
+          this.cfg.streamMaxLen,
+          "*",
+          USAGE_STREAM_FIELD,
+          JSON.stringify(batch),
+        );
+      } catch (err) {
+        this.deps.onError?.(err);
+        break; // keep it (and everything after it) for the next tick
+      }
+      // The batch may have been trimmed by the cap while the XADD was in flight.
+      if (this.pending[0] === b) {
+        this.pending.shift();
+        this.pendingRows -= b.rows.length;
+      }
+    }
+    this.pendingGauge?.set(this.pendingRowCount);
+  }
+}

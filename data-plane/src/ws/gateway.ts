@@ -1,0 +1,765 @@
+import uWS from "uWebSockets.js";
+import type ipaddr from "ipaddr.js";
+import { Counter, Gauge } from "prom-client";
+import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
+import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import type { PlaneEvent } from "../../../shared/src/redis/records";
+import { clientIp } from "../allowlist/ip";
+import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import { PromMetrics } from "../metrics/metrics";
+import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
+import { Endpoint, type GatewayContext } from "../server/context";
+import { nextRequestId, replyJson, STATUS } from "../server/respond";
+import type { NetworkPool } from "../upstream/network-pool";
+import { type CallResult, ReplyKind } from "../upstream/reply";
+import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
+import { SubscriptionHubs } from "./hub";
+import { isSubscriptionMethod, SUBSCRIBE, UNSUBSCRIBE } from "./methods";
+import { type CustomSessionInit, type SessionInit, type UserData, WsClose, WsSession } from "./session";
+
+/** What an upgrade handler sees of the HTTP upgrade request (copied synchronously from uWS). */
+export interface UpgradeInfo {
+  readonly url: string;
+  /** Route parameters in pattern order (e.g. [network] or [nodeId, key]). */
+  readonly params: readonly string[];
+  /** `?apikey=` or the `apikey` header ("" when absent). */
+  readonly apiKey: string;
+  readonly origin: string;
+  readonly forwardedFor: string;
+  /** Client address (X-Forwarded-For only from TRUSTED_PROXIES). */
+  readonly ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined;
+}
+
+/**
+ * Decides an upgrade: a session for an accepted connection, or an error row (its HTTP status and
+ * contract error body are sent instead of upgrading). Also re-run after key invalidations: an error row
+ * then closes the connection with 4001.
+ */
+export type Authorize = (info: UpgradeInfo) => SessionInit | ErrorRow | Promise<SessionInit | ErrorRow>;
+
+/** Per-connection limit answers (not in the HTTP table: they exist only on a WebSocket). */
+export const WsLimitError = Object.freeze({
+  InFlight: Object.freeze({
+    httpStatus: 429,
+    code: -32005,
+    category: ErrorCategory.TooManyRequests,
+    reason: "ws_in_flight_limit",
+    message: "Too many requests: too many requests in flight on this connection",
+  }) as ErrorRow,
+  Subscriptions: Object.freeze({
+    httpStatus: 429,
+    code: -32005,
+    category: ErrorCategory.TooManyRequests,
+    reason: "ws_subscription_limit",
+    message: "Too many requests: too many subscriptions on this connection",
+  }) as ErrorRow,
+  NoSubscriptions: Object.freeze({
+    httpStatus: 503,
+    code: -32603,
+    category: ErrorCategory.NodeError,
+    reason: "no_upstream_websocket",
+    message: "Subscriptions are not available on this network (no upstream WebSocket)",
+  }) as ErrorRow,
+});
+
+interface Answer {
+  text: string | undefined;
+  category: string;
+  after?: () => void;
+}
+
+interface SessionMeta {
+  info: UpgradeInfo;
+  authorize: Authorize;
+}
+
+/**
+ * WebSocket JSON-RPC on the data plane's port: upgrade-time auth and allowlists, requests and batches
+ * with the same validation, policy, cache and upstream pools as HTTP, and subscriptions through shared
+ * upstream sockets (see hub.ts). Slow consumers are closed (4008), revoked keys close within 1 s (4001).
+ */
+export class WsGateway {
+  readonly hubs: SubscriptionHubs;
+  private readonly sessions = new Set<WsSession>();
+  private readonly byKeyHash = new Map<string, Set<WsSession>>();
+  private readonly meta = new WeakMap<WsSession, SessionMeta>();
+  private closing = false;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private notifications = 0;
+  private readonly closedBy = new Map<string, number>();
+  private drainWaiters: (() => void)[] = [];
+  private inFlightTotal = 0;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly app: uWS.TemplatedApp,
+    private readonly hooks: WsHooks = NOOP_WS_HOOKS,
+  ) {
+    const c = ctx.config;
+    this.hubs = new SubscriptionHubs(
+      {
+        connections: c.UPSTREAM_WS_CONNECTIONS,
+        timeoutMs: c.UPSTREAM_TIMEOUT_MS,
+        reconnectMaxMs: c.UPSTREAM_WS_RECONNECT_MAX_MS,
+        pingIntervalMs: c.UPSTREAM_WS_PING_INTERVAL_MS,
+        maxQueued: 256,
+      },
+      (session, data, method) => this.deliver(session, data, method),
+      ctx.logger,
+    );
+    this.sweepTimer = setInterval(() => this.sweepExpired(), 250);
+    this.sweepTimer.unref();
+    this.registerMetrics();
+  }
+
+  /** Registers the standard app routes: `/{network}/rpc`, `/{network}/jsonrpc`, `/{network}/public`. */
+  registerAppRoutes(): void {
+    this.route("/:network/rpc", this.appAuthorize(Endpoint.App));
+    this.route("/:network/jsonrpc", this.appAuthorize(Endpoint.App));
+    this.route("/:network/public", this.appAuthorize(Endpoint.Public));
+  }
+
+  /**
+   * Serves WebSocket JSON-RPC on `pattern` (uWS route syntax) with `authorize` deciding each upgrade.
+   * The dedicated-node endpoint calls this with its own authorize (node key, Safe-mode policy).
+   */
+  route(pattern: string, authorize: Authorize): void {
+    const paramCount = (pattern.match(/\/:/g) ?? []).length;
+    const c = this.ctx.config;
+    this.app.ws<UserData>(pattern, {
+      compression: uWS.DISABLED,
+      maxPayloadLength: c.MAX_BODY_BYTES,
+      idleTimeout: c.WS_IDLE_TIMEOUT_S,
+      sendPingsAutomatically: true,
+      maxBackpressure: c.WS_MAX_BUFFERED_BYTES * 2 + 64 * 1024,
+      closeOnBackpressureLimit: 0,
+      upgrade: (res, req, context) => this.upgrade(res, req, context, paramCount, authorize),
+      open: (ws) => this.onOpen(ws),
+      message: (ws, message, isBinary) => this.onMessage(ws, message, isBinary),
+      close: (ws) => this.onClose(ws),
+    });
+  }
+
+  private appAuthorize(endpoint: Endpoint): Authorize {
+    return (info) => {
+      const pool = this.ctx.upstreams.get(info.params[0] ?? "");
+      if (pool === undefined) return GatewayError.NotFound;
+      if (endpoint === Endpoint.Public) return { pool, endpoint, key: undefined };
+      if (info.apiKey === "") return GatewayError.MissingKey;
+      const finish = (
+        v: Awaited<ReturnType<GatewayContext["verifier"]["verify"]>>,
+      ): SessionInit | ErrorRow => {
+        if (!v.ok) return v.error;
+        const key = v.key;
+        if (key.record.kind !== "app") return GatewayError.UnknownKey;
+        if (!key.allowlist.empty) {
+          const refused = key.allowlist.check(info.origin, () => info.ip);
+          if (refused !== undefined) return refused;
+        }
+        return { pool, endpoint, key };
+      };
+      const v = this.ctx.verifier.verify(info.apiKey, Date.now());
+      return v instanceof Promise ? v.then(finish) : finish(v);
+    };
+  }
+
+  // ---- upgrade ----
+
+  private upgrade(
+    res: uWS.HttpResponse,
+    req: uWS.HttpRequest,
+    context: uWS.us_socket_context_t,
+    paramCount: number,
+    authorize: Authorize,
+  ): void {
+    // Everything needed from req is copied now: it is invalid once this handler returns.
+    const secKey = req.getHeader("sec-websocket-key");
+    const secProtocol = req.getHeader("sec-websocket-protocol");
+    const secExtensions = req.getHeader("sec-websocket-extensions");
+    const params: string[] = [];
+    for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i));
+    const forwardedFor = req.getHeader("x-forwarded-for");
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString("latin1");
+    const info: UpgradeInfo = {
+      url: req.getUrl(),
+      params,
+      apiKey: req.getQuery("apikey") || req.getHeader("apikey"),
+      origin: req.getHeader("origin"),
+      forwardedFor,
+      ip: clientIp(peer, forwardedFor, this.ctx.trustedProxies),
+    };
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    const decide = (d: SessionInit | ErrorRow) => {
+      if (aborted) return;
+      if (this.closing) d = GatewayError.NoUpstream;
+      if (isErrorRow(d)) {
+        const requestId = nextRequestId();
+        res.cork(() => {
+          res.writeStatus(STATUS[d.httpStatus] ?? `${d.httpStatus} Error`);
+          res.writeHeader("x-request-id", requestId);
+          res.writeHeader("content-type", "application/json");
+          res.end(errorText(d, "null", { requestId }), true);
+        });
+        return;
+      }
+      const session = new WsSession(d, info.ip);
+      this.meta.set(session, { info, authorize });
+      res.cork(() => {
+        res.upgrade<UserData>({ session }, secKey, secProtocol, secExtensions, context);
+      });
+    };
+    let d: ReturnType<Authorize>;
+    try {
+      d = authorize(info);
+    } catch (err) {
+      this.ctx.logger.error({ err }, "websocket upgrade authorize threw");
+      d = GatewayError.Internal;
+    }
+    if (d instanceof Promise) {
+      d.then(decide, (err: unknown) => {
+        this.ctx.logger.error({ err }, "websocket upgrade authorize failed");
+        decide(GatewayError.Internal);
+      });
+    } else {
+      decide(d);
+    }
+  }
+
+  private onOpen(ws: uWS.WebSocket<UserData>): void {
+    const s = ws.getUserData().session;
+    s.ws = ws;
+    this.sessions.add(s);
+    const hash = s.key?.hash;
+    if (hash !== undefined) {
+      let set = this.byKeyHash.get(hash);
+      if (set === undefined) {
+        set = new Set();
+        this.byKeyHash.set(hash, set);
+      }
+      set.add(s);
+    }
+  }
+
+  private onClose(ws: uWS.WebSocket<UserData>): void {
+    const s = ws.getUserData().session;
+    s.closed = true;
+    s.ws = undefined;
+    this.sessions.delete(s);
+    const hash = s.key?.hash;
+    if (hash !== undefined) {
+      const set = this.byKeyHash.get(hash);
+      set?.delete(s);
+      if (set?.size === 0) this.byKeyHash.delete(hash);
+    }
+    for (const sub of [...s.subs.values()]) sub.unsubscribe();
+    s.subs.clear();
+  }
+
+  // ---- sending ----
+
+  /** Sends one message; a client whose unsent backlog passes WS_MAX_BUFFERED_BYTES is closed (4008). */
+  private send(s: WsSession, text: string): void {
+    if (s.closed || s.ending) return;
+    const ws = s.ws!;
+    let status = 1;
+    ws.cork(() => {
+      status = ws.send(text, false);
+    });
+    if (status !== 1 && ws.getBufferedAmount() > this.ctx.config.WS_MAX_BUFFERED_BYTES) {
+      this.end(s, WsClose.SlowConsumer);
+    }
+  }
+
+  /** A notification: sent without corking (one write per socket anyway), counted, hooked. */
+  private deliver(s: WsSession, data: string | Buffer, method: string): void {
+    if (s.closed || s.ending) return;
+    const ws = s.ws!;
+    // 1 = written out; otherwise a backlog is building up (0) or the message was dropped (2).
+    if (ws.send(data, false) !== 1 && ws.getBufferedAmount() > this.ctx.config.WS_MAX_BUFFERED_BYTES) {
+      this.end(s, WsClose.SlowConsumer);
+    }
+    this.notifications++;
+    this.hooks.notified(s, method);
+  }
+
+  /** Closes a session with a code: graceful close frame, then a hard close if it does not complete. */
+  end(s: WsSession, close: { code: number; reason: string }): void {
+    if (s.closed || s.ending) return;
+    s.ending = true;
+    this.closedBy.set(close.reason, (this.closedBy.get(close.reason) ?? 0) + 1);
+    const ws = s.ws!;
+    ws.cork(() => ws.end(close.code, close.reason));
+    if (!s.closed) {
+      setTimeout(() => {
+        if (!s.closed) s.ws?.close();
+      }, this.ctx.config.WS_CLOSE_GRACE_MS).unref();
+    }
+  }
+
+  // ---- requests ----
+
+  private onMessage(ws: uWS.WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean): void {
+    const s = ws.getUserData().session;
+    if (s.ending) return;
+    const requestId = nextRequestId();
+    const slug = s.slug;
+    if (isBinary) {
+      this.ctx.metrics.request(slug, ErrorCategory.ClientError, 0);
+      this.send(s, errorText(GatewayError.ParseError, "null", { requestId }));
+      return;
+    }
+    const parsed = parseRpcBody(Buffer.from(message).toString("utf8"));
+    if (!parsed.ok) {
+      this.ctx.metrics.request(slug, parsed.error.category, 0);
+      this.send(s, errorText(parsed.error, parsed.idText, { requestId, limit: parsed.limit }));
+      return;
+    }
+    const custom = s.custom;
+    if (
+      custom !== undefined &&
+      (parsed.batch || s.target === undefined || !isSubscriptionMethod(parsed.call.method))
+    ) {
+      this.handleCustom(s, custom, Buffer.from(message).toString("utf8"), requestId);
+      return;
+    }
+    const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
+    const n = items.length;
+    let refusal: { row: ErrorRow; retryAfterMs?: number; limit?: number } | undefined = this.hooks.admit(
+      s,
+      n,
+    );
+    if (refusal === undefined && s.inFlight + n > this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION) {
+      refusal = { row: WsLimitError.InFlight, limit: this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION };
+    }
+    if (refusal !== undefined) {
+      const r = refusal;
+      const parts: string[] = [];
+      for (const it of items) {
+        this.ctx.metrics.request(slug, r.row.category, 0);
+        const idText = isItemError(it) ? it.idText : it.idText;
+        if (idText === undefined) continue;
+        parts.push(errorText(r.row, idText, { requestId, retryAfterMs: r.retryAfterMs, limit: r.limit }));
+      }
+      if (parts.length > 0) this.send(s, parsed.batch ? `[${parts.join(",")}]` : parts[0]!);
+      return;
+    }
+    s.inFlight += n;
+    this.inFlightTotal += n;
+    const work = parsed.batch ? this.batch(s, items, requestId) : this.single(s, parsed.call, requestId);
+    work
+      .catch((err: unknown) => {
+        this.ctx.logger.error({ err, requestId }, "unhandled error in websocket pipeline");
+        this.send(s, errorText(GatewayError.Internal, "null", { requestId }));
+      })
+      .finally(() => this.settled(s, n));
+  }
+
+  /** A custom endpoint's own answer (its handler does its own limits and accounting). */
+  private handleCustom(s: WsSession, custom: CustomSessionInit, text: string, requestId: string): void {
+    const cap = this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION;
+    if (s.inFlight >= cap) {
+      this.send(s, errorText(WsLimitError.InFlight, "null", { requestId, limit: cap }));
+      return;
+    }
+    s.inFlight++;
+    this.inFlightTotal++;
+    custom
+      .handle(text, requestId)
+      .then(
+        (body) => {
+          if (body !== undefined && body !== "") this.send(s, body);
+        },
+        (err: unknown) => {
+          this.ctx.logger.error({ err, requestId }, "unhandled error in websocket endpoint handler");
+          this.send(s, errorText(GatewayError.Internal, "null", { requestId }));
+        },
+      )
+      .finally(() => this.settled(s, 1));
+  }
+
+  private settled(s: WsSession, n: number): void {
+    s.inFlight -= n;
+    this.inFlightTotal -= n;
+    if (this.inFlightTotal === 0 && this.drainWaiters.length > 0) {
+      const w = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const f of w) f();
+    }
+  }
+
+  private async single(s: WsSession, call: RpcCall, requestId: string): Promise<void> {
+    const started = performance.now();
+    const a = await this.answer(s, call, requestId);
+    if (a.text !== undefined && call.idText !== undefined) this.send(s, a.text);
+    a.after?.();
+    const secs = (performance.now() - started) / 1000;
+    this.ctx.metrics.request(s.slug, a.category, secs);
+    this.hooks.answered(s, call.method, a.category, secs);
+  }
+
+  private async batch(s: WsSession, items: BatchItem[], requestId: string): Promise<void> {
+    const started = performance.now();
+    const n = items.length;
+    const answers = new Array<Answer>(n);
+    const forwardIdx: number[] = [];
+    const forward: RpcCall[] = [];
+    const pending: Promise<void>[] = [];
+    const pool = s.pool!;
+    const network = pool.record;
+    for (let i = 0; i < n; i++) {
+      const it = items[i]!;
+      if (isItemError(it)) {
+        answers[i] = { text: errorText(it.error, it.idText, { requestId }), category: it.error.category };
+        continue;
+      }
+      const blocked = (s.policy ?? this.ctx.policy).check(it.method, network);
+      if (blocked === undefined && !SUBSCRIBE.has(it.method) && !UNSUBSCRIBE.has(it.method)) {
+        forwardIdx.push(i);
+        forward.push(it);
+        continue;
+      }
+      pending.push(
+        this.answer(s, it, requestId).then((a) => {
+          answers[i] = a;
+        }),
+      );
+    }
+    if (forward.length > 0) {
+      pending.push(
+        pool.callBatch(forward).then((results) => {
+          for (let j = 0; j < results.length; j++) {
+            answers[forwardIdx[j]!] = this.fromResult(s, forward[j]!, results[j]!, requestId);
+          }
+        }),
+      );
+    }
+    await Promise.all(pending);
+    const parts: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const it = items[i]!;
+      const a = answers[i]!;
+      if (a.text !== undefined && (isItemError(it) || it.idText !== undefined)) parts.push(a.text);
+    }
+    if (parts.length > 0) this.send(s, `[${parts.join(",")}]`);
+    const secs = (performance.now() - started) / 1000;
+    for (let i = 0; i < n; i++) {
+      const a = answers[i]!;
+      a.after?.();
+      this.ctx.metrics.request(network.slug, a.category, secs);
+      const it = items[i]!;
+      this.hooks.answered(s, isItemError(it) ? "" : it.method, a.category, secs);
+    }
+  }
+
+  private fromResult(s: WsSession, call: RpcCall, r: CallResult, requestId: string): Answer {
+    const idText = call.idText ?? "null";
+    if (!r.ok) return { text: errorText(r.error, idText, { requestId }), category: r.error.category };
+    if (r.reply.kind === ReplyKind.Result) {
+      const h = headHint(call.method, r.reply.tail);
+      if (h !== undefined) s.pool?.observeHead(h);
+    }
+    return { text: replyJson(idText, r.reply.tail), category: r.reply.category };
+  }
+
+  /** One request object: policy, subscriptions, else cache + upstream pool (as over HTTP). */
+  private async answer(s: WsSession, call: RpcCall, requestId: string): Promise<Answer> {
+    const idText = call.idText ?? "null";
+    const blocked =
+      s.pool === undefined ? undefined : (s.policy ?? this.ctx.policy).check(call.method, s.pool.record);
+    if (blocked !== undefined) {
+      return {
+        text: errorText(GatewayError.MethodBlocked, idText, { requestId, message: blocked }),
+        category: ErrorCategory.ClientError,
+      };
+    }
+    const spec = SUBSCRIBE.get(call.method);
+    if (spec !== undefined) {
+      const max = this.ctx.config.WS_MAX_SUBSCRIPTIONS_PER_CONNECTION;
+      if (s.subs.size >= max) {
+        const row = WsLimitError.Subscriptions;
+        return { text: errorText(row, idText, { requestId, limit: max }), category: row.category };
+      }
+      const target = s.target;
+      if (target === undefined || !target.record.upstreams.some((u) => u.wsUrl !== null && u.wsUrl !== "")) {
+        const row = WsLimitError.NoSubscriptions;
+        return { text: errorText(row, idText, { requestId }), category: row.category };
+      }
+      const r = await this.hubs.for(target).subscribe(s, call.method, call.params, spec);
+      if (r.ok) {
+        return {
+          text: replyJson(idText, `,"result":${JSON.stringify(r.id)}}`),
+          category: ErrorCategory.Success,
+          after: r.activate,
+        };
+      }
+      if (r.row !== undefined)
+        return { text: errorText(r.row, idText, { requestId }), category: r.row.category };
+      return { text: replyJson(idText, r.tail), category: r.category };
+    }
+    const family = UNSUBSCRIBE.get(call.method);
+    if (family !== undefined) {
+      const p = call.params;
+      const id = Array.isArray(p) ? p[0] : undefined;
+      const entry = typeof id === "string" ? s.subs.get(id) : undefined;
+      const ok = entry !== undefined && entry.family === family;
+      if (ok) entry.unsubscribe();
+      return { text: replyJson(idText, `,"result":${ok}}`), category: ErrorCategory.Success };
+    }
+    if (s.pool === undefined) {
+      return {
+        text: errorText(GatewayError.Internal, idText, { requestId }),
+        category: ErrorCategory.ServiceError,
+      };
+    }
+    return this.fromResult(s, call, await this.forward(s.pool, call), requestId);
+  }
+
+  /** The HTTP path's single-call forwarding: per-method cache (with in-flight merge), else the pool. */
+  private async forward(pool: NetworkPool, call: RpcCall): Promise<CallResult> {
+    const cache = this.ctx.cache;
+    const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
+    if (rule === CacheRule.Never) return pool.call(call);
+    const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
+    const head = rule === CacheRule.PerBlock ? pool.cacheHead() : 0;
+    if (head < 0) return pool.call(call);
+    const slug = pool.record.slug;
+    const cacheKey = `${slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
+    const hit = cache.get(cacheKey);
+    if (hit !== undefined) {
+      this.ctx.metrics.cache(slug, true);
+      return { ok: true, reply: hit };
+    }
+    this.ctx.metrics.cache(slug, false);
+    const result = await cache.merge(cacheKey, () => pool.call(call, paramsJson));
+    if (result.ok && result.reply.kind === ReplyKind.Result) {
+      cache.set(
+        cacheKey,
+        result.reply,
+        rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined,
+      );
+    }
+    return result;
+  }
+
+  // ---- key invalidation ----
+
+  /** Control-plane events (after the key cache applied them): closes sessions whose key stopped working. */
+  onEvent(event: PlaneEvent): void {
+    switch (event.type) {
+      case "key.revoke": {
+        const set = this.byKeyHash.get(event.keyHash);
+        if (set !== undefined) for (const s of [...set]) this.end(s, WsClose.KeyRevoked);
+        break;
+      }
+      case "key.upsert": {
+        const set = this.byKeyHash.get(event.keyHash);
+        if (set !== undefined) for (const s of [...set]) this.revalidate(s);
+        break;
+      }
+      case "workspace.update":
+        for (const set of this.byKeyHash.values()) {
+          for (const s of set) if (s.key?.record.workspaceId === event.workspaceId) this.revalidate(s);
+        }
+        break;
+      case "resync":
+        this.revalidateAll();
+        break;
+      case "networks.update":
+        break;
+    }
+  }
+
+  /** Re-checks every keyed session (Redis reconnect, resync). */
+  revalidateAll(): void {
+    for (const set of this.byKeyHash.values()) for (const s of set) this.revalidate(s);
+  }
+
+  private revalidate(s: WsSession): void {
+    const m = this.meta.get(s);
+    if (m === undefined || s.key === undefined) return;
+    const apply = (d: SessionInit | ErrorRow) => {
+      if (s.closed || s.ending) return;
+      // Internal = Redis unavailable: keep serving on what we had rather than dropping everyone.
+      if (isErrorRow(d)) {
+        if (d !== GatewayError.Internal) this.end(s, WsClose.KeyRevoked);
+        return;
+      }
+      if (d.key !== undefined) s.key = d.key;
+    };
+    try {
+      const d = m.authorize(m.info);
+      if (d instanceof Promise) d.then(apply, () => {});
+      else apply(d);
+    } catch {
+      // keep the session
+    }
+  }
+
+  private sweepExpired(): void {
+    // Sessions on a network that was removed (its pool is gone or replaced) are closed with 4004.
+    for (const s of this.sessions) {
+      if (s.pool !== undefined && this.ctx.upstreams.get(s.slug) !== s.pool)
+        this.end(s, WsClose.NetworkRemoved);
+    }
+    for (const h of this.hubs.all()) {
+      if (h.isNetworkHub && this.ctx.upstreams.get(h.slug) === undefined) this.hubs.drop(h.slug);
+    }
+    const now = Date.now();
+    for (const set of this.byKeyHash.values()) {
+      for (const s of set) {
+        const exp = s.key?.record.expiresAtMs;
+        if (exp !== null && exp !== undefined && exp <= now) this.end(s, WsClose.KeyRevoked);
+      }
+    }
+  }
+
+  // ---- introspection ----
+
+  connections(): number {
+    return this.sessions.size;
+  }
+
+  /** Upstream subscriptions live now (one per distinct merged subscription), per network or in total. */
+  upstreamSubscriptionCount(slug?: string): number {
+    if (slug !== undefined) return this.hubs.get(slug)?.upstreamSubscriptions() ?? 0;
+    let n = 0;
+    for (const h of this.hubs.all()) n += h.upstreamSubscriptions();
+    return n;
+  }
+
+  clientSubscriptionCount(): number {
+    let n = 0;
+    for (const h of this.hubs.all()) n += h.clientSubscriptions();
+    return n;
+  }
+
+  /** Sessions closed by the gateway, by close reason. */
+  closedCount(reason: string): number {
+    return this.closedBy.get(reason) ?? 0;
+  }
+
+  private registerMetrics(): void {
+    const m = this.ctx.metrics;
+    if (!(m instanceof PromMetrics)) return;
+    const registers = [m.registry];
+    const self = this;
+    new Gauge({
+      name: "rpcgw_ws_connections",
+      help: "Open client WebSocket connections",
+      registers,
+      collect() {
+        this.set(self.sessions.size);
+      },
+    });
+    new Gauge({
+      name: "rpcgw_ws_upstream_subscriptions",
+      help: "Upstream subscriptions (merged: one per distinct method + params per network)",
+      labelNames: ["network"],
+      registers,
+      collect() {
+        this.reset();
+        for (const h of self.hubs.all()) this.set({ network: h.slug }, h.upstreamSubscriptions());
+      },
+    });
+    new Gauge({
+      name: "rpcgw_ws_client_subscriptions",
+      help: "Client subscriptions (fanned out from upstream subscriptions)",
+      registers,
+      collect() {
+        this.set(self.clientSubscriptionCount());
+      },
+    });
+    new Counter({
+      name: "rpcgw_ws_fanout_seconds_total",
+      help: "Time spent fanning upstream notifications out to clients",
+      registers,
+      collect() {
+        this.reset();
+        let t = 0;
+        for (const h of self.hubs.all()) t += h.fanoutSeconds;
+        this.inc(t);
+      },
+    });
+    new Counter({
+      name: "rpcgw_ws_fanouts_total",
+      help: "Upstream notifications fanned out (each to every subscribed client)",
+      registers,
+      collect() {
+        this.reset();
+        let n = 0;
+        for (const h of self.hubs.all()) n += h.fanouts;
+        this.inc(n);
+      },
+    });
+    new Gauge({
+      name: "rpcgw_ws_fanout_max_seconds",
+      help: "Longest single fan-out since start",
+      registers,
+      collect() {
+        let m = 0;
+        for (const h of self.hubs.all()) m = Math.max(m, h.fanoutMaxSeconds);
+        this.set(m);
+      },
+    });
+    new Counter({
+      name: "rpcgw_ws_notifications_total",
+      help: "Subscription notifications delivered to clients",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(self.notifications);
+      },
+    });
+    new Counter({
+      name: "rpcgw_ws_closed_total",
+      help: "Client WebSockets closed by the gateway, by reason",
+      labelNames: ["reason"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [reason, n] of self.closedBy) this.inc({ reason }, n);
+      },
+    });
+  }
+
+  // ---- shutdown ----
+
+  /** Refuses new upgrades, waits (up to `drainMs`) for in-flight requests, closes every socket with 1001. */
+  async close(drainMs: number): Promise<void> {
+    this.closing = true;
+    if (this.inFlightTotal > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        this.drainWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    for (const s of [...this.sessions]) this.end(s, WsClose.GoingAway);
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    this.hubs.close();
+    // Give close frames a moment to leave.
+    if (this.sessions.size > 0) await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function isErrorRow(d: SessionInit | ErrorRow): d is ErrorRow {
+  return typeof (d as ErrorRow).code === "number" && typeof (d as ErrorRow).reason === "string";
+}
+
+function errorText(
+  row: ErrorRow,
+  idText: string,
+  extras: { requestId: string; limit?: number; retryAfterMs?: number; message?: string },
+): string {
+  const x: Record<string, unknown> = { requestId: extras.requestId };
+  if (extras.limit !== undefined) x.limit = extras.limit;
+  if (extras.retryAfterMs !== undefined) x.retryAfterMs = extras.retryAfterMs;
+  if (extras.message !== undefined) x.message = extras.message;
+  const obj = errorResponse(row, null, x);
+  return `{"jsonrpc":"2.0","id":${idText},"error":${JSON.stringify(obj.error)}}`;
+}

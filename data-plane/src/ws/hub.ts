@@ -1,0 +1,546 @@
+import { categoryOfNodeError, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import type { Logger } from "../../../shared/src/log/logger";
+import { NetworkPool } from "../upstream/network-pool";
+import { type UpstreamNotification, UpstreamWsClient } from "../upstream/ws-client";
+import {
+  canonicalJson,
+  FAMILY_UNSUBSCRIBE,
+  newSubscriptionId,
+  normaliseParams,
+  type SubscribeSpec,
+} from "./methods";
+import type { ClientSub, WsSession } from "./session";
+
+export interface HubOptions {
+  /** Persistent upstream WebSockets per network. */
+  connections: number;
+  /** Per upstream call (subscribe / unsubscribe), and how long a subscribe waits for a socket. */
+  timeoutMs: number;
+  /** Reconnect backoff ceiling. */
+  reconnectMaxMs: number;
+  pingIntervalMs: number;
+  /** Notifications queued for a client whose subscribe answer is not sent yet. */
+  maxQueued: number;
+}
+
+/**
+ * Where a hub opens its upstream sockets: a network's pool (NetworkPool fits as is) or a dedicated node
+ * (`slug` e.g. `node:<id>`, one upstream, `describe()` may return []).
+ */
+export interface SubscriptionTarget {
+  readonly slug: string;
+  readonly record: { readonly upstreams: readonly { id: string; wsUrl: string | null; weight: number }[] };
+  describe(): readonly { id: string; breakerOpen: boolean }[];
+}
+
+/** Hands a notification (JSON text) to a client; the gateway owns sending and slow-consumer policing. */
+export type Deliver = (session: WsSession, data: string | Buffer, method: string) => void;
+
+export type SubscribeOutcome =
+  | { ok: true; id: string; activate: () => void }
+  | { ok: false; row: ErrorRow }
+  | { ok: false; row?: undefined; tail: string; category: string };
+
+type Establish = { ok: true } | { ok: false; row: ErrorRow } | { ok: false; tail: string; category: string };
+
+interface ClientEntry extends ClientSub {
+  readonly idJson: string;
+}
+
+/** One upstream subscription shared by every client with the same method + params. */
+class UpSub {
+  readonly clients = new Map<string, ClientEntry>();
+  state: "pending" | "active" | "closed" = "pending";
+  slot: Slot | undefined;
+  upstreamId: string | undefined;
+  /** First establishment; awaited by clients joining while it runs. */
+  ready: Promise<Establish> | undefined;
+  /** Replay: last notification method + result JSON (Substrate merged subscriptions). */
+  lastMethod: string | undefined;
+  lastResult: string | undefined;
+  storage: Map<string, unknown> | undefined;
+
+  constructor(
+    readonly key: string,
+    readonly method: string,
+    readonly params: unknown,
+    readonly spec: SubscribeSpec,
+  ) {}
+}
+
+/** One persistent upstream socket slot (reconnects, possibly to another upstream). */
+class Slot {
+  client: UpstreamWsClient | undefined;
+  upstreamId: string | undefined;
+  failures = 0;
+  readonly byUpstreamId = new Map<string, UpSub>();
+}
+
+const FINAL_EXTRINSIC = new Set(["finalized", "usurped", "dropped", "invalid", "finalityTimeout"]);
+
+function extrinsicFinal(result: unknown): boolean {
+  if (typeof result === "string") return FINAL_EXTRINSIC.has(result);
+  if (result !== null && typeof result === "object") {
+    for (const k of Object.keys(result)) if (FINAL_EXTRINSIC.has(k)) return true;
+  }
+  return false;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
+
+/**
+ * A network's subscriptions: a few persistent upstream WebSockets (ids rewritten), identical
+ * subscriptions merged into one upstream subscription and fanned out with the client's own ids, and
+ * transparent re-subscription when an upstream socket drops.
+ */
+export class NetworkSubscriptions {
+  private readonly slots: Slot[] = [];
+  private readonly byKey = new Map<string, UpSub>();
+  private waiters: ((s: Slot | undefined) => void)[] = [];
+  private readonly failedAt = new Map<string, number>();
+  private unique = 0;
+  private closed = false;
+  /** Notifications fanned out (client deliveries), for metrics. */
+  delivered = 0;
+  /** Upstream notifications fanned out, and the time spent doing it (seconds), for metrics. */
+  fanouts = 0;
+  fanoutSeconds = 0;
+  fanoutMaxSeconds = 0;
+
+  constructor(
+    private readonly pool: SubscriptionTarget,
+    private readonly opts: HubOptions,
+    private readonly deliver: Deliver,
+    private readonly logger: Logger,
+  ) {}
+
+  get slug(): string {
+    return this.pool.slug;
+  }
+
+  /** A network's hub (as opposed to a custom endpoint's, e.g. a dedicated node's). */
+  get isNetworkHub(): boolean {
+    return this.pool instanceof NetworkPool;
+  }
+
+  /** Upstream subscriptions live on upstream sockets now. */
+  upstreamSubscriptions(): number {
+    let n = 0;
+    for (const s of this.slots) n += s.byUpstreamId.size;
+    return n;
+  }
+
+  /** Distinct subscriptions (live or being (re-)established). */
+  sharedSubscriptions(): number {
+    return this.byKey.size;
+  }
+
+  clientSubscriptions(): number {
+    let n = 0;
+    for (const s of this.byKey.values()) n += s.clients.size;
+    return n;
+  }
+
+  upstreamSockets(): { upstreamId: string | undefined; open: boolean; subscriptions: number }[] {
+    return this.slots.map((s) => ({
+      upstreamId: s.upstreamId,
+      open: s.client?.isOpen ?? false,
+      subscriptions: s.byUpstreamId.size,
+    }));
+  }
+
+  async subscribe(
+    session: WsSession,
+    method: string,
+    params: unknown,
+    spec: SubscribeSpec,
+  ): Promise<SubscribeOutcome> {
+    const p = normaliseParams(method, params);
+    const key = spec.merged ? `${method}\u0000${canonicalJson(p)}` : `${method}\u0000#${++this.unique}`;
+    let sub = this.byKey.get(key);
+    let created = false;
+    if (sub === undefined) {
+      sub = new UpSub(key, method, params, spec);
+      this.byKey.set(key, sub);
+      created = true;
+    }
+    const id = newSubscriptionId(spec.evm);
+    const entry: ClientEntry = { id, idJson: JSON.stringify(id), session, queue: [] };
+    sub.clients.set(id, entry);
+    if (created) sub.ready = this.establish(sub, false);
+    if (sub.state === "pending" && sub.ready !== undefined) {
+      const r = await sub.ready;
+      if (!r.ok) {
+        sub.clients.delete(id);
+        if (this.byKey.get(key) === sub && sub.clients.size === 0) this.byKey.delete(key);
+        return r;
+      }
+    }
+    if (session.closed || !sub.clients.has(id)) {
+      this.detach(sub, id);
+      return { ok: false, row: GatewayError.Internal };
+    }
+    const s = sub;
+    session.subs.set(id, { family: spec.family, unsubscribe: () => this.detach(s, id) });
+    return {
+      ok: true,
+      id,
+      activate: () => {
+        const q = entry.queue;
+        entry.queue = undefined;
+        if (session.closed || q === undefined) return;
+        if (q.length === 0) {
+          if (s.spec.replayLast && s.lastResult !== undefined && s.lastMethod !== undefined) {
+            this.deliver(session, this.text(s.lastMethod, entry, s.lastResult), s.lastMethod);
+          }
+          return;
+        }
+        for (const [t, m] of q) this.deliver(session, t, m);
+      },
+    };
+  }
+
+  private text(methodJson: string, c: ClientEntry, resultJson: string): string {
+    return `{"jsonrpc":"2.0","method":${methodJson},"params":{"subscription":${c.idJson},"result":${resultJson}}}`;
+  }
+
+  /** Removes one client from a shared subscription; the last one out ends it upstream. */
+  private detach(sub: UpSub, id: string): void {
+    const c = sub.clients.get(id);
+    if (c === undefined) return;
+    sub.clients.delete(id);
+    c.session.subs.delete(id);
+    if (sub.clients.size === 0) this.release(sub, true);
+  }
+
+  private release(sub: UpSub, unsubscribeUpstream: boolean): void {
+    if (this.byKey.get(sub.key) === sub) this.byKey.delete(sub.key);
+    const wasActive = sub.state === "active";
+    sub.state = "closed";
+    const slot = sub.slot;
+    const upId = sub.upstreamId;
+    sub.slot = undefined;
+    sub.upstreamId = undefined;
+    if (wasActive && slot !== undefined && upId !== undefined) {
+      slot.byUpstreamId.delete(upId);
+      if (unsubscribeUpstream && slot.client?.isOpen) {
+        void slot.client.call(FAMILY_UNSUBSCRIBE[sub.spec.family]!, [upId]);
+      }
+    }
+  }
+
+  /**
+   * Subscribes upstream. First establishment: one retry on another socket after a dropped or failed
+   * socket, then -32603. Re-establishment (`persistent`): retries with backoff while clients remain.
+   */
+  private async establish(sub: UpSub, persistent: boolean): Promise<Establish> {
+    let attempts = 0;
+    let delay = 100;
+    for (;;) {
+      if (this.closed) return { ok: false, row: GatewayError.Internal };
+      if (sub.clients.size === 0) {
+        this.release(sub, false);
+        return { ok: false, row: GatewayError.Internal };
+      }
+      attempts++;
+      const slot = await this.getSlot();
+      let failure: ErrorRow = GatewayError.NoUpstream;
+      if (slot !== undefined && slot.client !== undefined) {
+        const client = slot.client;
+        const r = await client.call(sub.method, sub.params);
+        if (r.ok) {
+          const upId = typeof r.result === "string" || typeof r.result === "number" ? String(r.result) : "";
+          if (upId !== "" && client.isOpen && slot.client === client) {
+            if (sub.clients.size === 0 || this.closed) {
+              void client.call(FAMILY_UNSUBSCRIBE[sub.spec.family]!, [upId]);
+              this.release(sub, false);
+              return { ok: false, row: GatewayError.Internal };
+            }
+            sub.state = "active";
+            sub.slot = slot;
+            sub.upstreamId = upId;
+            sub.ready = undefined;
+            slot.byUpstreamId.set(upId, sub);
+            for (const n of client.takeOrphans(upId)) this.fanout(sub, n);
+            return { ok: true };
+          }
+          failure = upId === "" ? GatewayError.UpstreamBadResponse : GatewayError.UpstreamUnreachable;
+        } else if (r.nodeError !== undefined) {
+          const code = r.nodeError.code;
+          const answer = {
+            ok: false as const,
+            tail: `,"error":${JSON.stringify(r.nodeError)}}`,
+            category: categoryOfNodeError(typeof code === "number" ? code : -32603),
+          };
+          if (!persistent) {
+            this.release(sub, false);
+            return answer;
+          }
+        } else {
+          failure = r.failure === "timeout" ? GatewayError.UpstreamTimeout : GatewayError.UpstreamUnreachable;
+        }
+      }
+      if (!persistent && attempts >= 2) {
+        this.release(sub, false);
+        return { ok: false, row: failure };
+      }
+      if (persistent || slot === undefined) {
+        await sleep(delay);
+        delay = Math.min(delay * 2, this.opts.reconnectMaxMs);
+      }
+    }
+  }
+
+  private fanout(sub: UpSub, n: UpstreamNotification): void {
+    const started = performance.now();
+    const methodJson = JSON.stringify(n.method);
+    let resultJson = JSON.stringify(n.result) ?? "null";
+    if (sub.spec.replayLast) {
+      sub.lastMethod = methodJson;
+      if (sub.spec.family === "storage") {
+        const r = n.result as { block?: unknown; changes?: unknown } | null;
+        if (r !== null && typeof r === "object" && Array.isArray(r.changes)) {
+          sub.storage ??= new Map();
+          for (const ch of r.changes) if (Array.isArray(ch)) sub.storage.set(String(ch[0]), ch[1] ?? null);
+          sub.lastResult = JSON.stringify({ block: r.block, changes: [...sub.storage] });
+        } else {
+          sub.lastResult = resultJson;
+        }
+      } else {
+        sub.lastResult = resultJson;
+      }
+    }
+    const max = this.opts.maxQueued;
+    // One encoded message for everyone: only the subscription id differs, and the gateway's ids all have
+    // the same length, so each client's id is written over the previous one in place (the socket copies
+    // the bytes on send). No per-client string building or UTF-8 encoding of the result.
+    const head = `{"jsonrpc":"2.0","method":${methodJson},"params":{"subscription":"`;
+    const tail = `","result":${resultJson}}}`;
+    let buf: Buffer | undefined;
+    let idAt = 0;
+    let idLen = -1;
+    for (const c of sub.clients.values()) {
+      if (c.queue !== undefined) {
+        if (c.queue.length < max) c.queue.push([`${head}${c.id}${tail}`, n.method]);
+        continue;
+      }
+      if (buf === undefined) {
+        idLen = c.id.length;
+        idAt = Buffer.byteLength(head);
+        const tailBytes = Buffer.byteLength(tail);
+        buf = Buffer.allocUnsafe(idAt + idLen + tailBytes);
+        buf.write(head, 0, "utf8");
+        buf.write(tail, idAt + idLen, "utf8");
+      }
+      if (c.id.length === idLen) {
+        buf.write(c.id, idAt, "latin1");
+        this.deliver(c.session, buf, n.method);
+      } else {
+        this.deliver(c.session, `${head}${c.id}${tail}`, n.method);
+      }
+    }
+    this.delivered += sub.clients.size;
+    resultJson = "";
+    const secs = (performance.now() - started) / 1000;
+    this.fanouts++;
+    this.fanoutSeconds += secs;
+    if (secs > this.fanoutMaxSeconds) this.fanoutMaxSeconds = secs;
+    // An extrinsic watch ends with its final status (the node ends it too).
+    if (sub.spec.family === "extrinsic" && extrinsicFinal(n.result)) {
+      for (const c of sub.clients.values()) c.session.subs.delete(c.id);
+      sub.clients.clear();
+      this.release(sub, false);
+    }
+  }
+
+  /** An open upstream socket with the fewest subscriptions; waits for one while all are (re)connecting. */
+  private getSlot(): Promise<Slot | undefined> {
+    while (this.slots.length < this.opts.connections) {
+      const slot = new Slot();
+      this.slots.push(slot);
+      void this.runSlot(slot);
+    }
+    let best: Slot | undefined;
+    for (const s of this.slots) {
+      if (s.client?.isOpen && (best === undefined || s.byUpstreamId.size < best.byUpstreamId.size)) best = s;
+    }
+    if (best !== undefined) return Promise.resolve(best);
+    if (this.wsUpstreams().length === 0) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      let done = false;
+      const waiter = (s: Slot | undefined) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(s);
+      };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        waiter(undefined);
+      }, this.opts.timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+
+  private wsUpstreams(): { id: string; wsUrl: string; weight: number }[] {
+    const out: { id: string; wsUrl: string; weight: number }[] = [];
+    for (const u of this.pool.record.upstreams) {
+      if (u.wsUrl !== null && u.wsUrl !== "") out.push({ id: u.id, wsUrl: u.wsUrl, weight: u.weight });
+    }
+    return out;
+  }
+
+  /** Picks an upstream for a slot: not recently failed, breaker closed, not used by another slot. */
+  private chooseUpstream(slot: Slot): { id: string; wsUrl: string; weight: number } | undefined {
+    const candidates = this.wsUpstreams();
+    if (candidates.length === 0) return undefined;
+    const health = new Map(this.pool.describe().map((d) => [d.id, d]));
+    const now = Date.now();
+    let bestPenalty = Number.POSITIVE_INFINITY;
+    let best: { id: string; wsUrl: string; weight: number }[] = [];
+    for (const c of candidates) {
+      let penalty = 0;
+      const failed = this.failedAt.get(c.id);
+      if (failed !== undefined && now - failed < 10_000) penalty += 4;
+      if (health.get(c.id)?.breakerOpen) penalty += 2;
+      if (this.slots.some((s) => s !== slot && s.upstreamId === c.id && s.client?.isOpen)) penalty += 1;
+      if (penalty < bestPenalty) {
+        bestPenalty = penalty;
+        best = [c];
+      } else if (penalty === bestPenalty) {
+        best.push(c);
+      }
+    }
+    let total = 0;
+    for (const c of best) total += c.weight;
+    let r = Math.random() * total;
+    for (const c of best) {
+      r -= c.weight;
+      if (r < 0) return c;
+    }
+    return best[best.length - 1];
+  }
+
+  private async runSlot(slot: Slot): Promise<void> {
+    while (!this.closed) {
+      const up = this.chooseUpstream(slot);
+      if (up === undefined) {
+        await sleep(this.opts.reconnectMaxMs);
+        continue;
+      }
+      const client = new UpstreamWsClient(up.id, up.wsUrl, {
+        timeoutMs: this.opts.timeoutMs,
+        pingIntervalMs: this.opts.pingIntervalMs,
+      });
+      client.onNotification = (n) => {
+        const sub = slot.byUpstreamId.get(n.subscription);
+        if (sub === undefined) return false;
+        this.fanout(sub, n);
+        return true;
+      };
+      const dropped = new Promise<void>((r) => {
+        client.onClose = r;
+      });
+      const ok = await client.open();
+      if (this.closed) {
+        client.close();
+        return;
+      }
+      if (!ok) {
+        this.failedAt.set(up.id, Date.now());
+        slot.failures++;
+        this.logger.warn({ network: this.pool.slug, upstream: up.id }, "upstream websocket connect failed");
+        await sleep(Math.min(100 * 2 ** slot.failures, this.opts.reconnectMaxMs));
+        continue;
+      }
+      slot.failures = 0;
+      slot.client = client;
+      slot.upstreamId = up.id;
+      const waiters = this.waiters;
+      this.waiters = [];
+      for (const w of waiters) w(slot);
+      await dropped;
+      slot.client = undefined;
+      if (this.closed) return;
+      this.failedAt.set(up.id, Date.now());
+      const orphaned = [...slot.byUpstreamId.values()];
+      slot.byUpstreamId.clear();
+      this.logger.warn(
+        { network: this.pool.slug, upstream: up.id, subscriptions: orphaned.length },
+        "upstream websocket dropped; re-subscribing elsewhere",
+      );
+      for (const sub of orphaned) this.resubscribe(sub);
+      slot.failures++;
+      await sleep(Math.min(50 * 2 ** slot.failures, this.opts.reconnectMaxMs));
+    }
+  }
+
+  /** Re-establishes a subscription whose upstream socket dropped; clients keep their ids. */
+  private resubscribe(sub: UpSub): void {
+    sub.state = "pending";
+    sub.slot = undefined;
+    sub.upstreamId = undefined;
+    if (sub.spec.family === "extrinsic") {
+      // A watch cannot be re-attached on another node: tell the client it was dropped.
+      for (const c of sub.clients.values()) {
+        c.session.subs.delete(c.id);
+        this.deliver(
+          c.session,
+          this.text('"author_extrinsicUpdate"', c, '"dropped"'),
+          "author_extrinsicUpdate",
+        );
+      }
+      sub.clients.clear();
+      this.release(sub, false);
+      return;
+    }
+    void this.establish(sub, true);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const w of this.waiters) w(undefined);
+    this.waiters = [];
+    for (const s of this.slots) s.client?.close();
+    this.byKey.clear();
+  }
+}
+
+/** Subscription hubs by network slug, created on first use. */
+export class SubscriptionHubs {
+  private readonly hubs = new Map<string, NetworkSubscriptions>();
+
+  constructor(
+    private readonly opts: HubOptions,
+    private readonly deliver: Deliver,
+    private readonly logger: Logger,
+  ) {}
+
+  for(pool: SubscriptionTarget): NetworkSubscriptions {
+    let hub = this.hubs.get(pool.slug);
+    if (hub === undefined) {
+      hub = new NetworkSubscriptions(pool, this.opts, this.deliver, this.logger);
+      this.hubs.set(pool.slug, hub);
+    }
+    return hub;
+  }
+
+  get(slug: string): NetworkSubscriptions | undefined {
+    return this.hubs.get(slug);
+  }
+
+  /** Closes and forgets a hub (its network was removed). */
+  drop(slug: string): void {
+    this.hubs.get(slug)?.close();
+    this.hubs.delete(slug);
+  }
+
+  all(): NetworkSubscriptions[] {
+    return [...this.hubs.values()];
+  }
+
+  close(): void {
+    for (const h of this.hubs.values()) h.close();
+    this.hubs.clear();
+  }
+}

@@ -1,0 +1,101 @@
+import type { WebSocket } from "uWebSockets.js";
+import type ipaddr from "ipaddr.js";
+import type { VerifiedKey } from "../auth/key-verifier";
+import type { MethodPolicy } from "../policy/method-policy";
+import type { Endpoint } from "../server/context";
+import type { NetworkPool } from "../upstream/network-pool";
+import type { SubscriptionTarget } from "./hub";
+
+/** Close codes the gateway uses (4000-4999 are application codes). */
+export const WsClose = {
+  GoingAway: { code: 1001, reason: "going away" },
+  SlowConsumer: { code: 4008, reason: "slow consumer" },
+  KeyRevoked: { code: 4001, reason: "api key revoked" },
+  NetworkRemoved: { code: 4004, reason: "network removed" },
+} as const;
+
+/** What an upgrade handler decides for an accepted connection on a network endpoint. */
+export interface PoolSessionInit {
+  readonly pool: NetworkPool;
+  readonly endpoint: Endpoint;
+  /** The verified key (app endpoints); undefined on the public endpoint. */
+  readonly key: VerifiedKey | undefined;
+  /** The method policy for this endpoint (default: the shared-node policy). */
+  readonly policy?: MethodPolicy;
+}
+
+/**
+ * An endpoint that answers requests itself (the dedicated-node endpoint: NodeGateway.handle): every text
+ * message goes to `handle`, except single subscribe / unsubscribe calls when `subscriptions` is given
+ * (those go through shared upstream sockets to its wsUrl, like a network's).
+ */
+export interface CustomSessionInit {
+  readonly pool?: undefined;
+  /** Label for metrics and the subscription hub (e.g. `node:<id>`). */
+  readonly slug: string;
+  readonly key: VerifiedKey | undefined;
+  /** Answers one text message (single or batch); `undefined` or "" = nothing to send. */
+  handle(text: string, requestId: string): Promise<string | undefined>;
+  readonly subscriptions?: SubscriptionTarget;
+}
+
+export type SessionInit = PoolSessionInit | CustomSessionInit;
+
+export interface UserData {
+  session: WsSession;
+}
+
+/** A client subscription (the id the client knows) attached to a shared upstream subscription. */
+export interface ClientSub {
+  readonly id: string;
+  readonly session: WsSession;
+  /** Queued notifications until the subscribe answer has been sent; undefined once live. */
+  queue: [text: string, method: string][] | undefined;
+}
+
+let sessionCounter = 0;
+
+/** One client WebSocket connection. */
+export class WsSession {
+  readonly id = ++sessionCounter;
+  /** The network's pool; undefined for a custom endpoint (see `custom`). */
+  readonly pool: NetworkPool | undefined;
+  readonly custom: CustomSessionInit | undefined;
+  /** Metrics label: the network slug (or the custom endpoint's). */
+  readonly slug: string;
+  /** Where subscriptions go (the network's pool or the custom endpoint's target). */
+  readonly target: SubscriptionTarget | undefined;
+  readonly endpoint: Endpoint | undefined;
+  /** Refreshed when the key record changes (plan edits); undefined on the public endpoint. */
+  key: VerifiedKey | undefined;
+  readonly policy: MethodPolicy | undefined;
+  readonly ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined;
+  ws: WebSocket<UserData> | undefined;
+  /** Client subscription id -> its subscription. */
+  readonly subs = new Map<string, { family: string; unsubscribe: () => void }>();
+  /** Request objects being answered. */
+  inFlight = 0;
+  closed = false;
+  /** Ending (slow consumer, revoked, shutdown): nothing more is sent. */
+  ending = false;
+
+  constructor(init: SessionInit, ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined) {
+    if (init.pool !== undefined) {
+      this.pool = init.pool;
+      this.custom = undefined;
+      this.slug = init.pool.slug;
+      this.target = init.pool;
+      this.endpoint = init.endpoint;
+      this.policy = init.policy;
+    } else {
+      this.pool = undefined;
+      this.custom = init;
+      this.slug = init.slug;
+      this.target = init.subscriptions;
+      this.endpoint = undefined;
+      this.policy = undefined;
+    }
+    this.key = init.key;
+    this.ip = ip;
+  }
+}

@@ -1,0 +1,59 @@
+import { Redis } from "ioredis";
+import { UsageIngestor, UsageIngestorOptions } from "../../../../control-plane/src/usage/usage.ingestor";
+import { RedisUsageRecorder } from "../../../../data-plane/src/usage";
+import { createLogger } from "../../../../shared/src/log/logger";
+import { TEST_REDIS_URL } from "../../../helpers/redis";
+import { Harness } from "../harness";
+
+/** A data-plane recorder writing to the harness's Redis namespace, with a settable clock. */
+export function recorderFor(h: Harness, instanceId = "dp-test") {
+  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  const clock = { now: Date.now() };
+  const rec = new RedisUsageRecorder({
+    redis,
+    names: h.names,
+    instanceId,
+    now: () => clock.now,
+    config: { maxRowsPerEntry: 50 },
+  });
+  return {
+    rec,
+    clock,
+    redis,
+    async close() {
+      await rec.close();
+      redis.disconnect();
+    },
+  };
+}
+
+const silent = createLogger("usage-test", "silent");
+
+/** An ingestor on the harness's database with its own Redis connection. */
+export function ingestorFor(h: Harness, opts: Partial<UsageIngestorOptions> = {}) {
+  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+  const ing = new UsageIngestor(h.cp.dataSource, redis, h.names, silent, {
+    consumerName: "c1",
+    blockMs: 0,
+    batch: 10,
+    claimIdleMs: 60_000,
+    ...opts,
+  });
+  return {
+    ing,
+    redis,
+    /** Polls until a round handles nothing. */
+    async drain(): Promise<number> {
+      await ing.ensureGroup();
+      let total = 0;
+      for (;;) {
+        const n = await ing.pollOnce(0);
+        total += n;
+        if (n === 0) return total;
+      }
+    },
+    close() {
+      redis.disconnect();
+    },
+  };
+}

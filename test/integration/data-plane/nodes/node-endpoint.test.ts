@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import type { NodeRecord } from "../../../../shared/src/redis/records";
+import { type Anvil, startAnvil } from "../../../helpers/anvil";
+import { freePort } from "../../../helpers/ports";
+import { TEST_REDIS_URL } from "../../../helpers/redis";
+import { evmNetwork } from "../../../helpers/seed-redis";
+import { type Gateway, post, sleep, startGateway } from "../harness";
+
+const NODE_ID = "6f1c2a4e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
+
+describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function () {
+  this.timeout(60_000);
+  let anvil: Anvil;
+  let gw: Gateway;
+  let redis: Redis;
+  let unsafeKey: string;
+  let safeKey: string;
+  let appKey: string;
+
+  const putNode = async (over: Partial<NodeRecord> = {}) => {
+    const rec: NodeRecord = {
+      nodeId: NODE_ID,
+      workspaceId: "ws-test",
+      protocol: "EVM",
+      httpUrl: anvil.httpUrl,
+      wsUrl: anvil.wsUrl,
+      status: "SYNCED",
+      ...over,
+    };
+    await redis.set(gw.seeder.names.node(NODE_ID), JSON.stringify(rec));
+    await gw.seeder.publish({ type: "node.update", nodeId: NODE_ID });
+    await sleep(100);
+  };
+  const url = (key: string, id = NODE_ID) => `${gw.base}/nodes/${id}/${encodeURIComponent(key)}`;
+
+  before(async () => {
+    anvil = await startAnvil();
+    gw = await startGateway({}, async (s) => {
+      await s.putNetwork(evmNetwork("eth-test", [{ id: "u1", httpUrl: anvil.httpUrl }]));
+    });
+    redis = new Redis(TEST_REDIS_URL);
+    unsafeKey = await gw.seeder.putKey({ kind: "node", appId: null, nodeId: NODE_ID, rpcMethods: "UNSAFE" });
+    safeKey = await gw.seeder.putKey({ kind: "node", appId: null, nodeId: NODE_ID, rpcMethods: "SAFE" });
+    appKey = await gw.seeder.putKey();
+    await putNode();
+  });
+  after(async () => {
+    redis?.disconnect();
+    await gw?.stop();
+    await anvil?.stop();
+  });
+
+  it("forwards with the node's key (path or ?apikey=), echoing ids exactly", async () => {
+    const r = await post(url(unsafeKey), { jsonrpc: "2.0", id: "x-1", method: "eth_chainId" });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { jsonrpc: "2.0", id: "x-1", result: "0x7a69" });
+    const big = await post(
+      url(unsafeKey),
+      '{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"eth_chainId"}',
+    );
+    assert.match(big.text, /"id":123456789012345678901234567890,/);
+    const q = await post(`${gw.base}/nodes/${NODE_ID}?apikey=${encodeURIComponent(unsafeKey)}`, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_blockNumber",
+    });
+    assert.equal(q.status, 200);
+    const h = await post(
+      `${gw.base}/nodes/${NODE_ID}`,
+      { jsonrpc: "2.0", id: 1, method: "eth_chainId" },
+      { apikey: unsafeKey },
+    );
+    assert.equal(h.status, 200);
+    const n = await post(url(unsafeKey), { jsonrpc: "2.0", method: "eth_chainId" });
+    assert.equal(n.status, 204, "notification");
+  });
+
+  it("401 for a missing / unknown / app key or another node's key", async () => {
+    for (const k of ["", "nope", appKey]) {
+      const r = await post(k === "" ? `${gw.base}/nodes/${NODE_ID}` : url(k), {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "eth_chainId",
+      });
+      assert.equal(r.status, 401, k);
+      assert.equal(r.json.error.code, -32016);
+    }
+    const r = await post(url(unsafeKey, "00000000-0000-4000-8000-000000000000"), {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_chainId",
+    });
+    assert.equal(r.status, 401);
+  });
+
+  it("UNSAFE passes everything; SAFE refuses unsafe methods per element with -32601", async () => {
+    const u = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "anvil_mine", params: [] });
+    assert.equal(u.json.error, undefined, u.text);
+    const s = await post(url(safeKey), [
+      { jsonrpc: "2.0", id: 1, method: "anvil_mine", params: [] },
+      { jsonrpc: "2.0", id: 2, method: "eth_chainId" },
+      { jsonrpc: "2.0", id: 3 },
+    ]);
+    assert.equal(s.status, 200);
+    assert.equal(s.json[0].error.code, -32601);
+    assert.match(s.json[0].error.message, /rpc-methods is Safe/);
+    assert.equal(s.json[1].result, "0x7a69");
+    assert.equal(s.json[2].error.code, -32600);
+  });
+
+  it("503 -32603 while the node is not SYNCED or has no record; 502 when unreachable", async () => {
+    await putNode({ status: "SYNCING" });
+    let r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 9, method: "eth_chainId" });
+    assert.equal(r.status, 503);
+    assert.equal(r.json.error.code, -32603);
+    assert.equal(r.json.id, 9);
+    assert.equal(r.json.error.data.reason, "node_unavailable");
+    const port = await freePort();
+    await putNode({ httpUrl: `http://127.0.0.1:${port}` });
+    r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
+    assert.equal(r.status, 502);
+    await redis.del(gw.seeder.names.node(NODE_ID));
+    await gw.seeder.publish({ type: "node.update", nodeId: NODE_ID });
+    await sleep(100);
+    r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
+    assert.equal(r.status, 503);
+    await putNode();
+    r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
+    assert.equal(r.status, 200);
+  });
+
+  it("HTTP method / content type / body checks; CORS preflight", async () => {
+    const g = await fetch(url(unsafeKey));
+    assert.equal(g.status, 405);
+    const ct = await fetch(url(unsafeKey), {
+      method: "POST",
+      headers: { "content-type": "text/plain" },
+      body: "{}",
+    });
+    assert.equal(ct.status, 415);
+    const bad = await post(url(unsafeKey), "{nope");
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.code, -32700);
+    const o = await fetch(url(unsafeKey), { method: "OPTIONS", headers: { origin: "https://x.example" } });
+    assert.equal(o.status, 204);
+    assert.equal(o.headers.get("access-control-allow-origin"), "https://x.example");
+  });
+});

@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
+import { keyIdentifier, LimitsGate, rateLimitHeaders } from "../../../../data-plane/src/limits/admission";
+import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
+import { MemoryQuotaStore } from "../../../../data-plane/src/quota/quota-store";
+import { NoopQuotaTracker, ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
+import type { Limits } from "../../../../data-plane/src/ratelimit/limits";
+import {
+  LocalRateLimiter,
+  NoopRateLimiter,
+  type RateLimiter,
+} from "../../../../data-plane/src/ratelimit/rate-limiter";
+import type { KeyRecord } from "../../../../shared/src/redis/records";
+import { FakeClock } from "../ratelimit/fakes";
+
+class CountingMetrics extends NoopMetrics {
+  readonly refused: Array<[string, string, number]> = [];
+  override limitRefused(endpoint: string, reason: string, elements: number): void {
+    this.refused.push([endpoint, reason, elements]);
+  }
+}
+
+function key(partial: Partial<KeyRecord> = {}, hash = "h1"): VerifiedKey {
+  const record: KeyRecord = {
+    kind: "app",
+    workspaceId: "ws1",
+    appId: "app1",
+    nodeId: null,
+    plan: { name: "p", requestsPerSecond: 10, dailyRequestLimit: 25, monthlyRequestLimit: null },
+    allowlist: { origins: [], ips: [] },
+    expiresAtMs: null,
+    rpcMethods: null,
+    ...partial,
+  };
+  return { hash, record } as VerifiedKey;
+}
+
+function limitsWith(rateLimiter: RateLimiter, clock: FakeClock): Limits {
+  const quota = new ReconciledQuotaTracker({ store: new MemoryQuotaStore(), clock });
+  return {
+    rateLimiter,
+    quota,
+    start() {},
+    async close() {},
+    redisHealth: () => ({ rateLimit: null, quota: null }),
+  };
+}
+
+describe("data-plane limits: LimitsGate (admission of one message)", () => {
+  const t0 = Date.UTC(2026, 0, 10, 12, 0, 0, 200);
+
+  it("limits per app (a regenerated key shares the budget), per key without an app, per IP on public", () => {
+    assert.equal(keyIdentifier(key()), "app:app1");
+    assert.equal(keyIdentifier(key({ appId: null, kind: "node", nodeId: "n" }, "abc")), "key:abc");
+    const clock = new FakeClock(t0);
+    const gate = new LimitsGate({
+      limits: limitsWith(new LocalRateLimiter({ clock }), clock),
+      metrics: new NoopMetrics(),
+      publicPerSecond: 3,
+    });
+    assert.ok(gate.admit(key({}, "old"), undefined, 6).ok);
+    const r = gate.admit(key({}, "new"), undefined, 5);
+    assert.equal(r.ok, false, "same app, other key hash: same budget");
+    assert.ok(gate.admit(key({ appId: "app2" }), undefined, 10).ok);
+    for (let i = 0; i < 3; i++) assert.ok(gate.admit(undefined, "192.0.2.1", 1).ok);
+    assert.equal(gate.admit(undefined, "192.0.2.1", 1).ok, false);
+    assert.ok(gate.admit(undefined, "192.0.2.2", 3).ok);
+  });
+
+  it("a refusal carries the row, retry time, data.limit and a split-or-upgrade message for a batch over the limit", () => {
+    const clock = new FakeClock(t0);
+    const metrics = new CountingMetrics();
+    const gate = new LimitsGate({
+      limits: limitsWith(new LocalRateLimiter({ clock }), clock),
+      metrics,
+      publicPerSecond: 50,
+    });
+    const big = gate.admit(key(), undefined, 11);
+    assert.equal(big.ok, false);
+    if (big.ok) return;
+    assert.equal(big.row.reason, "rate_limit");
+    assert.equal(big.row.httpStatus, 429);
+    assert.equal(big.limit, 10);
+    assert.equal(big.retryAfterMs, 800);
+    assert.equal(big.retryAfterSeconds, 1);
+    assert.match(big.message ?? "", /split the batch or upgrade/);
+    assert.equal(big.cause, "batch_exceeds_limit");
+    assert.ok(gate.admit(key(), undefined, 10).ok);
+    const over = gate.admit(key(), undefined, 1);
+    assert.ok(!over.ok && over.message === undefined && over.cause === "rate_limit");
+    assert.deepEqual(metrics.refused, [
+      ["app", "batch_exceeds_limit", 11],
+      ["app", "rate_limit", 1],
+    ]);
+  });
+
+  it("checks the quota with the whole cost after the rate limit; records only served units, only for keys", () => {
+    const clock = new FakeClock(t0);
+    const limits = limitsWith(new NoopRateLimiter(), clock);
+    const gate = new LimitsGate({ limits, metrics: new NoopMetrics(), publicPerSecond: 50 });
+    gate.recordServed(key(), 20);
+    gate.recordServed(undefined, 1000);
+    const batch = gate.admit(key(), undefined, 6);
+    assert.equal(batch.ok, false);
+    if (batch.ok) return;
+    assert.equal(batch.row.reason, "daily_limit");
+    assert.equal(batch.limit, 25);
+    assert.equal(batch.retryAfterMs, Date.UTC(2026, 0, 11) - t0);
+    assert.equal(batch.retryAfterSeconds, Math.ceil((Date.UTC(2026, 0, 11) - t0) / 1000));
+    assert.ok(gate.admit(key(), undefined, 5).ok);
+    // Monthly limit: its own row and data.limit.
+    const monthly = gate.admit(
+      key({ plan: { name: "m", requestsPerSecond: 10, dailyRequestLimit: 100, monthlyRequestLimit: 20 } }),
+      undefined,
+      1,
+    );
+    assert.ok(!monthly.ok && monthly.row.reason === "monthly_limit" && monthly.limit === 20);
+    assert.ok(gate.admit(undefined, "192.0.2.9", 50).ok, "no quota on the public endpoint");
+  });
+
+  it("limits off: always admitted, no X-RateLimit headers", () => {
+    const clock = new FakeClock(t0);
+    const gate = new LimitsGate({
+      limits: { ...limitsWith(new NoopRateLimiter(), clock), quota: new NoopQuotaTracker() },
+      metrics: new NoopMetrics(),
+      publicPerSecond: 50,
+    });
+    const r = gate.admit(key(), undefined, 100);
+    assert.ok(r.ok);
+    assert.equal(rateLimitHeaders(r.rate), undefined);
+    assert.deepEqual(
+      rateLimitHeaders({ allowed: true, limit: 50, remaining: 7, retryAfterMs: 0, resetAtMs: 0 }),
+      ["50", "7"],
+    );
+  });
+});

@@ -1,0 +1,255 @@
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { Registry } from "prom-client";
+import { NoopUsageRecorder, RedisUsageRecorder } from "../../../../data-plane/src/usage";
+import { loadUsageRecorderConfig } from "../../../../data-plane/src/usage/recorder";
+import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
+import { RedisNames } from "../../../../shared/src/redis/keys";
+import {
+  BUCKET_COUNT,
+  bucketIndex,
+  UsageBatch,
+  UsageBatchSchema,
+} from "../../../../shared/src/usage/contract";
+
+const WS = "11111111-1111-4111-8111-111111111111";
+const APP = "22222222-2222-4222-8222-222222222222";
+const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+/** Captures XADDs; fails while `down` is true. */
+class FakeRedis {
+  down = false;
+  calls: (string | number)[][] = [];
+  fails = 0;
+  async xadd(key: string, ...rest: (string | number)[]): Promise<string> {
+    const args = [key, ...rest];
+    if (this.down) {
+      this.fails++;
+      throw new Error("ECONNREFUSED (simulated)");
+    }
+    this.calls.push(args);
+    return `${this.calls.length}-0`;
+  }
+  batches(): UsageBatch[] {
+    return this.calls.map((a) => UsageBatchSchema.parse(JSON.parse(String(a[a.length - 1]))));
+  }
+  rows() {
+    return this.batches().flatMap((b) => b.rows);
+  }
+}
+
+function setup(config: Record<string, number> = {}) {
+  const redis = new FakeRedis();
+  let now = T0;
+  const registry = new Registry();
+  const rec = new RedisUsageRecorder({
+    redis,
+    names: new RedisNames("t:"),
+    config,
+    registry,
+    instanceId: "inst",
+    now: () => now,
+  });
+  return {
+    redis,
+    rec,
+    registry,
+    set: (t: number) => {
+      now = t;
+    },
+  };
+}
+
+const base = {
+  workspaceId: WS,
+  appId: APP,
+  network: "eth",
+  method: "eth_call",
+  category: ErrorCategory.Success,
+  latencyMs: 12,
+};
+
+describe("data-plane: usage recorder", () => {
+  it("aggregates per minute x workspace x app x network x method x category", async () => {
+    const { rec, redis, set } = setup();
+    rec.record(base);
+    rec.record({ ...base, latencyMs: 40 });
+    rec.record({ ...base, latencyMs: 3, units: 5 });
+    rec.record({ ...base, category: ErrorCategory.NodeError, latencyMs: 700 });
+    rec.record({ ...base, method: "eth_getLogs" });
+    rec.record({ ...base, workspaceId: null, appId: null, network: "eth" });
+    set(T0 + 61_000);
+    rec.record(base);
+    await rec.flush();
+    assert.equal(redis.calls.length, 1);
+    const [key, maxlen, approx, , id, field] = redis.calls[0]!;
+    assert.deepEqual([key, maxlen, approx, id, field], ["t:usage:stream", "MAXLEN", "~", "*", "batch"]);
+    const b = redis.batches()[0]!;
+    assert.equal(b.batchId, "inst:1");
+    const rows = b.rows;
+    assert.equal(rows.length, 5);
+    const call = rows.find(
+      (r) => r.minute === T0 && r.method === "eth_call" && r.category === "Success" && r.appId,
+    )!;
+    assert.equal(call.count, 7);
+    assert.equal(call.latencySumMs, 12 + 40 + 15);
+    assert.equal(call.buckets[bucketIndex(12)], 1);
+    assert.equal(call.buckets[bucketIndex(40)], 1);
+    assert.equal(call.buckets[bucketIndex(3)], 5);
+    assert.equal(
+      call.buckets.reduce((a, c) => a + c, 0),
+      7,
+    );
+    assert.equal(rows.find((r) => r.category === "Node Error")!.count, 1);
+    const anon = rows.find((r) => r.workspaceId === null)!;
+    assert.equal(anon.appId, null);
+    assert.equal(anon.count, 1);
+    assert.equal(rows.find((r) => r.minute === T0 + 60_000)!.count, 1);
+    await rec.flush();
+    assert.equal(redis.calls.length, 1, "nothing new: no XADD");
+    assert.equal(rec.pendingRowCount, 0);
+  });
+
+  it("bounds method names (cap per network per minute; invalid names and bad networks fold)", async () => {
+    const { rec, redis, set } = setup({ maxMethodsPerNetwork: 10 });
+    for (let i = 0; i < 50; i++) rec.record({ ...base, method: `custom_method${i}` });
+    for (let i = 0; i < 20; i++) rec.record({ ...base, method: `garbage ${i} <script>` });
+    rec.record({ ...base, method: "eth_getBalance" });
+    rec.record({ ...base, network: "Bad Network!" });
+    await rec.flush();
+    const rows = redis.rows();
+    const methods = new Set(rows.map((r) => r.method));
+    assert.equal(methods.size, 10 + 1 + 1 + 1, [...methods].join(","));
+    assert.equal(rows.find((r) => r.method === "other")!.count, 40 + 20);
+    assert.ok(rows.some((r) => r.network === "unknown"));
+    set(T0 + 60_000);
+    rec.record({ ...base, method: "custom_method49" });
+    await rec.flush();
+    assert.ok(
+      redis.rows().some((r) => r.minute === T0 + 60_000 && r.method === "custom_method49"),
+      "cap resets",
+    );
+  });
+
+  it("keeps a failed flush and retries it with the same batch id", async () => {
+    const { rec, redis } = setup();
+    rec.record(base);
+    redis.down = true;
+    await rec.flush();
+    assert.equal(redis.fails, 1);
+    assert.equal(rec.pendingRowCount, 1);
+    rec.record({ ...base, method: "eth_getLogs" });
+    await rec.flush();
+    assert.equal(redis.fails, 2, "stops at the first failure");
+    redis.down = false;
+    await rec.flush();
+    const batches = redis.batches();
+    assert.deepEqual(
+      batches.map((b) => b.batchId),
+      ["inst:1", "inst:2"],
+      "order and ids kept",
+    );
+    assert.equal(batches[0]!.rows[0]!.method, "eth_call");
+    assert.equal(rec.pendingRowCount, 0);
+  });
+
+  it("caps rows pending while Redis is down; drops the oldest and counts them", async () => {
+    const { rec, redis, registry } = setup({ maxPendingRows: 10 });
+    redis.down = true;
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 7; i++) rec.record({ ...base, method: `m_r${round}x${i}` });
+      await rec.flush();
+      assert.ok(rec.pendingRowCount <= 10);
+    }
+    assert.equal(rec.droppedRows, 11);
+    const metrics = await registry.getMetricsAsJSON();
+    const dropped = metrics.find((m) => m.name === "gateway_usage_rows_dropped_total")!;
+    assert.equal((dropped.values as { value: number }[])[0]!.value, 11);
+    redis.down = false;
+    await rec.flush();
+    const methods = redis.rows().map((r) => r.method);
+    assert.equal(methods.length, 10);
+    assert.ok(methods.includes("m_r2x6") && !methods.includes("m_r0x0"), "newest kept");
+  });
+
+  it("close() stops the timer and flushes everything", async () => {
+    const { rec, redis } = setup({ flushIntervalMs: 60_000 });
+    rec.start();
+    rec.record(base);
+    rec.record({ ...base, units: 29 });
+    await rec.close();
+    assert.equal(redis.rows()[0]!.count, 30);
+  });
+
+  it("close() keeps retrying until Redis is back (within closeTimeoutMs)", async () => {
+    const { rec, redis } = setup({ closeTimeoutMs: 3_000 });
+    rec.record(base);
+    redis.down = true;
+    setTimeout(() => {
+      redis.down = false;
+    }, 300);
+    await rec.close();
+    assert.equal(redis.rows().length, 1);
+  });
+
+  it("the timer flushes every flushIntervalMs", async () => {
+    const redis = new FakeRedis();
+    const rec = new RedisUsageRecorder({
+      redis,
+      names: new RedisNames("t:"),
+      config: { flushIntervalMs: 50 },
+    });
+    rec.start();
+    rec.record(base);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(redis.rows().length, 1);
+    await rec.close();
+  });
+
+  it("with a real Redis client that cannot connect, rows stay pending and nothing throws", async () => {
+    const redis = new Redis("redis://127.0.0.1:1", {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      retryStrategy: () => null,
+    });
+    redis.on("error", () => {});
+    const errors: unknown[] = [];
+    const rec = new RedisUsageRecorder({
+      redis,
+      names: new RedisNames("t:"),
+      config: { closeTimeoutMs: 0 },
+      onError: (e) => errors.push(e),
+    });
+    rec.record(base);
+    await rec.flush();
+    assert.equal(rec.pendingRowCount, 1);
+    assert.equal(errors.length, 1);
+    await rec.close();
+    assert.equal(rec.droppedRows, 1, "given up at close: counted as dropped");
+    assert.equal(rec.pendingRowCount, 0);
+    redis.disconnect();
+  });
+
+  it("record() stays cheap: 200k records in well under a second", () => {
+    const { rec } = setup();
+    const methods = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getBalance"];
+    const t = process.hrtime.bigint();
+    for (let i = 0; i < 200_000; i++) rec.record({ ...base, method: methods[i & 3]!, latencyMs: i % 300 });
+    const ms = Number(process.hrtime.bigint() - t) / 1e6;
+    assert.ok(ms < 1000, `${ms} ms`);
+    assert.equal(rec.pendingRowCount, 4);
+  });
+
+  it("noop recorder and env config", async () => {
+    const n = new NoopUsageRecorder();
+    n.record();
+    await n.flush();
+    await n.close();
+    const c = loadUsageRecorderConfig({ USAGE_FLUSH_INTERVAL_MS: "1000" });
+    assert.equal(c.flushIntervalMs, 1000);
+    assert.equal(c.maxPendingRows, 200_000);
+    assert.throws(() => loadUsageRecorderConfig({ USAGE_FLUSH_INTERVAL_MS: "x" }), /USAGE_FLUSH_INTERVAL_MS/);
+    assert.equal(BUCKET_COUNT, 24);
+  });
+});

@@ -3,7 +3,7 @@ import { createServer, IncomingMessage, Server, ServerResponse } from "node:http
 import { AddressInfo } from "node:net";
 import { ApolloServer, HeaderMap } from "@apollo/server";
 import { GraphQLError } from "graphql";
-import { useServer } from "graphql-ws/use/ws";
+import { useServer as attachGraphqlWs } from "graphql-ws/use/ws";
 import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { WebSocketServer } from "ws";
@@ -183,7 +183,7 @@ export async function createControlPlane(
     });
     // graphql-ws subscriptions on the same path (`dedicatedNodeStatus`); the token comes in connectionParams.
     const wss = new WebSocketServer({ server: srv, path: "/graphql" });
-    const wsServer = useServer<Record<string, unknown>>(
+    const wsServer = attachGraphqlWs<Record<string, unknown>>(
       {
         schema: await buildControlPlaneSchema(),
         context: async (c): Promise<GqlContext> => {

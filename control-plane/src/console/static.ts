@@ -49,7 +49,9 @@ export async function serveConsole(
   dir: string = DEFAULT_CONSOLE_DIR,
 ): Promise<void> {
   if (req.method !== "GET" && req.method !== "HEAD") {
-    res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" }).end("Method not allowed");
+    res
+      .writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" })
+      .end("Method not allowed");
     return;
   }
   if (pathname === CONSOLE_PREFIX) {

@@ -22,6 +22,13 @@ function build() {
   const tsc = path.join(root, "node_modules", ".bin", "tsc");
   const r = spawnSync(tsc, ["-p", "tsconfig.json"], { cwd: root, stdio: "inherit" });
   if (r.status !== 0) throw new Error("build failed");
+  log("building the console (vite)…");
+  const vite = path.join(root, "node_modules", ".bin", "vite");
+  const v = spawnSync(vite, ["build", "--config", "control-plane/console/vite.config.mts"], {
+    cwd: root,
+    stdio: "inherit",
+  });
+  if (v.status !== 0) throw new Error("console build failed");
 }
 
 async function ensureDatabase(url) {
@@ -171,6 +178,7 @@ async function main() {
     "",
     "RPC gateway is running.",
     `  GraphQL:        ${cpUrl}`,
+    `  Console:        ${cpUrl.replace(/\/graphql$/, "/console/")} (log in with the demo account)`,
     `  Operator token: ${generatedAdmin ? `${env.ADMIN_TOKEN} (generated; set ADMIN_TOKEN to keep one)` : "(ADMIN_TOKEN from your environment)"}`,
     `  Demo account:   ${info.email} / ${info.password}`,
     `  Demo token:     ${info.token}`,

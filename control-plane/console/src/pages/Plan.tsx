@@ -1,0 +1,101 @@
+import { useState } from "react";
+import { gql, type Plan, type Today } from "../api";
+import { Async, ConfirmDialog, ErrorBox, fmtDate, fmtNum, useQuery } from "../ui";
+
+const PLAN_FIELDS = "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes";
+
+export function PlanPage() {
+  const q = useQuery(
+    () =>
+      gql<{ workspace: { id: string; name: string; plan: Plan; today: Today }; plans: Plan[] }>(
+        `{ workspace { id name plan { ${PLAN_FIELDS} } today { count limit resetsAt } } plans { ${PLAN_FIELDS} } }`,
+      ),
+    [],
+  );
+  const [target, setTarget] = useState<Plan | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const change = async () => {
+    if (!target) return;
+    setBusy(true);
+    setError(null);
+    try {
+      await gql("mutation($p: String!) { changePlan(plan: $p) { id plan { name } } }", { p: target.name });
+      setTarget(null);
+      q.reload();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section>
+      <h1>Plan</h1>
+      <Async q={q}>
+        {({ workspace, plans }) => (
+          <>
+            <div className="card">
+              <h2>
+                {workspace.name}: <span data-testid="current-plan">{workspace.plan.name}</span>
+              </h2>
+              <p>
+                {fmtNum(workspace.today.count)} of {fmtNum(workspace.today.limit)} requests today · resets{" "}
+                {fmtDate(workspace.today.resetsAt)}
+              </p>
+            </div>
+            <ErrorBox error={error} />
+            <div className="plans">
+              {[...plans]
+                .sort((a, b) => a.dailyRequestLimit - b.dailyRequestLimit)
+                .map((p) => {
+                  const current = p.id === workspace.plan.id;
+                  const upgrade = p.dailyRequestLimit > workspace.plan.dailyRequestLimit;
+                  return (
+                    <div className={`card plan ${current ? "current" : ""}`} key={p.id} data-plan={p.name}>
+                      <h3>{p.name}</h3>
+                      <ul>
+                        <li>{fmtNum(p.dailyRequestLimit)} requests / day</li>
+                        <li>{fmtNum(p.requestsPerSecond)} requests / second</li>
+                        <li>
+                          {p.monthlyRequestLimit === null
+                            ? "No monthly limit"
+                            : `${fmtNum(p.monthlyRequestLimit)} requests / month`}
+                        </li>
+                        <li>{fmtNum(p.maxDedicatedNodes)} dedicated nodes</li>
+                      </ul>
+                      {current ? (
+                        <span className="badge">Current plan</span>
+                      ) : (
+                        <button
+                          type="button"
+                          className={upgrade ? undefined : "secondary"}
+                          onClick={() => setTarget(p)}
+                        >
+                          {upgrade ? "Upgrade" : "Switch"} to {p.name}
+                        </button>
+                      )}
+                    </div>
+                  );
+                })}
+            </div>
+            {target && (
+              <ConfirmDialog
+                title={`Change to the ${target.name} plan?`}
+                confirmLabel="Change plan"
+                busy={busy}
+                onCancel={() => setTarget(null)}
+                onConfirm={change}
+              >
+                <p>
+                  The new limits ({fmtNum(target.dailyRequestLimit)}/day, {fmtNum(target.requestsPerSecond)}
+                  /s) apply to every app of the workspace within a second.
+                </p>
+              </ConfirmDialog>
+            )}
+          </>
+        )}
+      </Async>
+    </section>
+  );
+}

@@ -1,0 +1,411 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
+import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { freePort } from "../../helpers/ports";
+import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
+import { ingestorFor, recorderFor } from "../control-plane/usage/helpers";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
+const NETWORK = "local-evm";
+const EMAIL = `console-${Date.now()}@example.com`;
+const PASSWORD = "correct horse battery staple";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function rpc(url: string, headers: Record<string, string> = {}, method = "eth_chainId") {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
+  });
+  return { status: res.status, body: (await res.json()) as { result?: string; error?: { code: number } } };
+}
+
+/** Polls `fn` until it returns true (key and allowlist changes reach the data plane within a second). */
+async function eventually(what: string, fn: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await fn()) return;
+    await sleep(50);
+  }
+  assert.fail(`timed out waiting for: ${what}`);
+}
+
+describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> anvil)", function () {
+  this.timeout(60_000);
+  let anvil: Anvil;
+  let h: Harness;
+  let dp: DataPlane;
+  let ctx: BrowserContext;
+  let page: Page;
+  let profileDir: string;
+  let consoleUrl: string;
+  let endpoint: string;
+  let appId: string;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) {
+      // CI installs it (.ci/run); elsewhere: apt-get install chromium.
+      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
+      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
+      this.skip();
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    anvil = await startAnvil();
+    const dpPort = await freePort();
+    h = await startHarness({
+      PUBLIC_HTTP_URL: `http://127.0.0.1:${dpPort}`,
+      PUBLIC_WS_URL: `ws://127.0.0.1:${dpPort}`,
+    });
+    await h.ok(
+      `mutation($u: String!, $w: String) {
+        n: createNetwork(input: { slug: "${NETWORK}", name: "Local EVM", protocol: EVM, chainId: 31337 }) { id }
+        u: addUpstream(networkSlug: "${NETWORK}", input: { httpUrl: $u, wsUrl: $w }) { id }
+        s: upsertPlan(input: { name: "starter", dailyRequestLimit: 1000, requestsPerSecond: 50 }) { id }
+        p: upsertPlan(input: { name: "pro", dailyRequestLimit: 5000000, requestsPerSecond: 500, maxDedicatedNodes: 5 }) { id } }`,
+      { u: anvil.httpUrl, w: anvil.wsUrl },
+      ADMIN_TOKEN,
+    );
+    dp = await startDataPlane(
+      loadDataPlaneConfig({
+        REDIS_KEY_PREFIX: h.ns.prefix,
+        DATA_PLANE_PORT: String(dpPort),
+        DATA_PLANE_HOST: "127.0.0.1",
+        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+        HEALTH_CHECK_INTERVAL_MS: "200",
+        ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+      }),
+    );
+    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    profileDir = mkdtempSync(path.join(tmpdir(), "rg-console-chromium-"));
+    ctx = await chromium.launchPersistentContext(profileDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+      viewport: { width: 1280, height: 900 },
+    });
+    ctx.setDefaultTimeout(10_000);
+    await ctx.grantPermissions(["clipboard-read", "clipboard-write"], {
+      origin: `http://127.0.0.1:${h.cp.port}`,
+    });
+    page = ctx.pages()[0] ?? (await ctx.newPage());
+  });
+
+  after(async () => {
+    await ctx?.close().catch(() => undefined);
+    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await dp?.close();
+    await h?.close();
+    await anvil?.stop();
+  });
+
+  const shot = (name: string) =>
+    page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const token = () => page.evaluate(() => localStorage.getItem("rpc-gateway.token"));
+
+  it("signs up and lands on the (empty) apps page, token in localStorage", async () => {
+    await page.goto(`${consoleUrl}/`);
+    await page.getByRole("heading", { name: "Log in" }).waitFor();
+    await page.getByRole("link", { name: "Create an account" }).click();
+    await page.getByLabel("Email").fill("not-an-email");
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign up" }).click();
+    // Inline error from the GraphQL error's extensions.field.
+    await page.locator('.field-error[data-field="email"]').waitFor();
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Workspace name").fill("Acme");
+    await page.getByRole("button", { name: "Sign up" }).click();
+    await page.getByRole("heading", { name: "Apps" }).waitFor();
+    await page.getByText("No apps yet").waitFor();
+    assert.ok(await token());
+  });
+
+  it("creates an app; its endpoint, read from the page, answers through the data plane", async () => {
+    await page.getByRole("button", { name: "Create app" }).click();
+    await page.getByLabel("Name").fill("web");
+    await page.getByLabel("Environment").selectOption("PRODUCTION");
+    await page.getByRole("button", { name: "Create", exact: true }).click();
+    await page.getByRole("heading", { name: "web" }).waitFor();
+    appId = page.url().split("/apps/")[1]!;
+    endpoint = (await page.getByTestId("https-url").textContent())!;
+    assert.match(endpoint, new RegExp(`^http://127\\.0\\.0\\.1:\\d+/${NETWORK}/rpc\\?apikey=\\S+$`));
+    const key = new URL(endpoint).searchParams.get("apikey")!;
+    assert.match((await page.getByTestId("wss-url").textContent())!, /^ws:\/\//);
+    // The key is masked until revealed.
+    assert.notEqual(await page.getByTestId("api-key").textContent(), key);
+    await page.getByRole("button", { name: "Reveal" }).click();
+    assert.equal(await page.getByTestId("api-key").textContent(), key);
+    // Copy button puts the URL on the clipboard.
+    await page.locator(".endpoint button", { hasText: "Copy" }).first().click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), endpoint);
+    await shot("app");
+
+    const r = await rpc(endpoint);
+    assert.equal(r.status, 200);
+    assert.equal(r.body.result, "0x7a69");
+  });
+
+  it("regenerates the key after confirmation: the old URL is refused, the new one works", async () => {
+    await page.getByRole("button", { name: "Regenerate key" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByLabel("Keep the old key working for").selectOption("0");
+    await dialog.getByRole("button", { name: "Regenerate" }).click();
+    await dialog.waitFor({ state: "detached" });
+    await page.waitForFunction(
+      (old) => document.querySelector('[data-testid="https-url"]')?.textContent !== old,
+      endpoint,
+    );
+    const fresh = (await page.getByTestId("https-url").textContent())!;
+    await eventually("old key refused", async () => (await rpc(endpoint)).status === 401);
+    await eventually("new key served", async () => (await rpc(fresh)).status === 200);
+    endpoint = fresh;
+  });
+
+  it("edits the allowlist (inline validation error, then an origin) and a refused origin gets 403", async () => {
+    const form = page.getByRole("form", { name: "Add allowlist entry" });
+    await form.locator('select[name="kind"]').selectOption("ORIGIN");
+    await form.locator('input[name="value"]').fill("not a url");
+    await form.getByRole("button", { name: "Add" }).click();
+    await page.locator('.field-error[data-field="value"]').waitFor();
+    await form.locator('input[name="value"]').fill("https://allowed.example");
+    await form.getByRole("button", { name: "Add" }).click();
+    await page.locator("ul.allowlist", { hasText: "https://allowed.example" }).waitFor();
+    assert.equal(await page.locator('.field-error[data-field="value"]').count(), 0);
+    await eventually("other origin refused", async () => {
+      const r = await rpc(endpoint, { origin: "https://evil.example" });
+      return r.status === 403 && r.body.error?.code === -32016;
+    });
+    assert.equal((await rpc(endpoint, { origin: "https://allowed.example" })).status, 200);
+    await shot("app-allowlist");
+  });
+
+  it("shows usage: today's requests, 24 h chart, response time, sortable methods table, daily history", async () => {
+    const t = (await token())!;
+    const ws = await h.ok<{ workspace: { id: string } }>("{ workspace { id } }", {}, t);
+    const other = await h.ok<{ createApp: { id: string } }>(
+      `mutation { createApp(input: { name: "indexer", environment: DEVELOPMENT }) { id } }`,
+      {},
+      t,
+    );
+    // Real traffic went through the data plane above; flush its usage recorder (wired by the data plane).
+    for (let i = 0; i < 3; i++)
+      assert.equal(
+        (await rpc(endpoint, { origin: "https://allowed.example" }, "eth_blockNumber")).status,
+        200,
+      );
+    // The data plane's own usage recording (when wired: `DataPlane.usage`). A flush already under way when
+    // these were recorded is joined, not repeated: flush twice.
+    const dpUsage = (dp as unknown as { usage?: { flush(): Promise<void> } }).usage;
+    await dpUsage?.flush();
+    await dpUsage?.flush();
+    // Plus seeded history through the same pipeline (recorder -> Redis stream -> ingestion -> Postgres).
+    const rec = recorderFor(h);
+    const now = Date.now();
+    const HOUR = 3_600_000;
+    const seeds: [string, string, number][] = [
+      [ErrorCategory.Success, "eth_call", 40],
+      [ErrorCategory.Success, "eth_getLogs", 12],
+      [ErrorCategory.Success, "eth_getBalance", 25],
+      [ErrorCategory.NodeError, "eth_getLogs", 3],
+      [ErrorCategory.ClientError, "eth_call", 2],
+      [ErrorCategory.TooManyRequests, "eth_getBalance", 1],
+    ];
+    for (let hr = 23; hr >= 1; hr--) {
+      rec.clock.now = now - hr * HOUR;
+      for (const [category, method, n] of seeds) {
+        const units = Math.max(1, Math.round(n * (1 + Math.sin(hr / 3))));
+        const latencyMs = method === "eth_getLogs" ? 180 + hr : method === "eth_call" ? 25 + hr : 8;
+        for (const [appIdx, id] of [appId, other.createApp.id].entries())
+          rec.rec.record({
+            workspaceId: ws.workspace.id,
+            appId: id,
+            network: NETWORK,
+            method,
+            category: category as ErrorCategory,
+            latencyMs,
+            units: appIdx === 0 ? units : Math.ceil(units / 2),
+          });
+      }
+      await rec.rec.flush();
+    }
+    for (let d = 12; d >= 1; d--) {
+      rec.clock.now = now - d * 24 * HOUR;
+      for (const [i, id] of [appId, other.createApp.id].entries())
+        rec.rec.record({
+          workspaceId: ws.workspace.id,
+          appId: id,
+          network: NETWORK,
+          method: "eth_call",
+          category: ErrorCategory.Success,
+          latencyMs: 30,
+          units: (d % 4 === 0 ? 700 : 250) + i * 120 + d * 10,
+        });
+      await rec.rec.flush();
+    }
+    await rec.close();
+    const ing = ingestorFor(h);
+    assert.ok((await ing.drain()) > 0);
+    ing.close();
+    // A small plan so that the busy days above show as "limit reached".
+    await h.ok(
+      `mutation($w: ID!) { setWorkspacePlan(workspaceId: $w, plan: "starter") { id } }`,
+      { w: ws.workspace.id },
+      ADMIN_TOKEN,
+    );
+
+    await page.getByRole("link", { name: "Usage" }).click();
+    const methods = page.locator("table.methods");
+    await methods.waitFor();
+    const names = () => methods.locator("tbody tr td:first-child").allTextContents();
+    const col = async (i: number) =>
+      (await methods.locator(`tbody tr td:nth-child(${i})`).allTextContents()).map((s) =>
+        Number(s.replace(/[^\d.]/g, "")),
+      );
+    const seen = await names();
+    const expected = ["eth_call", "eth_getLogs", "eth_getBalance"];
+    // The real calls made above, recorded by the data plane itself.
+    if (dpUsage) expected.push("eth_blockNumber", "eth_chainId");
+    for (const m of expected) assert.ok(seen.includes(m), `${m} in ${seen.join(",")}`);
+    // Default: requests, descending.
+    const byReq = await col(2);
+    assert.deepEqual(
+      byReq,
+      [...byReq].sort((a, b) => b - a),
+    );
+    await methods.getByRole("button", { name: "Method" }).click();
+    const alpha = await names();
+    assert.deepEqual(
+      alpha,
+      [...alpha].sort((a, b) => a.localeCompare(b)),
+    );
+    await methods.getByRole("button", { name: "Method" }).click();
+    assert.deepEqual(await names(), [...alpha].reverse());
+    for (const [label, i] of [
+      ["Errors", 3],
+      ["p95", 5],
+      ["Requests", 2],
+    ] as const) {
+      await methods.getByRole("button", { name: label }).click();
+      const v = await col(i);
+      assert.deepEqual(
+        v,
+        [...v].sort((a, b) => b - a),
+        `${label} descending`,
+      );
+      assert.equal(await methods.locator(`th[aria-sort="descending"]`).textContent(), `${label} ▼`);
+      await methods.getByRole("button", { name: label }).click();
+      const w = await col(i);
+      assert.deepEqual(
+        w,
+        [...w].sort((a, b) => a - b),
+        `${label} ascending`,
+      );
+    }
+    assert.ok(Number((await page.getByTestId("requests-total").textContent())!.replace(/\D/g, "")) > 100);
+    await page.getByTestId("limit-days").waitFor();
+    assert.match((await page.getByTestId("today-count").textContent())!, /of 1,000 requests/);
+    // Response time for one method.
+    const p95All = await page.getByTestId("p95").textContent();
+    await page.locator('select[name="method"]').selectOption("eth_getLogs");
+    await page.waitForFunction(
+      (v) => document.querySelector('[data-testid="p95"]')?.textContent !== v,
+      p95All,
+    );
+    assert.match((await page.getByTestId("p95").textContent())!, /^\d+ ms$/);
+    await page.locator('select[name="method"]').selectOption("");
+    await page.waitForFunction(
+      (v) => document.querySelector('[data-testid="p95"]')?.textContent === v,
+      p95All,
+    );
+    await methods.getByRole("button", { name: "Requests" }).click();
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot("usage");
+    // CONSOLE_DOCS_SCREENSHOT=1 refreshes the README's picture (docs/console-dashboard.png).
+    if (process.env.CONSOLE_DOCS_SCREENSHOT)
+      await page.screenshot({
+        path: path.resolve(__dirname, "../../../../docs/console-dashboard.png"),
+        fullPage: true,
+      });
+
+    // The apps list shows today's requests per app.
+    await page.getByRole("link", { name: "Apps" }).click();
+    const row = page.locator("table.apps tr", { hasText: "web" });
+    await row.waitFor();
+    assert.ok(Number((await row.locator("td.num").textContent())!.replace(/\D/g, "")) > 0);
+    await shot("apps");
+  });
+
+  it("upgrades the plan, shows the node deploy form, and works at phone width", async () => {
+    await page.getByRole("link", { name: "Plan" }).click();
+    await page.getByTestId("current-plan").filter({ hasText: "starter" }).waitFor();
+    await page.getByRole("button", { name: "Upgrade to pro" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Change plan" }).click();
+    await page.getByTestId("current-plan").filter({ hasText: "pro" }).waitFor();
+    await shot("plan");
+
+    await page.getByRole("link", { name: "Dedicated nodes" }).click();
+    await page.getByText("No dedicated nodes yet").waitFor();
+    await page.getByRole("link", { name: "Deploy node" }).click();
+    const form = page.getByRole("form", { name: "Deploy node" });
+    await form.waitFor();
+    assert.ok((await form.locator('select[name="network"] option').count()) >= 1);
+    assert.ok((await form.locator('select[name="region"] option').count()) >= 1);
+    assert.match(
+      (await form.locator('select[name="imageVersion"] option').first().textContent())!,
+      /^Latest/,
+    );
+    // Deploy (no worker runs here, so the node stays PENDING): its page, then the list with its status.
+    await form.getByLabel("Name").fill("archive-1");
+    await form.getByLabel("Node type").selectOption("ARCHIVE");
+    await form.getByLabel("Extra arguments, one per line").fill("--rpc-cors=all");
+    await form.getByRole("button", { name: "Deploy" }).click();
+    await page.getByRole("heading", { name: "archive-1" }).waitFor();
+    assert.equal(await page.getByTestId("node-status").textContent(), "PENDING");
+    await page.getByText("--rpc-cors=all").waitFor();
+    await page.getByRole("heading", { name: "Validator checklist" }).waitFor({ state: "detached" });
+    await page.getByRole("heading", { name: "Logs" }).waitFor();
+    await shot("node");
+    await page.getByRole("link", { name: "Dedicated nodes" }).first().click();
+    await page.locator("table tr", { hasText: "archive-1" }).getByTestId("node-status").waitFor();
+
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${consoleUrl}/usage`);
+    await page.locator("table.methods").waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `page wider than the phone by ${overflow}px`);
+    await page.getByRole("button", { name: "Menu" }).click();
+    await page.getByRole("link", { name: "Plan" }).click();
+    await page.getByTestId("current-plan").waitFor();
+    await shot("plan-phone");
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  it("logs out and back in", async () => {
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.getByRole("heading", { name: "Log in" }).waitFor();
+    assert.equal(await token(), null);
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill("wrong password!!");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.locator(".error").waitFor();
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.locator("table.apps", { hasText: "indexer" }).waitFor();
+  });
+});

@@ -22,6 +22,7 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type Nginx, startNginx } from "./nginx";
+import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
 const envInt = (name: string, def: number) => {
   const v = process.env[name];
@@ -412,7 +413,20 @@ async function main(): Promise<void> {
       );
     }
 
-    // 7. report
+    // 7. WebSocket: 10k subscribed connections (delivery delay, RSS) and WS vs HTTP request/response.
+    // Runs its own gateway and stub; BENCH_WS_CONNECTIONS=0 skips it.
+    const wsConnections = Number(process.env.BENCH_WS_CONNECTIONS ?? 10_000);
+    let ws: WsBenchResult | null = null;
+    if (wsConnections > 0) {
+      await stopAll();
+      log(`\nWebSocket bench: ${wsConnections.toLocaleString("en-US")} connections subscribed to newHeads`);
+      ws = await runWsBench({ connections: wsConnections });
+      printWsBench(ws);
+    } else {
+      skipped.push("ws: BENCH_WS_CONNECTIONS=0");
+    }
+
+    // 8. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -456,6 +470,7 @@ async function main(): Promise<void> {
       ),
       fixedRate: fixed,
       rss,
+      ws,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -468,6 +483,10 @@ async function main(): Promise<void> {
           ? Number((fixed.nginx.p99Ms - fixed.direct.p99Ms).toFixed(3))
           : null,
         rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
+        wsVsHttpReqPerSec:
+          ws && ws.throughput.httpReqPerSec > 0
+            ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))
+            : null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

@@ -14,7 +14,7 @@ import { isConsolePath, serveConsole } from "./console/static";
 import { createDataSource, migrate } from "./db/data-source";
 import { ensureDatabase } from "./db/ensure-database";
 import { GqlContext } from "./graphql/context";
-import { createFormatError } from "./graphql/errors";
+import { createFormatError, createWsErrorFormatting } from "./graphql/errors";
 import { buildControlPlaneSchema } from "./graphql/schema";
 import { createServices, Services } from "./services";
 
@@ -183,10 +183,14 @@ export async function createControlPlane(
     });
     // graphql-ws subscriptions on the same path (`dedicatedNodeStatus`); the token comes in connectionParams.
     const wss = new WebSocketServer({ server: srv, path: "/graphql" });
+    // Errors over graphql-ws go through the same masking as Apollo's formatError (createWsErrorFormatting).
+    const wsErrors = createWsErrorFormatting(log);
     const wsServer = attachGraphqlWs<Record<string, unknown>>(
       {
         schema: await buildControlPlaneSchema(),
-        context: async (c): Promise<GqlContext> => {
+        onNext: wsErrors.onNext,
+        onError: wsErrors.onError,
+        context: wsErrors.context(async (c): Promise<GqlContext> => {
           const p = c.connectionParams ?? {};
           const auth = p.authorization ?? p.Authorization;
           const principal = await services.auth.authenticate(typeof auth === "string" ? auth : undefined);
@@ -196,7 +200,7 @@ export async function createControlPlane(
             trustedProxies,
           );
           return { principal, ip, services };
-        },
+        }),
       },
       wss,
     );

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
 import { limitsEnvShape } from "./ratelimit/limits";
+import { usageRecorderEnvShape } from "./usage/recorder";
 
 /**
  * Data-plane configuration, parsed once from the environment. Every duration is in milliseconds and every
@@ -71,6 +72,10 @@ export const dataPlaneEnvShape = {
   SHUTDOWN_DRAIN_MS: env.int(10_000, 0, 600_000),
   /** Per-second rate limits and daily/monthly quotas (RATE_LIMIT_*, PUBLIC_RATE_LIMIT_PER_SECOND, QUOTA_*). */
   ...limitsEnvShape,
+  /** Usage recording: `redis` aggregates per minute and XADDs to the usage stream; `off` records nothing. */
+  USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
+  /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
+  ...usageRecorderEnvShape,
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

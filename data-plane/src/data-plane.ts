@@ -7,7 +7,8 @@ import { LimitsGate } from "./limits/admission";
 import { limitsWsHooks } from "./limits/ws-hooks";
 import { type Metrics, PromMetrics } from "./metrics/metrics";
 import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
-import { NodeGateway, type NodeRateLimit } from "./nodes/node-gateway";
+import { NodeGateway } from "./nodes/node-gateway";
+import { registerNodeWsRoutes } from "./nodes/node-ws";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
 import type { Clock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
@@ -15,6 +16,7 @@ import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
 import { UpstreamRegistry } from "./upstream/registry";
+import { createUsageRecorder, type UsageRecorder, usageWsHooks } from "./usage";
 import { WsGateway } from "./ws/gateway";
 import type { WsHooks } from "./ws/hooks";
 
@@ -28,6 +30,8 @@ export interface DataPlane {
   readonly context: GatewayContext;
   /** WebSocket side: routes, sessions, shared upstream subscriptions (and `route()` for more endpoints). */
   readonly ws: WsGateway;
+  /** Usage recorder (flushed by close() after the drain). */
+  readonly usage: UsageRecorder;
 }
 
 export interface DataPlaneOverrides {
@@ -36,14 +40,17 @@ export interface DataPlaneOverrides {
   state?: PlaneState;
   /** Dedicated node records (default: read from Redis). */
   nodes?: NodeLookup;
-  /** Seam: per-key rate limit of node endpoints (plan requestsPerSecond); none when absent. */
-  nodeRateLimit?: NodeRateLimit;
   /** Limits / quota / usage seams for the WebSocket path (default: none). */
   wsHooks?: WsHooks;
   /** Rate limiter + quota tracker (default: `createLimits(config)`); started and closed with the plane. */
   limits?: Limits;
   /** Clock of the default limits (tests step it across seconds and UTC days). */
   clock?: Clock;
+  /**
+   * Usage recorder (default: `createUsageRecorder(config)`, USAGE_MODE). An injected one is used as is:
+   * the plane neither starts it nor closes it.
+   */
+  usage?: UsageRecorder;
 }
 
 /** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
@@ -92,6 +99,14 @@ export async function startDataPlane(
     config.CACHE_MAX_BYTES > 0 ? new LruResponseCache(config.CACHE_MAX_BYTES) : new NoopResponseCache();
   const limits = overrides.limits ?? createLimits(config, logger, { clock: overrides.clock });
   const gate = new LimitsGate({ limits, metrics, publicPerSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND });
+  const ownedUsage =
+    overrides.usage === undefined
+      ? createUsageRecorder(config, {
+          logger,
+          registry: metrics instanceof PromMetrics ? metrics.registry : undefined,
+        })
+      : undefined;
+  const usage = overrides.usage ?? ownedUsage!.recorder;
   metrics.limitsHealth(() => limits.redisHealth());
   const nodeLookup =
     overrides.nodes ??
@@ -106,7 +121,9 @@ export async function startDataPlane(
     nodes: nodeLookup,
     logger,
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    rateLimit: overrides.nodeRateLimit ?? limits.rateLimiter,
+    // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
+    limits: gate,
+    usage,
   });
   const context: GatewayContext = {
     nodes,
@@ -119,6 +136,7 @@ export async function startDataPlane(
     metrics,
     trustedProxies,
     limits: gate,
+    usage,
   };
 
   let networksLoaded = false;
@@ -177,14 +195,21 @@ export async function startDataPlane(
   await reloadNetworks();
   if (!networksLoaded) {
     await limits.close();
+    await ownedUsage?.close();
     throw new Error("data plane could not load networks from Redis");
   }
   upstreams.startHealthChecks();
+  ownedUsage?.start();
 
   const ready = () => state.subscribed && networksLoaded;
   const server = new HttpServer(context, { ready });
-  const ws = new WsGateway(context, server.app, overrides.wsHooks ?? limitsWsHooks(gate));
+  const ws = new WsGateway(
+    context,
+    server.app,
+    overrides.wsHooks ?? limitsWsHooks(gate, usageWsHooks(usage)),
+  );
   ws.registerAppRoutes();
+  const nodeWs = registerNodeWsRoutes(ws, nodes);
   wsGateway = ws;
   const port = await server.listen(config.DATA_PLANE_HOST, config.DATA_PLANE_PORT);
   logger.info({ port, networks: upstreams.slugs() }, "data plane listening");
@@ -195,14 +220,17 @@ export async function startDataPlane(
     ready,
     context,
     ws,
+    usage,
     close() {
       closed ??= (async () => {
         // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS); sockets then close with 1001.
         await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.close(config.SHUTDOWN_DRAIN_MS)]);
-        // After the drain, so every unit served is in the final quota flush.
-        await limits.close();
+        // After the drain, so every unit served is in the final quota flush and every request object
+        // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
+        await Promise.all([limits.close(), ownedUsage?.close()]);
         await upstreams.close();
         await state.close();
+        nodeWs.close();
         await nodeLookup.close();
         logger.info("data plane stopped");
       })();

@@ -1,5 +1,10 @@
 import { unwrapResolverError } from "@apollo/server/errors";
-import { GraphQLFormattedError } from "graphql";
+import {
+  type ExecutionResult,
+  type FormattedExecutionResult,
+  GraphQLError,
+  GraphQLFormattedError,
+} from "graphql";
 import { Logger } from "../../../shared/src/log/logger";
 import { PUBLIC_ERROR_CODES } from "../common/errors";
 
@@ -56,5 +61,63 @@ export function createFormatError(log: Logger) {
       path: formatted.path,
       extensions: { code: "INTERNAL_SERVER_ERROR" },
     };
+  };
+}
+
+/**
+ * The same masking for graphql-ws (`useServer` options): every error a subscription emits, in a `next`
+ * payload (resolver / subscribe errors, NOT_FOUND, UNAUTHENTICATED...) or an `error` message (validation,
+ * a throw from the event stream), goes through `createFormatError`, so an internal error never reaches a
+ * WebSocket client with its SQL, stack or driver detail. Errors from graphql-js validation carry no code:
+ * they get GRAPHQL_VALIDATION_FAILED, as Apollo gives them over HTTP.
+ */
+export function createWsErrorFormatting(log: Logger) {
+  const format = createFormatError(log);
+  const one = (e: GraphQLError, validation: boolean): GraphQLFormattedError => {
+    // A wrapped error (resolver throw, throw from the event stream) carries its original's extensions:
+    // a public code passes, anything else is masked.
+    const formatted = e.toJSON();
+    if (validation && e.originalError == null && formatted.extensions?.code === undefined) {
+      return format(
+        { ...formatted, extensions: { ...formatted.extensions, code: "GRAPHQL_VALIDATION_FAILED" } },
+        e,
+      );
+    }
+    return format(formatted, e);
+  };
+  return {
+    onNext: (
+      _ctx: unknown,
+      _id: string,
+      _payload: unknown,
+      _args: unknown,
+      result: ExecutionResult,
+    ): FormattedExecutionResult | undefined => {
+      if (result.errors === undefined || result.errors.length === 0) return undefined;
+      const { errors, ...rest } = result;
+      return { ...rest, errors: errors.map((e) => one(e, false)) } as FormattedExecutionResult;
+    },
+    onError: (
+      _ctx: unknown,
+      _id: string,
+      _payload: unknown,
+      errors: readonly GraphQLError[],
+    ): GraphQLFormattedError[] => errors.map((e) => one(e, true)),
+    /**
+     * Wraps a `context` factory: a public GraphQLError (a malformed or revoked token) passes; anything
+     * else is logged and replaced, so the socket's close reason never carries internal detail.
+     */
+    context<A extends unknown[], R>(fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+      return async (...args: A) => {
+        try {
+          return await fn(...args);
+        } catch (err) {
+          const code = err instanceof GraphQLError ? (err.extensions?.code as string | undefined) : undefined;
+          if (code !== undefined && PUBLIC_ERROR_CODES.has(code)) throw err;
+          log.error({ err }, "unexpected error in graphql-ws connection context");
+          throw new Error("Internal server error");
+        }
+      };
+    },
   };
 }

@@ -15,7 +15,9 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
  * - App keys are limited per app (`app:{appId}`, so a regenerated key and its predecessor in its grace
  *   period share one budget; `key:{hash}` for a key without an app) at the plan's `requestsPerSecond`;
  *   the public endpoint per client IP (`ip:{address}`) at `PUBLIC_RATE_LIMIT_PER_SECOND`.
- * - Then, for keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
+ * - Dedicated-node keys (`kind: "node"`) are limited per node (`node:{nodeId}`) at the plan's
+ *   `requestsPerSecond`, with no quota: nodes have their own limits, their traffic is not counted as served.
+ * - Then, for app keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
  * - After answering, `recordServed(key, units)` counts the response objects actually returned (one unit
  *   each; a notification returns none). Per-element error objects inside a served batch (an invalid
  *   element, a blocked method, an upstream error for that element) are response objects and count;
@@ -59,6 +61,12 @@ export function keyIdentifier(key: VerifiedKey): string {
   return appId !== null && appId !== "" ? `app:${appId}` : `key:${key.hash}`;
 }
 
+/** The rate limiter's identifier for a dedicated node's key: per node (a regenerated key keeps the budget). */
+export function nodeIdentifier(key: VerifiedKey): string {
+  const nodeId = key.record.nodeId;
+  return nodeId !== null && nodeId !== "" ? `node:${nodeId}` : `key:${key.hash}`;
+}
+
 export class LimitsGate {
   readonly limits: Limits;
   private readonly metrics: Metrics;
@@ -82,6 +90,12 @@ export class LimitsGate {
       return this.rateRefusal(rate, "public", cost);
     }
     const plan = key.record.plan;
+    if (key.record.kind === "node") {
+      // A dedicated node has its own limits (DESIGN.md "Dedicated nodes"): per node per second at the
+      // plan's rate, and no workspace quota (its traffic is not the shared nodes' daily allowance).
+      const rate = this.limits.rateLimiter.check(nodeIdentifier(key), cost, plan.requestsPerSecond);
+      return rate.allowed ? { ok: true, rate } : this.rateRefusal(rate, "node", cost);
+    }
     const rate = this.limits.rateLimiter.check(keyIdentifier(key), cost, plan.requestsPerSecond);
     if (!rate.allowed) return this.rateRefusal(rate, "app", cost);
     const q = this.limits.quota.check(key.record.workspaceId, plan, cost);
@@ -101,13 +115,13 @@ export class LimitsGate {
     };
   }
 
-  /** Counts `units` response objects served to the key's workspace (nothing for the public endpoint). */
+  /** Counts `units` response objects served to the key's workspace (nothing for the public endpoint or a node key). */
   recordServed(key: VerifiedKey | undefined, units: number): void {
-    if (key === undefined || !(units > 0)) return;
+    if (key === undefined || key.record.kind === "node" || !(units > 0)) return;
     this.limits.quota.record(key.record.workspaceId, units);
   }
 
-  private rateRefusal(rate: RateLimitResult, endpoint: "app" | "public", cost: number): Refused {
+  private rateRefusal(rate: RateLimitResult, endpoint: "app" | "public" | "node", cost: number): Refused {
     const cause = rate.reason ?? "rate_limit";
     this.metrics.limitRefused(endpoint, cause, cost);
     const extras = rateLimitErrorExtras(rate);

@@ -53,5 +53,8 @@ export function limitsWsHooks(gate: LimitsGate, base?: WsHooks): WsHooks {
       gate.recordServed(session.key, 1);
       base?.notified(session, method);
     },
+    rejected(session, method, category) {
+      base?.rejected?.(session, method, category);
+    },
   };
 }

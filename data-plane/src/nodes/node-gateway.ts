@@ -1,10 +1,19 @@
-import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import {
+  categoryOfNodeError,
+  ErrorCategory,
+  type ErrorRow,
+  GatewayError,
+} from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { NetworkRecord, NodeRecord } from "../../../shared/src/redis/records";
+import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { KeyVerifier, VerifiedKey } from "../auth/key-verifier";
+import type { LimitsGate } from "../limits/admission";
 import { SharedNodeMethodPolicy } from "../policy/method-policy";
+import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
+import type { UsageRecorder } from "../usage/recorder";
 import type { NodeLookup } from "./node-directory";
 
 /** A dedicated node that is not running or not synced (yet). */
@@ -15,18 +24,6 @@ export const NodeUnavailable: ErrorRow = Object.freeze({
   reason: "node_unavailable",
   message: "Dedicated node is not available",
 });
-
-/**
- * Seam for the per-key rate limit of node endpoints (the rate-limit engineer plugs the data plane's
- * RateLimiter in here; structurally the same `check`). Limit = the workspace plan's requestsPerSecond.
- */
-export interface NodeRateLimit {
-  check(
-    identifier: string,
-    cost: number,
-    limitPerSecond: number,
-  ): { allowed: boolean; retryAfterMs: number; limit: number };
-}
 
 /** Node statuses in which the endpoint forwards. */
 const SERVING = new Set(["SYNCED"]);
@@ -49,7 +46,15 @@ export type NodeAuthResult =
 export interface NodeReply {
   status: number;
   body: string;
-  retryAfterMs?: number;
+  /** 429: the `Retry-After` header (whole seconds). */
+  retryAfterSeconds?: number;
+  /** The per-second decision, for `X-RateLimit-Limit` / `X-RateLimit-Remaining`. */
+  rate?: RateLimitResult;
+}
+
+/** The usage network name of a dedicated node's traffic (a usage network name: no ':' allowed). */
+export function nodeUsageNetwork(nodeId: string): string {
+  return `node-${nodeId.toLowerCase()}`;
 }
 
 export interface NodeGatewayOptions {
@@ -57,7 +62,13 @@ export interface NodeGatewayOptions {
   nodes: NodeLookup;
   logger: Logger;
   timeoutMs: number;
-  rateLimit?: NodeRateLimit;
+  /**
+   * Per-second limit (LimitsGate.admit: a node key is limited per node at its plan's requestsPerSecond,
+   * with no daily quota); none when absent.
+   */
+  limits?: LimitsGate;
+  /** Usage recording: one record per request object, network `node-{nodeId}` (see nodeUsageNetwork). */
+  usage?: UsageRecorder;
 }
 
 /**
@@ -93,50 +104,90 @@ export class NodeGateway {
     return n instanceof Promise ? n : n;
   }
 
-  /** Answers one JSON-RPC text (single or batch) for an authorized caller. */
+  /** Whether the node forwards now (SYNCED, with a URL). */
+  serving(node: NodeRecord): boolean {
+    return SERVING.has(node.status) && node.httpUrl !== null;
+  }
+
+  /**
+   * Answers one JSON-RPC text (single or batch) for an authorized caller: the per-second limit (once per
+   * text with its number of request objects; a refusal answers the whole text), node state, Safe mode per
+   * element, then forwarding. Every request object is recorded as usage under `node-{nodeId}`.
+   */
   async handle(
     auth: { key: VerifiedKey; node: NodeRecord },
     text: string,
     requestId: string,
   ): Promise<NodeReply> {
+    const started = performance.now();
     const node = (await this.current(auth.node.nodeId).catch(() => auth.node)) ?? auth.node;
+    const usage = (methods: readonly string[], category: (i: number) => string) => {
+      const u = this.opts.usage;
+      if (u === undefined) return;
+      const latencyMs = performance.now() - started;
+      const network = nodeUsageNetwork(auth.node.nodeId);
+      for (let i = 0; i < methods.length; i++) {
+        u.record({
+          workspaceId: auth.key.record.workspaceId,
+          appId: null,
+          network,
+          method: methods[i]!,
+          category: category(i) as ErrorCategory,
+          latencyMs,
+        });
+      }
+    };
     const parsed = parseRpcBody(text);
-    if (!parsed.ok) return fail(parsed.error, parsed.idText, requestId, parsed.limit);
-    const cost = parsed.batch ? parsed.items.length : 1;
-    const rl = this.opts.rateLimit?.check(
-      `node:${auth.key.hash}`,
-      cost,
-      auth.key.record.plan.requestsPerSecond,
-    );
-    if (rl !== undefined && !rl.allowed) {
+    if (!parsed.ok) {
+      usage([OTHER_METHOD], () => parsed.error.category);
+      return fail(parsed.error, parsed.idText, requestId, parsed.limit);
+    }
+    const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
+    const methods = items.map((it) => (isItemError(it) ? OTHER_METHOD : it.method));
+    const wholeId = parsed.batch ? "null" : (parsed.call.idText ?? "null");
+    const admission = this.opts.limits?.admit(auth.key, undefined, items.length);
+    if (admission !== undefined && !admission.ok) {
+      usage(methods, () => admission.row.category);
       return {
         status: 429,
-        body: errorJson(GatewayError.RateLimited, "null", { requestId, limit: rl.limit }),
-        retryAfterMs: rl.retryAfterMs,
+        body: errorJson(admission.row, wholeId, {
+          requestId,
+          retryAfterMs: admission.retryAfterMs,
+          limit: admission.limit,
+          message: admission.message,
+        }),
+        retryAfterSeconds: admission.retryAfterSeconds,
+        rate: admission.rate,
       };
     }
-    if (!SERVING.has(node.status) || node.httpUrl === null) {
-      const idText = parsed.batch ? "null" : (parsed.call.idText ?? "null");
-      return fail(
-        NodeUnavailable,
-        idText,
-        requestId,
-        undefined,
-        `Dedicated node is ${node.status.toLowerCase()}`,
-      );
+    const rate = admission?.rate;
+    if (!this.serving(node)) {
+      usage(methods, () => NodeUnavailable.category);
+      return {
+        ...fail(
+          NodeUnavailable,
+          wholeId,
+          requestId,
+          undefined,
+          `Dedicated node is ${node.status.toLowerCase()}`,
+        ),
+        rate,
+      };
     }
     const safe = auth.key.record.rpcMethods !== "UNSAFE";
-    const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
     const out = new Array<string | undefined>(items.length);
+    const cats = new Array<string>(items.length).fill(ErrorCategory.Success);
     const forwardIdx: number[] = [];
     for (let i = 0; i < items.length; i++) {
       const item = items[i]!;
       if (isItemError(item)) {
         out[i] = errorJson(item.error, item.idText, { requestId });
+        cats[i] = item.error.category;
         continue;
       }
       const blocked = safe ? safeModeBlocked(item.method) : undefined;
       if (blocked !== undefined) {
+        cats[i] = GatewayError.MethodBlocked.category;
         if (item.idText !== undefined) {
           out[i] = errorJson(GatewayError.MethodBlocked, item.idText, { requestId, message: blocked });
         }
@@ -148,9 +199,10 @@ export class NodeGateway {
       const calls = forwardIdx.map((i) => items[i] as RpcCall);
       const res = await this.forward(node, calls);
       if (!res.ok) {
+        for (const i of forwardIdx) cats[i] = res.error.category;
         if (!parsed.batch || forwardIdx.length === items.length) {
-          const idText = parsed.batch ? "null" : (parsed.call.idText ?? "null");
-          return fail(res.error, idText, requestId);
+          usage(methods, (i) => cats[i]!);
+          return { ...fail(res.error, wholeId, requestId), rate };
         }
         for (const i of forwardIdx) {
           const idText = (items[i] as RpcCall).idText;
@@ -166,21 +218,28 @@ export class NodeGateway {
               .recordSessionKeys(node.nodeId, reply.result)
               .catch((err) => this.opts.logger.warn({ err }, "could not record session keys"));
           }
-          if (call.idText === undefined) continue;
           if (reply === undefined) {
-            out[i] = errorJson(GatewayError.UpstreamBadResponse, call.idText, { requestId });
+            cats[i] = GatewayError.UpstreamBadResponse.category;
+            if (call.idText !== undefined)
+              out[i] = errorJson(GatewayError.UpstreamBadResponse, call.idText, { requestId });
           } else if (reply.error !== undefined) {
-            out[i] = `{"jsonrpc":"2.0","id":${call.idText},"error":${JSON.stringify(reply.error)}}`;
-          } else {
+            const code = (reply.error as { code?: unknown } | null)?.code;
+            cats[i] = typeof code === "number" ? categoryOfNodeError(code) : ErrorCategory.NodeError;
+            if (call.idText !== undefined)
+              out[i] = `{"jsonrpc":"2.0","id":${call.idText},"error":${JSON.stringify(reply.error)}}`;
+          } else if (call.idText !== undefined) {
             out[i] = `{"jsonrpc":"2.0","id":${call.idText},"result":${JSON.stringify(reply.result ?? null)}}`;
           }
         }
       }
     }
+    usage(methods, (i) => cats[i]!);
     if (!parsed.batch)
-      return out[0] === undefined ? { status: 204, body: "" } : { status: 200, body: out[0] };
+      return out[0] === undefined ? { status: 204, body: "", rate } : { status: 200, body: out[0], rate };
     const parts = out.filter((s): s is string => s !== undefined);
-    return parts.length === 0 ? { status: 204, body: "" } : { status: 200, body: `[${parts.join(",")}]` };
+    return parts.length === 0
+      ? { status: 204, body: "", rate }
+      : { status: 200, body: `[${parts.join(",")}]`, rate };
   }
 
   /** Forwards calls to the node as one batch with positional ids; replies by position. */

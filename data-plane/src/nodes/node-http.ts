@@ -1,5 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { rateLimitHeaders } from "../limits/admission";
+import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { errorJson, nextRequestId, STATUS } from "../server/respond";
 import type { NodeGateway } from "./node-gateway";
 
@@ -40,7 +42,7 @@ export function serveNodeHttp(
     done = true;
     tracker.end();
   }
-  function send(status: number, body: string, retryAfterMs?: number) {
+  function send(status: number, body: string, retryAfterSeconds?: number, rate?: RateLimitResult) {
     if (done) return;
     finish();
     if (aborted) return;
@@ -49,11 +51,18 @@ export function serveNodeHttp(
       res.writeHeader("x-request-id", requestId);
       if (origin !== "") {
         res.writeHeader("access-control-allow-origin", origin);
-        res.writeHeader("access-control-expose-headers", "X-Request-Id");
+        res.writeHeader(
+          "access-control-expose-headers",
+          "X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, Retry-After",
+        );
         res.writeHeader("vary", "Origin");
       }
-      if (retryAfterMs !== undefined)
-        res.writeHeader("retry-after", String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
+      const rl = rateLimitHeaders(rate);
+      if (rl !== undefined) {
+        res.writeHeader("x-ratelimit-limit", rl[0]);
+        res.writeHeader("x-ratelimit-remaining", rl[1]);
+      }
+      if (retryAfterSeconds !== undefined) res.writeHeader("retry-after", String(retryAfterSeconds));
       if (status === 204) {
         res.endWithoutBody(0, tracker.closing);
       } else {
@@ -111,7 +120,7 @@ export function serveNodeHttp(
       if (aborted) return;
       if (!a.ok) return failWith(a.error);
       const reply = await gateway.handle(a, text, requestId);
-      send(reply.status, reply.body, reply.retryAfterMs);
+      send(reply.status, reply.body, reply.retryAfterSeconds, reply.rate);
     })().catch(() => failWith(GatewayError.Internal));
   });
 }

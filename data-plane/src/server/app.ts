@@ -1,5 +1,6 @@
 import uWS from "uWebSockets.js";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { OTHER_METHOD, UNKNOWN_NETWORK } from "../../../shared/src/usage/contract";
 import { serveNodeHttp } from "../nodes/node-http";
 import { Endpoint, type GatewayContext } from "./context";
 import { type ExchangeTracker, RpcExchange } from "./exchange";
@@ -94,8 +95,18 @@ export class HttpServer implements ExchangeTracker {
   }
 
   private rpc(res: uWS.HttpResponse, req: uWS.HttpRequest, endpoint: Endpoint): void {
+    const started = performance.now();
     const pool = this.ctx.upstreams.get(req.getParameter(0));
     if (pool === undefined) {
+      // Unknown network: recorded (no app, method "other") under the network "unknown".
+      this.ctx.usage.record({
+        workspaceId: null,
+        appId: null,
+        network: UNKNOWN_NETWORK,
+        method: OTHER_METHOD,
+        category: GatewayError.NotFound.category,
+        latencyMs: performance.now() - started,
+      });
       this.plainError(res, GatewayError.NotFound);
       return;
     }
@@ -105,6 +116,14 @@ export class HttpServer implements ExchangeTracker {
       return;
     }
     if (method !== "post") {
+      this.ctx.usage.record({
+        workspaceId: null,
+        appId: null,
+        network: pool.slug,
+        method: OTHER_METHOD,
+        category: GatewayError.MethodNotAllowed.category,
+        latencyMs: performance.now() - started,
+      });
       this.plainError(res, GatewayError.MethodNotAllowed);
       return;
     }

@@ -8,6 +8,7 @@ import type { Metrics } from "../metrics/metrics";
 import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { UpstreamRegistry } from "../upstream/registry";
+import type { UsageRecorder } from "../usage/recorder";
 
 /** Everything a request needs, built once at start. */
 export interface GatewayContext {
@@ -23,6 +24,8 @@ export interface GatewayContext {
   readonly limits: LimitsGate;
   /** Dedicated node endpoints (`/nodes/{nodeId}/{KEY}`); HTTP here, WS via NodeGateway.authorize/handle. */
   readonly nodes?: NodeGateway;
+  /** Usage recording: one record per request object answered (HTTP here; WS through usageWsHooks). */
+  readonly usage: UsageRecorder;
 }
 
 /** Which endpoint a request came in on. */

@@ -51,6 +51,10 @@ export class RpcExchange {
   private rate: RateLimitResult | undefined;
   /** Retry-After in seconds on a limits refusal, else 0. */
   private retryAfterS = 0;
+  /** Usage attribution: the verified app key (even when refused later), undefined = unknown key / public. */
+  private usageKey: VerifiedKey | undefined;
+  /** The single request's method once parsed (whole-request failures are recorded under it), else "other". */
+  private usageMethod = "other";
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -147,6 +151,7 @@ export class RpcExchange {
       if (!v.ok) return this.fail(v.error, "null");
       key = v.key;
       if (key.record.kind !== "app") return this.fail(GatewayError.UnknownKey, "null");
+      this.usageKey = key;
       if (!key.allowlist.empty) {
         const refused = key.allowlist.check(this.origin, () => this.clientAddress());
         if (refused !== undefined) {
@@ -158,6 +163,7 @@ export class RpcExchange {
     }
     const parsed = parseRpcBody(text);
     if (!parsed.ok) return this.fail(parsed.error, parsed.idText, parsed.limit);
+    if (!parsed.batch) this.usageMethod = parsed.call.method;
     // Limits, once per HTTP request with its whole cost (every request object, notifications and invalid
     // elements included), before anything is forwarded: per app key or per client IP (public endpoint)
     // per second, then the workspace's daily / monthly quota. A refusal answers the whole request.
@@ -165,16 +171,28 @@ export class RpcExchange {
     const ip = key === undefined ? this.clientAddress()?.toString() : undefined;
     const admission = this.ctx.limits.admit(key, ip, cost);
     this.rate = admission.rate;
-    if (!admission.ok) return this.refuse(admission, parsed.batch ? "null" : (parsed.call.idText ?? "null"));
+    if (!admission.ok) {
+      return this.refuse(
+        admission,
+        parsed.batch ? "null" : (parsed.call.idText ?? "null"),
+        parsed.batch ? parsed.items : undefined,
+      );
+    }
     this.key = key;
     if (parsed.batch) return this.batch(parsed.items);
     return this.single(parsed.call);
   }
 
-  /** 429 for the whole request: nothing forwarded, nothing counted as served. */
-  private refuse(r: Refused, idText: string): void {
+  /**
+   * 429 for the whole request: nothing forwarded, nothing counted as served. Usage records every request
+   * object of it under its method (a refused batch of 30 shows as 30 Too Many Requests on the dashboard).
+   */
+  private refuse(r: Refused, idText: string, items?: BatchItem[]): void {
     if (this.done) return;
-    this.ctx.metrics.request(this.pool.record.slug, r.row.category, this.elapsed());
+    const elapsed = this.elapsed();
+    this.ctx.metrics.request(this.pool.record.slug, r.row.category, elapsed);
+    if (items === undefined) this.usage(this.usageMethod, r.row.category, elapsed);
+    else for (const it of items) this.usage(isItemError(it) ? "other" : it.method, r.row.category, elapsed);
     this.retryAfterS = r.retryAfterSeconds;
     const body = errorJson(r.row, idText, {
       requestId: this.requestId,
@@ -190,6 +208,19 @@ export class RpcExchange {
     if (this.key !== undefined) this.ctx.limits.recordServed(this.key, units);
   }
 
+  /** One usage record (request object) for this request's app (or none) and network. */
+  private usage(method: string, category: string, elapsedSeconds: number): void {
+    const rec = this.usageKey?.record;
+    this.ctx.usage.record({
+      workspaceId: rec?.workspaceId ?? null,
+      appId: rec?.appId ?? null,
+      network: this.pool.record.slug,
+      method,
+      category: category as ErrorCategory,
+      latencyMs: elapsedSeconds * 1000,
+    });
+  }
+
   private clientAddress() {
     if (this.aborted) return undefined;
     const peer = Buffer.from(this.res.getRemoteAddressAsText()).toString("latin1");
@@ -200,7 +231,9 @@ export class RpcExchange {
     const network = this.pool.record;
     const blocked = this.ctx.policy.check(call.method, network);
     if (blocked !== undefined) {
-      this.ctx.metrics.request(network.slug, ErrorCategory.ClientError, this.elapsed());
+      const elapsed = this.elapsed();
+      this.ctx.metrics.request(network.slug, ErrorCategory.ClientError, elapsed);
+      this.usage(call.method, ErrorCategory.ClientError, elapsed);
       if (call.idText === undefined) return this.send(204, "");
       const body = errorJson(GatewayError.MethodBlocked, call.idText, {
         requestId: this.requestId,
@@ -221,7 +254,9 @@ export class RpcExchange {
         const hit = cache.get(cacheKey);
         if (hit !== undefined) {
           this.ctx.metrics.cache(network.slug, true);
-          this.ctx.metrics.request(network.slug, hit.category, this.elapsed());
+          const elapsed = this.elapsed();
+          this.ctx.metrics.request(network.slug, hit.category, elapsed);
+          this.usage(call.method, hit.category, elapsed);
           this.xCache = "HIT";
           if (call.idText === undefined) return this.send(204, "");
           this.served(1);
@@ -248,7 +283,9 @@ export class RpcExchange {
     if (!result.ok) {
       return this.fail(result.error, call.idText ?? "null");
     }
-    this.ctx.metrics.request(network.slug, result.reply.category, this.elapsed());
+    const elapsed = this.elapsed();
+    this.ctx.metrics.request(network.slug, result.reply.category, elapsed);
+    this.usage(call.method, result.reply.category, elapsed);
     if (result.reply.kind === ReplyKind.Result) this.observeHead(call.method, result.reply.tail);
     if (call.idText === undefined) return this.send(204, "");
     this.served(1);
@@ -307,7 +344,11 @@ export class RpcExchange {
       if (anyOk || forward.length !== n) wholeFailure = undefined;
     }
     const elapsed = this.elapsed();
-    for (let i = 0; i < n; i++) this.ctx.metrics.request(network.slug, categories[i]!, elapsed);
+    for (let i = 0; i < n; i++) {
+      this.ctx.metrics.request(network.slug, categories[i]!, elapsed);
+      const item = items[i]!;
+      this.usage(isItemError(item) ? "other" : item.method, categories[i]!, elapsed);
+    }
     if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
     let body = "";
     let units = 0;
@@ -337,7 +378,11 @@ export class RpcExchange {
    */
   fail(row: ErrorRow, idText: string, limit?: number, record = true): void {
     if (this.done) return;
-    if (record) this.ctx.metrics.request(this.pool.record.slug, row.category, this.elapsed());
+    if (record) {
+      const elapsed = this.elapsed();
+      this.ctx.metrics.request(this.pool.record.slug, row.category, elapsed);
+      this.usage(this.usageMethod, row.category, elapsed);
+    }
     const body = errorJson(row, idText, { requestId: this.requestId, limit });
     this.send(row.httpStatus, body);
   }

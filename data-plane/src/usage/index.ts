@@ -7,7 +7,11 @@
  * known, including rejections (401/403/404/429...) with null workspace/app when the key is unknown and on
  * the public endpoint. On SIGTERM: stop accepting, drain in-flight requests, then `await recorder.close()`.
  * Tests and tools that need no usage use `NoopUsageRecorder`.
+ *
+ * The data plane does this in `startDataPlane` (`createUsageRecorder`, USAGE_MODE); HTTP records in
+ * server/exchange.ts, WebSocket through `usageWsHooks` composed under the limits hooks.
  */
+export { createUsageRecorder, type OwnedUsageRecorder } from "./create";
 export {
   loadUsageRecorderConfig,
   NoopUsageRecorder,
@@ -19,3 +23,4 @@ export {
   type UsageRedis,
   usageRecorderEnvShape,
 } from "./recorder";
+export { usageWsHooks } from "./ws-hooks";

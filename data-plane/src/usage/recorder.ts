@@ -246,6 +246,9 @@ export class RedisUsageRecorder implements UsageRecorder {
     this.timer = undefined;
     const deadline = Date.now() + this.cfg.closeTimeoutMs;
     await this.flush();
+    // A timer flush already running when close() was called joined above, but it cut before the latest
+    // records: cut and write those too.
+    if (this.current.size > 0) await this.flush();
     while (this.pending.length > 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
       await this.flush();

@@ -308,12 +308,14 @@ export class WsGateway {
     const slug = s.slug;
     if (isBinary) {
       this.ctx.metrics.request(slug, ErrorCategory.ClientError, 0);
+      this.hooks.rejected?.(s, "", ErrorCategory.ClientError);
       this.send(s, errorText(GatewayError.ParseError, "null", { requestId }));
       return;
     }
     const parsed = parseRpcBody(Buffer.from(message).toString("utf8"));
     if (!parsed.ok) {
       this.ctx.metrics.request(slug, parsed.error.category, 0);
+      this.hooks.rejected?.(s, "", parsed.error.category);
       this.send(s, errorText(parsed.error, parsed.idText, { requestId, limit: parsed.limit }));
       return;
     }
@@ -339,6 +341,7 @@ export class WsGateway {
       const parts: string[] = [];
       for (const it of items) {
         this.ctx.metrics.request(slug, r.row.category, 0);
+        this.hooks.rejected?.(s, isItemError(it) ? "" : it.method, r.row.category);
         const idText = isItemError(it) ? it.idText : it.idText;
         if (idText === undefined) continue;
         parts.push(errorText(r.row, idText, { requestId, retryAfterMs: r.retryAfterMs, limit: r.limit }));

@@ -21,6 +21,12 @@ export interface WsHooks {
    * notification method (`eth_subscription`, `chain_newHead`, ...).
    */
   notified(session: WsSession, method: string): void;
+  /**
+   * One request object answered with an error before anything was forwarded (unparsable message, refusal
+   * from `admit`, in-flight cap): usage recording only, never counted as served. `method` is "" when the
+   * message could not be parsed.
+   */
+  rejected?(session: WsSession, method: string, category: string): void;
 }
 
 export const NOOP_WS_HOOKS: WsHooks = {

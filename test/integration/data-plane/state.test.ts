@@ -42,7 +42,8 @@ describe("data plane state: Redis reconnects and failures", function () {
       const clients = (await admin.client("LIST")) as string;
       const ids = clients
         .split("\n")
-        .filter((line) => line.includes(`name=data-plane:${gw.ns.prefix}`))
+        // The state connections (commands + subscriber), not the usage recorder's own connection.
+        .filter((line) => line.includes(`name=data-plane:${gw.ns.prefix}`) && !line.includes(":usage "))
         .map((line) => /id=(\d+)/.exec(line)![1]!);
       assert.equal(ids.length, 2, clients);
       for (const id of ids) await admin.client("KILL", "ID", id);

@@ -98,6 +98,43 @@ describe("dedicated nodes: graphql-ws status subscription", function () {
     assert.equal(later.at(-1), "STOPPED");
   });
 
+  it("internal errors are masked over graphql-ws like over HTTP; validation errors keep their code", async () => {
+    const nodes = await env.h.ok<{ dedicatedNodes: Json[] }>("{ dedicatedNodes { id } }", {}, owner.token);
+    const id = nodes.dedicatedNodes[0]!.id as string;
+    const svc = env.h.cp.services.nodes;
+    const original = svc.nodeForCaller;
+    svc.nodeForCaller = async () => {
+      throw new Error('relation "dedicated_nodes" does not exist (postgres://rg:s3cret@db/rg)');
+    };
+    try {
+      const c = client(env, owner.token);
+      clients.push(c);
+      await assert.rejects(
+        collect(c, id, () => true),
+        (e: { errors: Json[] }) => {
+          assert.equal(e.errors.length, 1);
+          assert.equal(e.errors[0]!.message, "Internal server error");
+          assert.equal(e.errors[0]!.extensions.code, "INTERNAL_SERVER_ERROR");
+          assert.doesNotMatch(JSON.stringify(e.errors), /dedicated_nodes|s3cret|stack/);
+          return true;
+        },
+      );
+    } finally {
+      svc.nodeForCaller = original;
+    }
+    const c = client(env, owner.token);
+    clients.push(c);
+    const invalid = await new Promise<Json[]>((resolve) => {
+      c.subscribe(
+        { query: "subscription { dedicatedNodeStatus(id: 1) { nope } }" },
+        { next: () => {}, error: (e) => resolve(e as Json[]), complete: () => resolve([]) },
+      );
+    });
+    assert.ok(invalid.length > 0);
+    assert.equal(invalid[0]!.extensions.code, "GRAPHQL_VALIDATION_FAILED");
+    assert.match(invalid[0]!.message, /nope/);
+  });
+
   it("another workspace gets NOT_FOUND; no token gets UNAUTHENTICATED", async () => {
     const nodes = await env.h.ok<{ dedicatedNodes: Json[] }>("{ dedicatedNodes { id } }", {}, owner.token);
     const id = nodes.dedicatedNodes[0]!.id as string;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { parseAccountId, ss58Encode } from "../../../shared/src/substrate/storage-keys";
 import { code, createApp, type Json } from "../control-plane/harness";
+import { TestWsClient } from "../data-plane/ws/ws-client";
 import {
   DEPLOY,
   FAST_SUBSTRATE,
@@ -208,6 +209,35 @@ describe("dedicated nodes: validator on the Substrate test node, end to end", fu
     assert.equal(st.json.result.rpcMethods, "Safe");
     assert.ok(step(n, "RPC methods back to Safe"));
     assert.equal(n.validator.status, "ELECTED", "validator status survives the roll");
+  });
+
+  it("WebSocket on the node endpoint: new heads from the node, SAFE refusal; regenerating the key closes it (4001) within 1 s", async () => {
+    const ws = await TestWsClient.open(
+      `ws://127.0.0.1:${env.dp.port}/nodes/${node.id}/${encodeURIComponent(node.apiKey)}`,
+    );
+    try {
+      assert.equal((await ws.call("system_health", [])).result.isSyncing, false);
+      const refused = await ws.call("author_rotateKeys", []);
+      assert.equal(refused.error.code, -32601);
+      const sub = (await ws.call("chain_subscribeNewHeads", [])).result;
+      await ws.until(() => ws.notifications(sub).length >= 2, 10_000, "new heads from the node");
+      const t0 = Date.now();
+      const d = await env.h.ok<{ regenerateDedicatedNodeApiKey: Json }>(
+        `mutation($id: ID!) { regenerateDedicatedNodeApiKey(id: $id) { apiKey } }`,
+        { id: node.id },
+        owner.token,
+      );
+      await ws.waitClosed(1000);
+      assert.ok(Date.now() - t0 < 1000);
+      assert.equal(ws.closeCode, 4001);
+      node.apiKey = d.regenerateDedicatedNodeApiKey.apiKey as string;
+    } finally {
+      ws.terminate();
+    }
+    const refusedUpgrade = await TestWsClient.open(
+      `ws://127.0.0.1:${env.dp.port}/nodes/${node.id}/not-a-key`,
+    ).catch((e) => e);
+    assert.equal(refusedUpgrade.status, 401);
   });
 
   it("regenerates the node key: the old one stops working at once", async () => {

@@ -6,6 +6,7 @@ import { freePort } from "../../../helpers/ports";
 import { TEST_REDIS_URL } from "../../../helpers/redis";
 import { evmNetwork } from "../../../helpers/seed-redis";
 import { type Gateway, post, sleep, startGateway } from "../harness";
+import { TestWsClient } from "../ws/ws-client";
 
 const NODE_ID = "6f1c2a4e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
 
@@ -128,6 +129,27 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
     await putNode();
     r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
     assert.equal(r.status, 200);
+  });
+
+  it("WebSocket on the same path: requests, SAFE refusal, eth_subscribe newHeads from the node (anvil)", async () => {
+    const wsUrl = (key: string) => `ws://127.0.0.1:${gw.port()}/nodes/${NODE_ID}/${encodeURIComponent(key)}`;
+    const c = await TestWsClient.open(wsUrl(unsafeKey));
+    const s = await TestWsClient.open(wsUrl(safeKey));
+    try {
+      assert.equal((await c.call("eth_chainId")).result, "0x7a69");
+      const sub = (await c.call("eth_subscribe", ["newHeads"])).result;
+      assert.match(sub, /^0x[0-9a-f]+$/);
+      assert.equal((await c.call("anvil_mine", [])).error, undefined, "UNSAFE passes anvil_mine");
+      await c.until(() => c.notifications(sub).length >= 1, 5000, "newHeads");
+      assert.equal(c.notifications(sub)[0].method, "eth_subscription");
+      assert.equal((await c.call("eth_unsubscribe", [sub])).result, true);
+      const refused = await s.call("anvil_mine", []);
+      assert.equal(refused.error.code, -32601);
+      assert.equal((await s.call("eth_chainId")).result, "0x7a69");
+    } finally {
+      c.terminate();
+      s.terminate();
+    }
   });
 
   it("HTTP method / content type / body checks; CORS preflight", async () => {

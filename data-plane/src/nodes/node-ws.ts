@@ -1,0 +1,128 @@
+import type { ErrorRow } from "../../../shared/src/jsonrpc/errors";
+import type { NodeRecord } from "../../../shared/src/redis/records";
+import { errorJson } from "../server/respond";
+import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
+import type { SubscriptionTarget } from "../ws/hub";
+import type { CustomSessionInit } from "../ws/session";
+import { type NodeGateway, NodeUnavailable } from "./node-gateway";
+
+/**
+ * Where a node's subscriptions go: one live target per node (the WS gateway keeps one subscription hub
+ * per slug), its `wsUrl` refreshed from the node record on every upgrade and message, so a node that
+ * came back on another address is reconnected there.
+ */
+class NodeSubscriptionTarget implements SubscriptionTarget {
+  readonly slug: string;
+  private upstreams: { id: string; wsUrl: string | null; weight: number }[];
+
+  constructor(
+    readonly nodeId: string,
+    wsUrl: string | null,
+  ) {
+    this.slug = `node:${nodeId}`;
+    this.upstreams = [{ id: nodeId, wsUrl, weight: 1 }];
+  }
+
+  get record() {
+    return { upstreams: this.upstreams };
+  }
+
+  update(wsUrl: string | null): void {
+    if (this.upstreams[0]!.wsUrl !== wsUrl) this.upstreams = [{ id: this.nodeId, wsUrl, weight: 1 }];
+  }
+
+  describe(): readonly { id: string; breakerOpen: boolean }[] {
+    return [];
+  }
+}
+
+/**
+ * WebSocket on the dedicated-node endpoint: `/nodes/{nodeId}/{KEY}` and `/nodes/{nodeId}` (`?apikey=` or
+ * header `apikey`), the same rules as HTTP (NodeGateway):
+ *
+ * - Upgrade: 401 for a missing / wrong key (only the node's own key opens it), 503 when the node has no
+ *   record or is not SYNCED; the refusal is the contract error body with that status.
+ * - Each text message (single or batch) goes to `NodeGateway.handle` (per-second limit, Safe mode per
+ *   element with -32601, forwarding to the node's RPC, usage). The key is re-read per message from the
+ *   in-process key cache, so switching the node to SAFE applies to open connections at once.
+ * - Single subscribe / unsubscribe calls go through the gateway's subscription hub to the node's own
+ *   WebSocket (`eth_subscribe`, `chain_subscribeNewHeads`, ...); they are admitted by the WS hooks' limits
+ *   like any keyed message (a node key: per node per second, no quota).
+ * - Key revoked or regenerated while connected: the gateway re-runs this authorize and closes the socket
+ *   with 4001. A node that stops serving while connected keeps the socket (its requests answer 503).
+ */
+export function registerNodeWsRoutes(
+  ws: WsGateway,
+  gateway: NodeGateway,
+  opts: { idleHubSweepMs?: number } = {},
+): { close(): void } {
+  const targets = new Map<string, NodeSubscriptionTarget>();
+  const targetFor = (node: NodeRecord): NodeSubscriptionTarget => {
+    let t = targets.get(node.nodeId);
+    if (t === undefined) {
+      t = new NodeSubscriptionTarget(node.nodeId, node.wsUrl);
+      targets.set(node.nodeId, t);
+    } else {
+      t.update(node.wsUrl);
+    }
+    return t;
+  };
+  // Upgrade infos already accepted: a re-run (key invalidation) checks the key only, not the node state.
+  const accepted = new WeakSet<UpgradeInfo>();
+
+  const authorize =
+    (keyInPath: boolean): Authorize =>
+    async (info): Promise<CustomSessionInit | ErrorRow> => {
+      const nodeId = info.params[0] ?? "";
+      const apiKey = keyInPath ? decodeKey(info.params[1] ?? "") : info.apiKey;
+      const a = await gateway.authorize(nodeId, apiKey);
+      if (!a.ok) return a.error;
+      if (!accepted.has(info)) {
+        if (!gateway.serving(a.node)) return NodeUnavailable;
+        accepted.add(info);
+      }
+      const target = targetFor(a.node);
+      return {
+        slug: target.slug,
+        key: a.key,
+        subscriptions: target,
+        async handle(text, requestId) {
+          const cur = await gateway.authorize(nodeId, apiKey);
+          // The key stopped working: the gateway is closing this socket (4001); answer meanwhile.
+          if (!cur.ok) return errorJson(cur.error, "null", { requestId });
+          target.update(cur.node.wsUrl);
+          return (await gateway.handle(cur, text, requestId)).body;
+        },
+      };
+    };
+  ws.route("/nodes/:nodeId/:key", authorize(true));
+  ws.route("/nodes/:nodeId", authorize(false));
+
+  // A node's hub keeps its upstream socket (and reconnects it) while it exists: drop the hubs of nodes
+  // nobody subscribes to any more, so a stopped or deleted node is not redialled forever. (A subscribe
+  // registers itself synchronously before awaiting, so a hub being subscribed to is never idle here.)
+  // Targets stay (open sessions hold them; one small object per node seen), so a later subscribe
+  // re-creates the hub on the same live target.
+  const sweep = setInterval(() => {
+    for (const t of targets.values()) {
+      const hub = ws.hubs.get(t.slug);
+      if (hub !== undefined && hub.sharedSubscriptions() === 0 && hub.clientSubscriptions() === 0) {
+        ws.hubs.drop(t.slug);
+      }
+    }
+  }, opts.idleHubSweepMs ?? 30_000);
+  sweep.unref();
+  return {
+    close() {
+      clearInterval(sweep);
+    },
+  };
+}
+
+function decodeKey(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}

@@ -1,0 +1,65 @@
+import type { Registry } from "prom-client";
+import type { Logger } from "../../../shared/src/log/logger";
+import { RedisNames } from "../../../shared/src/redis/keys";
+import type { DataPlaneConfig } from "../config";
+import { createLimitsRedis } from "../ratelimit/redis-client";
+import { NoopUsageRecorder, RedisUsageRecorder, type UsageRecorder } from "./recorder";
+
+/** A recorder built from the data-plane configuration, plus what it owns (its Redis connection). */
+export interface OwnedUsageRecorder {
+  readonly recorder: UsageRecorder;
+  /** `recorder.start()` (periodic flush). */
+  start(): void;
+  /** Final flush (retried up to USAGE_CLOSE_TIMEOUT_MS), then the connection is closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * USAGE_MODE=redis: a RedisUsageRecorder on its own connection (offline queue off: a flush while Redis is
+ * down fails at once and the batch is retried on the next tick with the same batchId). USAGE_MODE=off: a
+ * no-op recorder.
+ */
+export function createUsageRecorder(
+  config: DataPlaneConfig,
+  opts: { logger?: Logger; registry?: Registry } = {},
+): OwnedUsageRecorder {
+  if (config.USAGE_MODE === "off") {
+    const recorder = new NoopUsageRecorder();
+    return { recorder, start() {}, close: () => recorder.close() };
+  }
+  const redis = createLimitsRedis(config.REDIS_URL, {
+    commandTimeoutMs: Math.max(config.REDIS_COMMAND_TIMEOUT_MS, 2_000),
+    name: `data-plane:${config.REDIS_KEY_PREFIX}usage`,
+  });
+  const logger = opts.logger;
+  redis.on("error", (err: Error) => logger?.warn({ err: err.message }, "usage redis connection error"));
+  let lastErrorLog = 0;
+  const recorder = new RedisUsageRecorder({
+    redis,
+    names: new RedisNames(config.REDIS_KEY_PREFIX),
+    registry: opts.registry,
+    config: {
+      flushIntervalMs: config.USAGE_FLUSH_INTERVAL_MS,
+      maxPendingRows: config.USAGE_MAX_PENDING_ROWS,
+      streamMaxLen: config.USAGE_STREAM_MAXLEN,
+      maxMethodsPerNetwork: config.USAGE_MAX_METHODS_PER_NETWORK,
+      closeTimeoutMs: config.USAGE_CLOSE_TIMEOUT_MS,
+    },
+    onError(err) {
+      const now = Date.now();
+      if (now - lastErrorLog < 10_000) return; // one line per 10 s while Redis is away
+      lastErrorLog = now;
+      logger?.warn({ err: (err as Error).message }, "usage flush failed; rows kept for the next flush");
+    },
+  });
+  return {
+    recorder,
+    start() {
+      recorder.start();
+    },
+    async close() {
+      await recorder.close();
+      redis.disconnect();
+    },
+  };
+}

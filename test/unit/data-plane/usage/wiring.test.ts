@@ -1,0 +1,128 @@
+import assert from "node:assert/strict";
+import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
+import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
+import {
+  createUsageRecorder,
+  NoopUsageRecorder,
+  RedisUsageRecorder,
+  type UsageContext,
+  type UsageRecorder,
+  usageWsHooks,
+} from "../../../../data-plane/src/usage";
+import type { WsSession } from "../../../../data-plane/src/ws/session";
+import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
+import { RedisNames } from "../../../../shared/src/redis/keys";
+import { UsageBatchSchema } from "../../../../shared/src/usage/contract";
+
+const WS = "11111111-1111-4111-8111-111111111111";
+const APP = "22222222-2222-4222-8222-222222222222";
+
+class CapturingRecorder implements UsageRecorder {
+  readonly seen: UsageContext[] = [];
+  record(ctx: UsageContext): void {
+    this.seen.push(ctx);
+  }
+  async flush(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+
+const key = { hash: "h", record: { kind: "app", workspaceId: WS, appId: APP } } as unknown as VerifiedKey;
+const session = (opts: { key?: VerifiedKey; pool?: boolean }) =>
+  ({
+    key: opts.key,
+    pool: opts.pool === false ? undefined : { slug: "eth" },
+    slug: "eth",
+  }) as unknown as WsSession;
+
+describe("data-plane: usage wiring", () => {
+  it("close() while a timer flush is in flight still writes the records made meanwhile", async () => {
+    let release: () => void = () => {};
+    const calls: string[] = [];
+    const redis = {
+      async xadd(_key: string, ...rest: (string | number)[]) {
+        if (calls.length === 0) await new Promise<void>((r) => (release = r));
+        calls.push(String(rest[rest.length - 1]));
+        return "1-0";
+      },
+    };
+    const rec = new RedisUsageRecorder({ redis, names: new RedisNames("t:"), instanceId: "i" });
+    const base = {
+      workspaceId: WS,
+      appId: APP,
+      network: "eth",
+      method: "eth_call",
+      category: ErrorCategory.Success,
+      latencyMs: 3,
+    };
+    rec.record(base);
+    const first = rec.flush(); // cut 1 row, XADD blocked
+    rec.record({ ...base, units: 4 }); // after the cut
+    const closing = rec.close(); // joins the running flush
+    release();
+    await first;
+    await closing;
+    const counts = calls.flatMap((c) => UsageBatchSchema.parse(JSON.parse(c)).rows.map((r) => r.count));
+    assert.deepEqual(counts, [1, 4]);
+  });
+
+  it("usageWsHooks: answered / rejected / notified with the key's workspace and app; public -> null; node endpoints under node-{id}; other custom endpoints skipped", () => {
+    const rec = new CapturingRecorder();
+    const hooks = usageWsHooks(rec);
+    assert.equal(hooks.admit(session({ key }), 3), undefined);
+    hooks.answered(session({ key }), "eth_call", ErrorCategory.NodeError, 0.0125);
+    hooks.rejected?.(session({ key }), "eth_call", ErrorCategory.TooManyRequests);
+    hooks.notified(session({}), "eth_subscription");
+    hooks.answered(session({ key, pool: false }), "eth_call", ErrorCategory.Success, 1);
+    const nodeKey = {
+      hash: "n",
+      record: { kind: "node", workspaceId: WS, appId: null, nodeId: "ABC-1" },
+    } as unknown as VerifiedKey;
+    hooks.notified(session({ key: nodeKey, pool: false }), "eth_subscription");
+    assert.deepEqual(rec.seen, [
+      {
+        workspaceId: WS,
+        appId: APP,
+        network: "eth",
+        method: "eth_call",
+        category: ErrorCategory.NodeError,
+        latencyMs: 12.5,
+      },
+      {
+        workspaceId: WS,
+        appId: APP,
+        network: "eth",
+        method: "eth_call",
+        category: ErrorCategory.TooManyRequests,
+        latencyMs: 0,
+      },
+      {
+        workspaceId: null,
+        appId: null,
+        network: "eth",
+        method: "eth_subscription",
+        category: ErrorCategory.Success,
+        latencyMs: 0,
+      },
+      {
+        workspaceId: WS,
+        appId: null,
+        network: "node-abc-1",
+        method: "eth_subscription",
+        category: ErrorCategory.Success,
+        latencyMs: 0,
+      },
+    ]);
+  });
+
+  it("config: USAGE_MODE (default redis) and USAGE_* in the data-plane config; off gives a no-op recorder", async () => {
+    const c = loadDataPlaneConfig({ USAGE_FLUSH_INTERVAL_MS: "250" });
+    assert.equal(c.USAGE_MODE, "redis");
+    assert.equal(c.USAGE_FLUSH_INTERVAL_MS, 250);
+    assert.equal(loadDataPlaneConfig({}).USAGE_FLUSH_INTERVAL_MS, 5_000);
+    const off = createUsageRecorder(loadDataPlaneConfig({ USAGE_MODE: "off" }));
+    assert.ok(off.recorder instanceof NoopUsageRecorder);
+    off.start();
+    await off.close();
+    assert.throws(() => loadDataPlaneConfig({ USAGE_MODE: "sometimes" }));
+  });
+});

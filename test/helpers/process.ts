@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 
 export interface StartedProcess {
   pid: number;
@@ -65,4 +66,44 @@ export async function startProcess(
   }
   await started.stop();
   throw new Error(`${cmd} not ready within ${opts.timeoutMs ?? 20_000} ms:\n${out}`);
+}
+
+/**
+ * PIDs of live processes whose command line contains `fragment` (e.g. a test's own temporary data dir,
+ * which only the processes that test started can carry). Reads /proc; the caller's own PID is excluded.
+ */
+export function pidsWithArgument(fragment: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, "utf8").includes(fragment)) pids.push(Number(name));
+    } catch {
+      // exited meanwhile, or not readable
+    }
+  }
+  return pids;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to each PID, then SIGKILL to whatever is still alive after `graceMs`. */
+export async function stopPids(pids: number[], graceMs = 3000): Promise<void> {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+  const deadline = Date.now() + graceMs;
+  while (pids.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  for (const pid of pids.filter(alive)) process.kill(pid, "SIGKILL");
 }

@@ -7,6 +7,7 @@ import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { NodeRecordSchema } from "../../../shared/src/redis/records";
+import { pidsWithArgument, stopPids } from "../../helpers/process";
 import { ADMIN_TOKEN, type Harness, type Json, startHarness } from "../control-plane/harness";
 
 export const NODE_FIELDS = `id displayName nodeType status statusReason imageVersion region workspaceId
@@ -83,6 +84,9 @@ export async function startNodesEnv(
       await dp.close();
       await worker?.close();
       await h.close();
+      // Node programs outlive the worker on purpose (a restarted worker adopts them), so stop the ones this
+      // env started: every one runs with its base path, or its wrapper script, inside this env's data dir.
+      await stopPids(pidsWithArgument(dataDir));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -50,6 +50,32 @@ function latencyStats(count: number, latencySum: number, buckets: number[]) {
   };
 }
 
+/** The ErrorBreakdown / UsageSeriesPoint field of a stored category (null: Success). */
+function categoryKey(category: ErrorCategory): keyof ErrorBreakdown | null {
+  switch (category) {
+    case ErrorCategory.Success:
+      return null;
+    case ErrorCategory.ServiceError:
+      return "serviceError";
+    case ErrorCategory.NodeError:
+      return "nodeError";
+    case ErrorCategory.ClientError:
+      return "clientError";
+    case ErrorCategory.TooManyRequests:
+      return "tooManyRequests";
+    default:
+      return "unknownError";
+  }
+}
+
+function emptyBreakdown(): ErrorBreakdown {
+  return { serviceError: 0, nodeError: 0, clientError: 0, tooManyRequests: 0, unknownError: 0 };
+}
+
+function emptyPoint(at: number): UsageSeriesPoint {
+  return { at: new Date(at), success: 0, errors: 0, ...emptyBreakdown() };
+}
+
 /**
  * Usage queries for the dashboard (GraphQL resolvers stay thin). Every query is scoped to one workspace
  * the caller may see (WorkspaceService checks), optionally narrowed to one app of it and one network.
@@ -133,46 +159,26 @@ export class UsageService {
        FROM ${w.table} WHERE ${w.sql} GROUP BY 1, 2`,
       w.params,
     );
-    const errors: ErrorBreakdown = {
-      serviceError: 0,
-      nodeError: 0,
-      clientError: 0,
-      tooManyRequests: 0,
-      unknownError: 0,
-    };
+    const errors: ErrorBreakdown = emptyBreakdown();
     const points = new Map<number, UsageSeriesPoint>();
-    for (let t = w.start; t < r.to.getTime(); t += w.step) {
-      points.set(t, { at: new Date(t), success: 0, errors: 0 });
-    }
+    for (let t = w.start; t < r.to.getTime(); t += w.step) points.set(t, emptyPoint(t));
     let success = 0;
     for (const row of rows) {
       const c = Number(row.c);
       const at = Number(row.at);
       let p = points.get(at);
       if (!p) {
-        p = { at: new Date(at), success: 0, errors: 0 };
+        p = emptyPoint(at);
         points.set(at, p);
       }
-      switch (row.category as ErrorCategory) {
-        case ErrorCategory.Success:
-          success += c;
-          p.success += c;
-          continue;
-        case ErrorCategory.ServiceError:
-          errors.serviceError += c;
-          break;
-        case ErrorCategory.NodeError:
-          errors.nodeError += c;
-          break;
-        case ErrorCategory.ClientError:
-          errors.clientError += c;
-          break;
-        case ErrorCategory.TooManyRequests:
-          errors.tooManyRequests += c;
-          break;
-        default:
-          errors.unknownError += c;
+      const key = categoryKey(row.category as ErrorCategory);
+      if (key === null) {
+        success += c;
+        p.success += c;
+        continue;
       }
+      errors[key] += c;
+      p[key] += c;
       p.errors += c;
     }
     const errTotal =

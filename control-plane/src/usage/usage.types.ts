@@ -50,12 +50,20 @@ export class ErrorBreakdown {
   @Field(() => Float) unknownError: number;
 }
 
-@ObjectType()
+@ObjectType({
+  description:
+    "Requests of one hour (or UTC day) by category; `errors` is the sum of the five error categories.",
+})
 export class UsageSeriesPoint {
   @Field(() => Date, { description: "Start of the hour (or UTC day for ranges over 7 days)." })
   at: Date;
   @Field(() => Float) success: number;
-  @Field(() => Float) errors: number;
+  @Field(() => Float, { description: "Requests in any category but Success." }) errors: number;
+  @Field(() => Float) serviceError: number;
+  @Field(() => Float) nodeError: number;
+  @Field(() => Float) clientError: number;
+  @Field(() => Float) tooManyRequests: number;
+  @Field(() => Float) unknownError: number;
 }
 
 @ObjectType()

@@ -225,6 +225,8 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       [ErrorCategory.NodeError, "eth_getLogs", 3],
       [ErrorCategory.ClientError, "eth_call", 2],
       [ErrorCategory.TooManyRequests, "eth_getBalance", 1],
+      [ErrorCategory.ServiceError, "eth_call", 1],
+      [ErrorCategory.UnknownError, "eth_getLogs", 1],
     ];
     for (let hr = 23; hr >= 1; hr--) {
       rec.clock.now = now - hr * HOUR;
@@ -318,6 +320,29 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       );
     }
     assert.ok(Number((await page.getByTestId("requests-total").textContent())!.replace(/\D/g, "")) > 100);
+    // The 24 h chart stacks Success and the five error categories; each series sums to its category tile.
+    const stacked = JSON.parse((await page.getByTestId("requests-chart").getAttribute("data-datasets"))!) as {
+      label: string;
+      total: number;
+    }[];
+    const labels = [
+      "Success",
+      "Client Error",
+      "Too Many Requests",
+      "Node Error",
+      "Service Error",
+      "Unknown Error",
+    ];
+    assert.deepEqual(
+      stacked.map((d) => d.label),
+      labels,
+    );
+    const card = page.locator('[data-card="Requests, last 24 hours"]');
+    for (const d of stacked) {
+      const tile = (await card.locator(".tile", { hasText: d.label }).locator(".big").textContent())!;
+      assert.ok(d.total > 0, d.label);
+      assert.equal(d.total, Number(tile.replace(/\D/g, "")), d.label);
+    }
     await page.getByTestId("limit-days").waitFor();
     assert.match((await page.getByTestId("today-count").textContent())!, /of 1,000 requests/);
     // Response time for one method.

@@ -22,25 +22,28 @@ interface UsageDay {
   byApp: { app: { id: string; name: string }; count: number }[];
 }
 
+interface ErrorBreakdown {
+  clientError: number;
+  nodeError: number;
+  serviceError: number;
+  tooManyRequests: number;
+  unknownError: number;
+}
+
 interface Report {
   requests24h: {
     total: number;
     success: number;
-    errors: {
-      clientError: number;
-      nodeError: number;
-      serviceError: number;
-      tooManyRequests: number;
-      unknownError: number;
-    };
-    series: { at: string; success: number; errors: number }[];
+    errors: ErrorBreakdown;
+    /** Per hour: Success and each error category (`errors` is their sum, unused here). */
+    series: ({ at: string; success: number } & ErrorBreakdown)[];
   };
   methods: MethodUsage[];
   history: UsageDay[];
   today: Today;
 }
 
-const CATEGORIES: { key: keyof Report["requests24h"]["errors"]; label: string; color: string }[] = [
+const CATEGORIES: { key: keyof ErrorBreakdown; label: string; color: string }[] = [
   { key: "clientError", label: "Client Error", color: "#f59e0b" },
   { key: "tooManyRequests", label: "Too Many Requests", color: "#a855f7" },
   { key: "nodeError", label: "Node Error", color: "#ef4444" },
@@ -58,7 +61,8 @@ export function UsagePage() {
     () =>
       gql<{ usage: Report }>(
         `query($f: UsageFilter!, $days: Int!) { usage(filter: $f) {
-          requests24h { total success series { at success errors }
+          requests24h { total success
+            series { at success clientError nodeError serviceError tooManyRequests unknownError }
             errors { clientError nodeError serviceError tooManyRequests unknownError } }
           methods { method requests errors p50 p95 avg }
           history(days: $days) { date total limitReached byApp { app { id name } count } }
@@ -142,7 +146,12 @@ function RequestsCard({ r }: { r: Report["requests24h"] }) {
     labels: r.series.map((p) => hourLabel(p.at, daily)),
     datasets: [
       { label: "Success", data: r.series.map((p) => p.success), backgroundColor: SUCCESS, stack: "s" },
-      { label: "Errors", data: r.series.map((p) => p.errors), backgroundColor: "#ef4444", stack: "s" },
+      ...CATEGORIES.map((c) => ({
+        label: c.label,
+        data: r.series.map((p) => p[c.key]),
+        backgroundColor: c.color,
+        stack: "s",
+      })),
     ],
   };
   return (
@@ -170,13 +179,21 @@ function RequestsCard({ r }: { r: Report["requests24h"] }) {
           </div>
         ))}
       </div>
-      <div className="chart">
+      {/* The canvas has no DOM legend: data-datasets names the stacked series (and their sums) for tests. */}
+      <div
+        className="chart"
+        data-testid="requests-chart"
+        data-datasets={JSON.stringify(
+          data.datasets.map((d) => ({ label: d.label, total: d.data.reduce((a, b) => a + b, 0) })),
+        )}
+      >
         <Bar
           data={data}
           options={{
             responsive: true,
             maintainAspectRatio: false,
             animation: false,
+            interaction: { mode: "index", intersect: false },
             scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } },
             plugins: { legend: { position: "bottom" } },
           }}

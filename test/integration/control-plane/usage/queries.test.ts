@@ -10,7 +10,7 @@ const DAY = 86_400_000;
 const C = ErrorCategory;
 
 const REPORT = `requests24h { total success errors { serviceError nodeError clientError tooManyRequests unknownError }
-    series { at success errors } }`;
+    series { at success errors serviceError nodeError clientError tooManyRequests unknownError } }`;
 
 describe("control-plane: usage queries (recorder -> stream -> ingestion -> GraphQL)", () => {
   let h: Harness;
@@ -115,8 +115,31 @@ describe("control-plane: usage queries (recorder -> stream -> ingestion -> Graph
     const sum = (k: string) => r.series.reduce((acc: number, p: Json) => acc + p[k], 0);
     assert.equal(sum("success"), 19);
     assert.equal(sum("errors"), 8);
-    const last = r.series[23];
-    assert.ok(last.success >= 4 && last.errors >= 5, "beta's traffic is in the current hour");
+    // Per category and hour, exactly: alpha's traffic at 00:00 UTC, beta's in the current hour (the same
+    // hour between 00:00 and 01:00 UTC), every other hour zero.
+    const zero = {
+      success: 0,
+      errors: 0,
+      serviceError: 0,
+      nodeError: 0,
+      clientError: 0,
+      tooManyRequests: 0,
+      unknownError: 0,
+    };
+    const expected = new Map<number, typeof zero>();
+    const add = (at: number, v: Partial<typeof zero>) => {
+      const p = { ...(expected.get(at) ?? zero) };
+      for (const [k, n] of Object.entries(v)) p[k as keyof typeof zero] += n;
+      expected.set(at, p);
+    };
+    add(todayStart, { success: 15, errors: 3, nodeError: 2, clientError: 1 });
+    add(curHour, { success: 4, errors: 5, serviceError: 1, tooManyRequests: 3, unknownError: 1 });
+    for (const p of r.series as Json[]) {
+      const { at, ...values } = p;
+      const t = new Date(at).getTime();
+      assert.deepEqual(values, expected.get(t) ?? zero, `hour ${new Date(t).toISOString()}`);
+    }
+    for (const k of Object.keys(r.errors)) assert.equal(sum(k), r.errors[k], k);
   });
 
   it("filters by app and network", async () => {
@@ -266,6 +289,25 @@ describe("control-plane: usage queries (recorder -> stream -> ingestion -> Graph
     assert.equal(d.requests24h.total, 27 + 20 + 8);
     assert.equal(d.requests24h.series.length, 10);
     assert.equal(d.requests24h.series[6].success, 20);
+    // Daily points carry the categories too: today's, from usage_day.
+    const daily = (
+      await h.ok(
+        `query($f: UsageFilter!) { usage(filter: $f) { requests24h { series {
+          at success errors serviceError nodeError clientError tooManyRequests unknownError } } } }`,
+        { f: { from, to } },
+        a.token,
+      )
+    ).usage.requests24h.series as Json[];
+    assert.deepEqual(daily[9], {
+      at: new Date(todayStart).toISOString(),
+      success: 19,
+      errors: 8,
+      serviceError: 1,
+      nodeError: 2,
+      clientError: 1,
+      tooManyRequests: 3,
+      unknownError: 1,
+    });
     const bad = await h.gql(q, { f: { from: to, to: from } }, a.token);
     assert.equal(code(bad), "BAD_USER_INPUT");
   });

@@ -1,10 +1,11 @@
 import { hash as oneShotHash } from "node:crypto";
-import { LRUCache } from "lru-cache";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
-import { CompiledAllowlist } from "../allowlist/allowlist";
+import type { CompiledAllowlist } from "../allowlist/allowlist";
 import type { PlaneState } from "../state/redis-state";
+import { compactKeyRecord } from "./compact";
+import { TtlLru } from "./ttl-lru";
 
 /** A verified key: its record plus what the hot path derives from it once. */
 export interface VerifiedKey {
@@ -36,6 +37,11 @@ export interface CachingKeyVerifierOptions {
   logger: Logger;
 }
 
+/** A cached verification: the result served on a hit, plus when the cache entry lapses (epoch ms). */
+interface CachedOk extends VerifiedOk {
+  readonly cachedUntilMs: number;
+}
+
 const UNKNOWN: VerifyResult = { ok: false, error: GatewayError.UnknownKey };
 const INTERNAL: VerifyResult = { ok: false, error: GatewayError.Internal };
 
@@ -45,25 +51,26 @@ const INTERNAL: VerifyResult = { ok: false, error: GatewayError.Internal };
  * remembered briefly (cleared at once by `key.upsert`); events and reconnects invalidate.
  */
 export class CachingKeyVerifier implements KeyVerifier {
-  private readonly positive: LRUCache<string, VerifiedOk>;
-  private readonly negative: LRUCache<string, true> | undefined;
+  private readonly positive: TtlLru<CachedOk>;
+  /** Unknown key hashes -> until when they are answered as unknown (epoch ms). */
+  private readonly negative: TtlLru<number> | undefined;
   private readonly pending = new Map<string, Promise<VerifyResult>>();
   /** Bumped by every invalidation; a Redis read that started before one does not fill the cache. */
   private generation = 0;
 
   constructor(private readonly opts: CachingKeyVerifierOptions) {
-    this.positive = new LRUCache({ max: opts.maxEntries, ttl: opts.ttlMs, ttlAutopurge: false });
+    this.positive = new TtlLru(opts.maxEntries, (e) => e.cachedUntilMs);
     this.negative =
-      opts.negativeTtlMs > 0
-        ? new LRUCache({ max: Math.min(opts.maxEntries, 100_000), ttl: opts.negativeTtlMs })
-        : undefined;
+      opts.negativeTtlMs > 0 ? new TtlLru(Math.min(opts.maxEntries, 100_000), (until) => until) : undefined;
   }
 
   verify(apiKey: string, nowMs: number): VerifyResult | Promise<VerifyResult> {
     const hash = oneShotHash("sha256", apiKey, "hex");
-    const hit = this.positive.get(hash);
+    // Cache lifetimes run on the wall clock, not on `nowMs` (the key's own expiry is checked against that).
+    const clock = Date.now();
+    const hit = this.positive.get(hash, clock);
     if (hit !== undefined) return checkExpiry(hit, nowMs);
-    if (this.negative?.has(hash)) return UNKNOWN;
+    if (this.negative?.has(hash, clock)) return UNKNOWN;
     let p = this.pending.get(hash);
     if (p === undefined) {
       p = this.load(hash);
@@ -77,12 +84,14 @@ export class CachingKeyVerifier implements KeyVerifier {
     try {
       const record = await this.opts.state.getKey(hash);
       if (record === null) {
-        if (gen === this.generation) this.negative?.set(hash, true);
+        if (gen === this.generation) this.negative?.set(hash, Date.now() + this.opts.negativeTtlMs);
         return UNKNOWN;
       }
-      const ok: VerifiedOk = {
+      const compact = compactKeyRecord(record);
+      const ok: CachedOk = {
         ok: true,
-        key: { hash, record, allowlist: new CompiledAllowlist(record.allowlist) },
+        key: { hash, record: compact.record, allowlist: compact.allowlist },
+        cachedUntilMs: Date.now() + this.opts.ttlMs,
       };
       if (gen === this.generation) this.positive.set(hash, ok);
       return ok;

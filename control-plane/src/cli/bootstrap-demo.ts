@@ -1,17 +1,12 @@
 import "reflect-metadata";
-import { Redis } from "ioredis";
-import pino from "pino";
-import { REDACT_PATHS } from "../../../shared/src/log/logger";
 import { Account } from "../accounts/account.entity";
 import { App, AppEnvironment } from "../apps/app.entity";
 import { buildEndpoints } from "../apps/endpoints";
 import { RequestContext } from "../auth/context";
-import { loadConfig } from "../config";
-import { createDataSource, migrate } from "../db/data-source";
-import { ensureDatabase } from "../db/ensure-database";
 import { Network, NetworkProtocol } from "../networks/network.entity";
 import { Upstream } from "../networks/upstream.entity";
 import { createServices, Services } from "../services";
+import { runCli } from "./run-cli";
 
 export interface BootstrapDemoOptions {
   upstreamUrl: string;
@@ -121,36 +116,15 @@ function arg(name: string): string | undefined {
  * `node dist/control-plane/src/cli/bootstrap-demo.js --upstream http://127.0.0.1:8545 [--upstream-ws ws://...]
  *  [--email demo@example.com] [--password demo-password]` -> JSON on stdout.
  */
-async function main(): Promise<void> {
-  const config = loadConfig();
-  // Logs go to stderr: stdout carries only the JSON result.
-  const log = pino(
-    { name: "bootstrap-demo", level: config.logLevel, redact: { paths: REDACT_PATHS, censor: "[redacted]" } },
-    pino.destination(2),
-  );
-  await ensureDatabase(config.databaseUrl);
-  const ds = createDataSource(config.databaseUrl, 2);
-  await ds.initialize();
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
-  try {
-    await migrate(ds);
-    const services = createServices(config, ds, redis, log);
-    const res = await bootstrapDemo(services, {
+function main(): void {
+  runCli("bootstrap-demo", ({ config, ds, redis, log }) =>
+    bootstrapDemo(createServices(config, ds, redis, log), {
       upstreamUrl: arg("upstream") ?? process.env.DEMO_UPSTREAM_URL ?? "http://127.0.0.1:8545",
       upstreamWsUrl: arg("upstream-ws") ?? null,
       email: arg("email"),
       password: arg("password"),
-    });
-    process.stdout.write(`${JSON.stringify(res, null, 2)}\n`);
-  } finally {
-    await redis.quit().catch(() => redis.disconnect());
-    await ds.destroy();
-  }
+    }),
+  );
 }
 
-if (require.main === module) {
-  main().catch((err) => {
-    process.stderr.write(`bootstrap-demo failed: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  });
-}
+if (require.main === module) main();

@@ -104,7 +104,11 @@ describe("data-plane quota: two instances through real Redis", function () {
     await Promise.all([ready(a.redis), ready(b.redis)]);
     a.q.record("ws-out", 10);
     b.q.record("ws-out", 1);
-    await sleep(150);
+    // Both flushes must have landed and been read back by `a` before the cut: each instance flushes on its
+    // own timer, so wait for `a` to see the global 11 rather than sleeping a fixed time.
+    const seenBy = Date.now() + 5_000;
+    while (a.q.check("ws-out", plan(1e9)).count < 11 && Date.now() < seenBy) await sleep(20);
+    assert.equal(a.q.check("ws-out", plan(1e9)).count, 11, "a never saw both instances' units");
     await proxy.cut();
     for (let i = 0; i < 1000; i++) a.q.record("ws-out", 1);
     for (let i = 0; i < 50; i++) b.q.record("ws-out", 1);

@@ -16,15 +16,6 @@ import { errorJson } from "../server/respond";
 import type { UsageRecorder } from "../usage/recorder";
 import type { NodeLookup } from "./node-directory";
 
-/** A dedicated node that is not running or not synced (yet). */
-export const NodeUnavailable: ErrorRow = Object.freeze({
-  httpStatus: 503,
-  code: -32603,
-  category: ErrorCategory.NodeError,
-  reason: "node_unavailable",
-  message: "Dedicated node is not available",
-});
-
 /** Node statuses in which the endpoint forwards. */
 const SERVING = new Set(["SYNCED"]);
 
@@ -94,7 +85,7 @@ export class NodeGateway {
     } catch {
       return { ok: false, error: GatewayError.Internal };
     }
-    if (node === null) return { ok: false, error: NodeUnavailable };
+    if (node === null) return { ok: false, error: GatewayError.NodeUnavailable };
     return { ok: true, key: v.key, node };
   }
 
@@ -162,10 +153,10 @@ export class NodeGateway {
     }
     const rate = admission?.rate;
     if (!this.serving(node)) {
-      usage(methods, () => NodeUnavailable.category);
+      usage(methods, () => GatewayError.NodeUnavailable.category);
       return {
         ...fail(
-          NodeUnavailable,
+          GatewayError.NodeUnavailable,
           wholeId,
           requestId,
           undefined,

@@ -1,10 +1,10 @@
-import type { ErrorRow } from "../../../shared/src/jsonrpc/errors";
+import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import { errorJson } from "../server/respond";
 import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
 import type { SubscriptionTarget } from "../ws/hub";
 import type { CustomSessionInit } from "../ws/session";
-import { type NodeGateway, NodeUnavailable } from "./node-gateway";
+import type { NodeGateway } from "./node-gateway";
 
 /**
  * Where a node's subscriptions go: one live target per node (the WS gateway keeps one subscription hub
@@ -78,7 +78,7 @@ export function registerNodeWsRoutes(
       const a = await gateway.authorize(nodeId, apiKey);
       if (!a.ok) return a.error;
       if (!accepted.has(info)) {
-        if (!gateway.serving(a.node)) return NodeUnavailable;
+        if (!gateway.serving(a.node)) return GatewayError.NodeUnavailable;
         accepted.add(info);
       }
       const target = targetFor(a.node);

@@ -120,6 +120,14 @@ export const GatewayError = Object.freeze({
     "upstream_bad_response",
     "Upstream node answered with an invalid response",
   ),
+  /** A dedicated node that is not running or not synced (yet). */
+  NodeUnavailable: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "node_unavailable",
+    "Dedicated node is not available",
+  ),
   Internal: row(500, -32603, ErrorCategory.ServiceError, "internal", "Internal gateway error"),
 });
 export type GatewayErrorName = keyof typeof GatewayError;

@@ -37,29 +37,11 @@ export interface UpgradeInfo {
  */
 export type Authorize = (info: UpgradeInfo) => SessionInit | ErrorRow | Promise<SessionInit | ErrorRow>;
 
-/** Per-connection limit answers (not in the HTTP table: they exist only on a WebSocket). */
+/** The WebSocket-only rows of the shared error table, by their use here. */
 export const WsLimitError = Object.freeze({
-  InFlight: Object.freeze({
-    httpStatus: 429,
-    code: -32005,
-    category: ErrorCategory.TooManyRequests,
-    reason: "ws_in_flight_limit",
-    message: "Too many requests: too many requests in flight on this connection",
-  }) as ErrorRow,
-  Subscriptions: Object.freeze({
-    httpStatus: 429,
-    code: -32005,
-    category: ErrorCategory.TooManyRequests,
-    reason: "ws_subscription_limit",
-    message: "Too many requests: too many subscriptions on this connection",
-  }) as ErrorRow,
-  NoSubscriptions: Object.freeze({
-    httpStatus: 503,
-    code: -32603,
-    category: ErrorCategory.NodeError,
-    reason: "no_upstream_websocket",
-    message: "Subscriptions are not available on this network (no upstream WebSocket)",
-  }) as ErrorRow,
+  InFlight: GatewayError.WsInFlightLimit,
+  Subscriptions: GatewayError.WsSubscriptionLimit,
+  NoSubscriptions: GatewayError.NoUpstreamWebSocket,
 });
 
 interface Answer {

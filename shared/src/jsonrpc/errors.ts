@@ -120,6 +120,30 @@ export const GatewayError = Object.freeze({
     "upstream_bad_response",
     "Upstream node answered with an invalid response",
   ),
+  /** WebSocket only: the connection has too many requests in flight (WS_MAX_IN_FLIGHT_PER_CONNECTION). */
+  WsInFlightLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "ws_in_flight_limit",
+    "Too many requests: too many requests in flight on this connection",
+  ),
+  /** WebSocket only: the connection has too many subscriptions (WS_MAX_SUBSCRIPTIONS_PER_CONNECTION). */
+  WsSubscriptionLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "ws_subscription_limit",
+    "Too many requests: too many subscriptions on this connection",
+  ),
+  /** WebSocket only: the network has no upstream WebSocket to carry subscriptions. */
+  NoUpstreamWebSocket: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "no_upstream_websocket",
+    "Subscriptions are not available on this network (no upstream WebSocket)",
+  ),
   /** A dedicated node that is not running or not synced (yet). */
   NodeUnavailable: row(
     503,

@@ -101,11 +101,13 @@ export async function startGateway(o: {
   redisUrl: string;
   prefix: string;
   env?: NodeJS.ProcessEnv;
+  /** Extra node flags (e.g. `--cpu-prof`, which NODE_OPTIONS does not accept). */
+  nodeArgs?: string[];
 }): Promise<Gateway> {
   if (!existsSync(GATEWAY_MAIN)) throw new Error(`gateway not built: ${GATEWAY_MAIN} is missing`);
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const proc = await startProcess(process.execPath, [GATEWAY_MAIN], {
+  const proc = await startProcess(process.execPath, [...(o.nodeArgs ?? []), GATEWAY_MAIN], {
     env: {
       DATA_PLANE_PORT: String(port),
       DATA_PLANE_HOST: "127.0.0.1",

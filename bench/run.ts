@@ -19,6 +19,7 @@ import { join, resolve } from "node:path";
 import { Pool } from "undici";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
+import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type Nginx, startNginx } from "./nginx";
@@ -46,16 +47,6 @@ const cfg = {
 const BENCH_DIR = resolve(__dirname, "../../bench");
 const OUT_DIR = join(BENCH_DIR, "out");
 const RESULTS = process.env.BENCH_RESULTS || join(BENCH_DIR, "results.json");
-
-const CHAIN_ID_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
-const BATCH_100_BODY = JSON.stringify(
-  Array.from({ length: 100 }, (_, i) => ({
-    jsonrpc: "2.0",
-    id: i + 1,
-    method: "eth_getBalance",
-    params: [`0x${(i + 1).toString(16).padStart(40, "0")}`, "latest"],
-  })),
-);
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 

@@ -12,6 +12,8 @@ export interface VerifiedKey {
   readonly hash: string;
   readonly record: KeyRecord;
   readonly allowlist: CompiledAllowlist;
+  /** The rate limiter's identifier, memoized by `keyIdentifier` / `nodeIdentifier` (a string built per request would be hashed per request). */
+  limitId?: string;
 }
 
 export type VerifiedOk = { ok: true; key: VerifiedKey };

@@ -57,14 +57,18 @@ export interface AdmissionOptions {
 
 /** The rate limiter's identifier for a key: per app, else per key. */
 export function keyIdentifier(key: VerifiedKey): string {
+  if (key.limitId !== undefined) return key.limitId;
   const appId = key.record.appId;
-  return appId !== null && appId !== "" ? `app:${appId}` : `key:${key.hash}`;
+  key.limitId = appId !== null && appId !== "" ? `app:${appId}` : `key:${key.hash}`;
+  return key.limitId;
 }
 
 /** The rate limiter's identifier for a dedicated node's key: per node (a regenerated key keeps the budget). */
 export function nodeIdentifier(key: VerifiedKey): string {
+  if (key.limitId !== undefined) return key.limitId;
   const nodeId = key.record.nodeId;
-  return nodeId !== null && nodeId !== "" ? `node:${nodeId}` : `key:${key.hash}`;
+  key.limitId = nodeId !== null && nodeId !== "" ? `node:${nodeId}` : `key:${key.hash}`;
+  return key.limitId;
 }
 
 export class LimitsGate {

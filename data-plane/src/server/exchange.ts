@@ -3,7 +3,7 @@ import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/
 import { clientIp } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
-import { type Refused, rateLimitHeaders } from "../limits/admission";
+import type { Refused } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
@@ -23,6 +23,9 @@ export interface ExchangeTracker {
   unwatchBody(x: RpcExchange): void;
 }
 
+/** What a pipeline step returns: a promise only when it has to wait (key lookup, upstream call). */
+type Pending = Promise<void> | void;
+
 const EXPOSE_HEADERS = "X-Request-Id, X-Cache, X-RateLimit-Limit, X-RateLimit-Remaining, Retry-After";
 
 /**
@@ -35,6 +38,8 @@ export class RpcExchange {
   /** When the first partial body chunk arrived (set only for multi-chunk bodies). */
   bodyStartedAtMs = 0;
   private done = false;
+  /** True while running synchronously inside uWS's onData callback, where writes need no cork. */
+  private inDataCallback = false;
   private aborted = false;
   private chunks: Buffer[] | undefined;
   private bytes = 0;
@@ -66,7 +71,8 @@ export class RpcExchange {
   ) {
     this.apiKey = endpoint === Endpoint.App ? req.getQuery("apikey") || req.getHeader("apikey") : "";
     this.origin = req.getHeader("origin");
-    this.forwardedFor = req.getHeader("x-forwarded-for");
+    // Only consulted when the peer is a trusted proxy: not read (one native call less) without any.
+    this.forwardedFor = ctx.trustedProxies.length > 0 ? req.getHeader("x-forwarded-for") : "";
     if (this.origin !== "") this.allowOrigin = endpoint === Endpoint.Public ? "*" : this.origin;
     res.onAborted(() => {
       this.aborted = true;
@@ -115,10 +121,16 @@ export class RpcExchange {
         text = Buffer.concat(this.chunks).toString("utf8");
         this.chunks = undefined;
       }
-      void this.process(text).catch((err: unknown) => {
-        this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
-        this.fail(GatewayError.Internal, "null");
-      });
+      // Synchronous up to the first upstream call (or key lookup): a cache hit creates no promise.
+      this.inDataCallback = true;
+      try {
+        const pending = this.process(text);
+        if (pending instanceof Promise) pending.catch(this.onPipelineError);
+      } catch (err) {
+        this.onPipelineError(err);
+      } finally {
+        this.inDataCallback = false;
+      }
     } else {
       // The chunk's memory is only valid during this callback: copy it.
       const copy = Buffer.from(new Uint8Array(chunk).slice());
@@ -132,6 +144,11 @@ export class RpcExchange {
     }
   }
 
+  private readonly onPipelineError = (err: unknown): void => {
+    this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
+    this.fail(GatewayError.Internal, "null");
+  };
+
   /** Slow-body defence: closes the connection when the body did not arrive in time. */
   timeOut(): void {
     if (this.done) return;
@@ -142,25 +159,33 @@ export class RpcExchange {
     this.res.close();
   }
 
-  private async process(text: string): Promise<void> {
-    let key: VerifiedKey | undefined;
+  private process(text: string): Pending {
     if (this.endpoint === Endpoint.App) {
-      let v = this.verification!;
-      if (v instanceof Promise) v = await v;
-      if (this.aborted) return;
-      if (!v.ok) return this.fail(v.error, "null");
-      key = v.key;
-      if (key.record.kind !== "app") return this.fail(GatewayError.UnknownKey, "null");
-      this.usageKey = key;
-      if (!key.allowlist.empty) {
-        const refused = key.allowlist.check(this.origin, () => this.clientAddress());
-        if (refused !== undefined) {
-          this.allowOrigin = "";
-          return this.fail(refused, "null");
-        }
-        if (key.allowlist.restrictsOrigin && !key.allowlist.originAllowed(this.origin)) this.allowOrigin = "";
-      }
+      const v = this.verification!;
+      if (v instanceof Promise) return v.then((r) => this.verified(r, text));
+      return this.verified(v, text);
     }
+    return this.admitted(undefined, text);
+  }
+
+  private verified(v: VerifyResult, text: string): Pending {
+    if (this.aborted) return;
+    if (!v.ok) return this.fail(v.error, "null");
+    const key = v.key;
+    if (key.record.kind !== "app") return this.fail(GatewayError.UnknownKey, "null");
+    this.usageKey = key;
+    if (!key.allowlist.empty) {
+      const refused = key.allowlist.check(this.origin, () => this.clientAddress());
+      if (refused !== undefined) {
+        this.allowOrigin = "";
+        return this.fail(refused, "null");
+      }
+      if (key.allowlist.restrictsOrigin && !key.allowlist.originAllowed(this.origin)) this.allowOrigin = "";
+    }
+    return this.admitted(key, text);
+  }
+
+  private admitted(key: VerifiedKey | undefined, text: string): Pending {
     const parsed = parseRpcBody(text);
     if (!parsed.ok) return this.fail(parsed.error, parsed.idText, parsed.limit);
     if (!parsed.batch) this.usageMethod = parsed.call.method;
@@ -227,7 +252,7 @@ export class RpcExchange {
     return clientIp(peer, this.forwardedFor, this.ctx.trustedProxies);
   }
 
-  private async single(call: RpcCall): Promise<void> {
+  private single(call: RpcCall): Pending {
     const network = this.pool.record;
     const blocked = this.ctx.policy.check(call.method, network);
     if (blocked !== undefined) {
@@ -242,47 +267,47 @@ export class RpcExchange {
       this.served(1);
       return this.send(200, body);
     }
-    let result: CallResult;
     const cache = this.ctx.cache;
     const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
-    if (rule !== CacheRule.Never) {
-      const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
-      let head = 0;
-      if (rule === CacheRule.PerBlock) head = this.pool.cacheHead();
-      if (head >= 0) {
-        const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
-        const hit = cache.get(cacheKey);
-        if (hit !== undefined) {
-          this.ctx.metrics.cache(network.slug, true);
-          const elapsed = this.elapsed();
-          this.ctx.metrics.request(network.slug, hit.category, elapsed);
-          this.usage(call.method, hit.category, elapsed);
-          this.xCache = "HIT";
-          if (call.idText === undefined) return this.send(204, "");
-          this.served(1);
-          return this.send(200, replyJson(call.idText, hit.tail));
-        }
-        this.ctx.metrics.cache(network.slug, false);
-        this.xCache = "MISS";
-        const pool = this.pool;
-        result = await cache.merge(cacheKey, () => pool.call(call, paramsJson));
-        if (result.ok && result.reply.kind === ReplyKind.Result) {
-          cache.set(
-            cacheKey,
-            result.reply,
-            rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined,
-          );
-        }
-      } else {
-        result = await this.pool.call(call);
-      }
-    } else {
-      result = await this.pool.call(call);
+    if (rule === CacheRule.Never) return this.forward(call, this.pool.call(call));
+    const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
+    const head = rule === CacheRule.PerBlock ? this.pool.cacheHead() : 0;
+    if (head < 0) return this.forward(call, this.pool.call(call));
+    const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
+    const hit = cache.get(cacheKey);
+    if (hit !== undefined) {
+      this.ctx.metrics.cache(network.slug, true);
+      const elapsed = this.elapsed();
+      this.ctx.metrics.request(network.slug, hit.category, elapsed);
+      this.usage(call.method, hit.category, elapsed);
+      this.xCache = "HIT";
+      if (call.idText === undefined) return this.send(204, "");
+      this.served(1);
+      return this.send(200, replyJson(call.idText, hit.tail));
     }
+    this.ctx.metrics.cache(network.slug, false);
+    this.xCache = "MISS";
+    const pool = this.pool;
+    const ttlMs = rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined;
+    const result = cache.merge(cacheKey, () => pool.call(call, paramsJson));
+    return this.forward(call, result, (r) => {
+      if (r.ok && r.reply.kind === ReplyKind.Result) cache.set(cacheKey, r.reply, ttlMs);
+    });
+  }
+
+  /** Waits for the upstream's answer to a single call and sends it (`onResult` first, e.g. to cache it). */
+  private async forward(
+    call: RpcCall,
+    pending: Promise<CallResult>,
+    onResult?: (r: CallResult) => void,
+  ): Promise<void> {
+    const result = await pending;
+    onResult?.(result);
     if (this.aborted) return;
     if (!result.ok) {
       return this.fail(result.error, call.idText ?? "null");
     }
+    const network = this.pool.record;
     const elapsed = this.elapsed();
     this.ctx.metrics.request(network.slug, result.reply.category, elapsed);
     this.usage(call.method, result.reply.category, elapsed);
@@ -387,35 +412,45 @@ export class RpcExchange {
     this.send(row.httpStatus, body);
   }
 
-  /** Writes the response (corked). While the server drains, the connection is closed after it. */
+  /**
+   * Writes the response: directly while inside uWS's data callback (uWS has the socket corked there),
+   * corked otherwise. While the server drains, the connection is closed after it.
+   */
   private send(status: number, body: string): void {
     if (this.done) return;
     this.finish();
     if (this.aborted) return;
+    if (this.inDataCallback) this.write(status, body);
+    else this.res.cork(() => this.write(status, body));
+  }
+
+  private write(status: number, body: string): void {
     const res = this.res;
+    // uWS writes "200 OK" itself when no status was written.
+    if (status !== 200) res.writeStatus(STATUS[status] ?? `${status} Error`);
+    // Every header in one writeHeader call (each native call costs about as much as building the whole
+    // block): the value carries the following header lines. Safe because no value can hold CR or LF:
+    // they are ours, or request header values, which uWS refuses when they contain control characters.
+    let block = this.requestId;
+    const origin = this.allowOrigin;
+    if (origin !== "") {
+      block += `\r\naccess-control-allow-origin: ${origin}\r\naccess-control-expose-headers: ${EXPOSE_HEADERS}`;
+      if (origin !== "*") block += "\r\nvary: Origin";
+    }
+    if (this.xCache !== "") block += `\r\nx-cache: ${this.xCache}`;
+    const rate = this.rate;
+    if (rate !== undefined && rate.limit < Number.POSITIVE_INFINITY) {
+      block += `\r\nx-ratelimit-limit: ${rate.limit}\r\nx-ratelimit-remaining: ${rate.remaining}`;
+    }
+    if (this.retryAfterS > 0) block += `\r\nretry-after: ${this.retryAfterS}`;
     const close = this.tracker.closing;
-    res.cork(() => {
-      res.writeStatus(STATUS[status] ?? `${status} Error`);
-      res.writeHeader("x-request-id", this.requestId);
-      if (this.allowOrigin !== "") {
-        res.writeHeader("access-control-allow-origin", this.allowOrigin);
-        res.writeHeader("access-control-expose-headers", EXPOSE_HEADERS);
-        if (this.allowOrigin !== "*") res.writeHeader("vary", "Origin");
-      }
-      if (this.xCache !== "") res.writeHeader("x-cache", this.xCache);
-      const rl = rateLimitHeaders(this.rate);
-      if (rl !== undefined) {
-        res.writeHeader("x-ratelimit-limit", rl[0]);
-        res.writeHeader("x-ratelimit-remaining", rl[1]);
-      }
-      if (this.retryAfterS > 0) res.writeHeader("retry-after", String(this.retryAfterS));
-      if (status === 204) {
-        res.endWithoutBody(0, close);
-      } else {
-        res.writeHeader("content-type", "application/json");
-        res.end(body, close);
-      }
-    });
+    if (status === 204) {
+      res.writeHeader("x-request-id", block);
+      res.endWithoutBody(0, close);
+    } else {
+      res.writeHeader("x-request-id", `${block}\r\ncontent-type: application/json`);
+      res.end(body, close);
+    }
   }
 
   private finish(): void {
@@ -430,6 +465,7 @@ export class RpcExchange {
 }
 
 function isJsonContentType(value: string): boolean {
+  if (value === "application/json") return true;
   if (value.length < 16) return false;
   const v = value.toLowerCase();
   if (!v.startsWith("application/json")) return false;

@@ -42,6 +42,8 @@ export interface CachingKeyVerifierOptions {
 /** A cached verification: the result served on a hit, plus when the cache entry lapses (epoch ms). */
 interface CachedOk extends VerifiedOk {
   readonly cachedUntilMs: number;
+  /** When the LRU last moved it to the most recent end (epoch ms). */
+  bumpedAtMs: number;
 }
 
 const UNKNOWN: VerifyResult = { ok: false, error: GatewayError.UnknownKey };
@@ -61,7 +63,12 @@ export class CachingKeyVerifier implements KeyVerifier {
   private generation = 0;
 
   constructor(private readonly opts: CachingKeyVerifierOptions) {
-    this.positive = new TtlLru(opts.maxEntries, (e) => e.cachedUntilMs);
+    this.positive = new TtlLru(opts.maxEntries, (e) => e.cachedUntilMs, {
+      at: (e) => e.bumpedAtMs,
+      set: (e, nowMs) => {
+        e.bumpedAtMs = nowMs;
+      },
+    });
     this.negative =
       opts.negativeTtlMs > 0 ? new TtlLru(Math.min(opts.maxEntries, 100_000), (until) => until) : undefined;
   }
@@ -94,6 +101,7 @@ export class CachingKeyVerifier implements KeyVerifier {
         ok: true,
         key: { hash, record: compact.record, allowlist: compact.allowlist },
         cachedUntilMs: Date.now() + this.opts.ttlMs,
+        bumpedAtMs: Date.now(),
       };
       if (gen === this.generation) this.positive.set(hash, ok);
       return ok;

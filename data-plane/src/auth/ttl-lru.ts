@@ -5,6 +5,9 @@
  * slots are used. The expiry (epoch ms) is read from the value itself, so an entry costs one Map slot and
  * no wrapper object.
  */
+/** Approximate-recency granularity (ms) for maps built with `bumped`. */
+export const BUMP_INTERVAL_MS = 1_000;
+
 export class TtlLru<V> {
   private readonly map = new Map<string, V>();
 
@@ -12,15 +15,28 @@ export class TtlLru<V> {
     private readonly max: number,
     /** When the value stops being served (epoch ms, compared with `nowMs`). */
     private readonly expiresAtMs: (value: V) => number,
+    /**
+     * Optional approximate recency: when the value was last moved to the end, readable and settable. A hit
+     * then moves an entry at most once per `BUMP_INTERVAL_MS` (a key used thousands of times a second
+     * costs one Map delete + set per second, not per request); eviction order is exact to that interval.
+     */
+    private readonly bumped?: { at(value: V): number; set(value: V, nowMs: number): void },
   ) {}
 
-  /** The live value (now the most recently used), or undefined; an expired entry is dropped. */
+  /** The live value (now among the most recently used), or undefined; an expired entry is dropped. */
   get(key: string, nowMs: number): V | undefined {
     const v = this.map.get(key);
     if (v === undefined) return undefined;
-    this.map.delete(key);
-    if (this.expiresAtMs(v) <= nowMs) return undefined;
-    this.map.set(key, v);
+    if (this.expiresAtMs(v) <= nowMs) {
+      this.map.delete(key);
+      return undefined;
+    }
+    const bumped = this.bumped;
+    if (bumped === undefined || nowMs - bumped.at(v) >= BUMP_INTERVAL_MS) {
+      this.map.delete(key);
+      this.map.set(key, v);
+      bumped?.set(v, nowMs);
+    }
     return v;
   }
 

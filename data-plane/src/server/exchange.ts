@@ -270,7 +270,7 @@ export class RpcExchange {
     const cache = this.ctx.cache;
     const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
     if (rule === CacheRule.Never) return this.forward(call, this.pool.call(call));
-    const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
+    const paramsJson = paramsText(call.params);
     const head = rule === CacheRule.PerBlock ? this.pool.cacheHead() : 0;
     if (head < 0) return this.forward(call, this.pool.call(call));
     const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
@@ -462,6 +462,13 @@ export class RpcExchange {
     }
     this.tracker.end();
   }
+}
+
+/** Params as JSON text for cache keys and forwarding ("" when absent); `[]` (common: eth_chainId) without a stringify. */
+function paramsText(params: unknown): string {
+  if (params === undefined) return "";
+  if (Array.isArray(params) && params.length === 0) return "[]";
+  return JSON.stringify(params);
 }
 
 function isJsonContentType(value: string): boolean {

@@ -9,7 +9,8 @@
  * noisy than req/s on a shared machine. PROFILE=0 runs without the profiler (the profiler's sampling
  * costs CPU too).
  * Environment: BENCH_CONNECTIONS (64), BENCH_THREADS (1), REDIS_URL, GATEWAY_ENV (extra `K=V,K=V` for the
- * gateway, e.g. `CACHE_MAX_BYTES=0`), GATEWAY_NODE_ARGS (node flags for the gateway, space-separated).
+ * gateway, e.g. `CACHE_MAX_BYTES=0`), GATEWAY_OUTPUT=1 (print the gateway's output, e.g. with
+ * GATEWAY_NODE_ARGS=--trace-gc), GATEWAY_NODE_ARGS (node flags for the gateway, space-separated).
  */
 
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -124,6 +125,7 @@ async function main(): Promise<void> {
       );
     } finally {
       await gw.proc.stop(); // SIGTERM: the gateway drains and exits, and node writes the profile
+      if (process.env.GATEWAY_OUTPUT === "1") process.stdout.write(gw.proc.output());
     }
   } finally {
     await stub.stop();

@@ -38,6 +38,12 @@ export const dataPlaneEnvShape = {
   REDIS_COMMAND_TIMEOUT_MS: env.int(1_000, 50, 60_000),
   /** Response cache bound (approximate bytes of cached JSON text). 0 disables the cache. */
   CACHE_MAX_BYTES: env.int(64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
+  /**
+   * When an answer enters the cache: `second` (default) only when its key was requested before, recently,
+   * so one-off requests never take cache memory (data-plane/src/cache/doorkeeper.ts); `first` stores every
+   * cacheable answer at once.
+   */
+  CACHE_ADMISSION: z.enum(["second", "first"]).default("second"),
   /** Upper bound on the life of a per-block cache entry, should head tracking stall. */
   CACHE_PER_BLOCK_TTL_MS: env.int(2_000, 10, 600_000),
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),

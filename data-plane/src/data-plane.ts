@@ -96,7 +96,9 @@ export async function startDataPlane(
     logger,
   );
   const cache =
-    config.CACHE_MAX_BYTES > 0 ? new LruResponseCache(config.CACHE_MAX_BYTES) : new NoopResponseCache();
+    config.CACHE_MAX_BYTES > 0
+      ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
+      : new NoopResponseCache();
   const limits = overrides.limits ?? createLimits(config, logger, { clock: overrides.clock });
   const gate = new LimitsGate({ limits, metrics, publicPerSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND });
   const ownedUsage =

@@ -1,5 +1,6 @@
 import { LRUCache } from "lru-cache";
 import type { CallResult, Reply } from "../upstream/reply";
+import { Doorkeeper } from "./doorkeeper";
 
 /** Cached answers to single calls, bounded by bytes, plus sharing of identical in-flight calls. */
 export interface ResponseCache {
@@ -13,6 +14,15 @@ export interface ResponseCache {
 
 /** Rough per-entry overhead (object headers, LRU bookkeeping) added to the text sizes. */
 const ENTRY_OVERHEAD = 96;
+
+/** Doorkeeper fingerprints (4 bytes each, 1 MiB): "recently" = within about this many distinct keys. */
+const DOORKEEPER_SLOTS = 1 << 18;
+
+/**
+ * When an answer is stored: on the `second` request for its key (within the doorkeeper's memory; the
+ * default, see doorkeeper.ts) or on the `first`.
+ */
+export type CacheAdmission = "first" | "second";
 
 export class LruResponseCache implements ResponseCache {
   readonly enabled = true;
@@ -32,7 +42,10 @@ export class LruResponseCache implements ResponseCache {
   private expiryAtMs: number[] = [];
   private expiryHead = 0;
 
-  constructor(maxBytes: number) {
+  private readonly doorkeeper: Doorkeeper | undefined;
+
+  constructor(maxBytes: number, admission: CacheAdmission = "second") {
+    this.doorkeeper = admission === "second" ? new Doorkeeper(DOORKEEPER_SLOTS) : undefined;
     this.lru = new LRUCache<string, Reply>({
       maxSize: maxBytes,
       maxEntrySize: Math.max(1024, Math.floor(maxBytes / 8)),
@@ -44,7 +57,9 @@ export class LruResponseCache implements ResponseCache {
     return this.lru.get(key);
   }
 
+  /** Stores `reply` under `key`, unless this is the first time the doorkeeper sees the key. */
   set(key: string, reply: Reply, ttlMs: number | undefined): void {
+    if (this.doorkeeper !== undefined && !this.lru.has(key) && !this.doorkeeper.seen(key)) return;
     const now = performance.now();
     this.dropExpired(now);
     this.lru.set(key, reply, ttlMs === undefined ? undefined : { ttl: ttlMs });
@@ -89,6 +104,7 @@ export class LruResponseCache implements ResponseCache {
 
   clear(): void {
     this.lru.clear();
+    this.doorkeeper?.clear();
     this.resetExpiry();
   }
 

@@ -8,7 +8,8 @@
  * It also prints the gateway's CPU time per request (user and system, from /proc/PID/stat), which is less
  * noisy than req/s on a shared machine. PROFILE=0 runs without the profiler (the profiler's sampling
  * costs CPU too).
- * Environment: BENCH_CONNECTIONS (64), BENCH_THREADS (1), REDIS_URL, GATEWAY_ENV (extra `K=V,K=V` for the
+ * Environment: PROFILE_RATE (req/s: a steady rate, as the bench's fixed-rate row, instead of full load),
+ * BENCH_CONNECTIONS (64), BENCH_THREADS (1), REDIS_URL, GATEWAY_ENV (extra `K=V,K=V` for the
  * gateway, e.g. `CACHE_MAX_BYTES=0`), GATEWAY_OUTPUT=1 (print the gateway's output, e.g. with
  * GATEWAY_NODE_ARGS=--trace-gc), GATEWAY_NODE_ARGS (node flags for the gateway, space-separated).
  */
@@ -19,7 +20,7 @@ import { freePort } from "../test/helpers/ports";
 import { startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, startGateway } from "./gateway";
-import { type Body, runWrk } from "./load";
+import { type Body, runWrk, runWrkAtRate } from "./load";
 
 interface ProfileNode {
   id: number;
@@ -107,7 +108,7 @@ async function main(): Promise<void> {
     });
     try {
       const before = cpuTicks(gw.proc.pid);
-      const r = await runWrk({
+      const load = {
         url: `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key!)}`,
         body,
         durationS,
@@ -115,7 +116,9 @@ async function main(): Promise<void> {
         threads: Number(process.env.BENCH_THREADS ?? 1),
         outDir,
         label: scenario,
-      });
+      };
+      const rate = Number(process.env.PROFILE_RATE ?? 0);
+      const r = rate > 0 ? await runWrkAtRate({ ...load, rate, warmupS: 2 }) : await runWrk(load);
       const after = cpuTicks(gw.proc.pid);
       const perReqUs = (ticks: number) => ((ticks / TICKS_PER_S) * 1e6) / Math.max(1, r.requests);
       process.stdout.write(

@@ -232,34 +232,8 @@ export class NetworkPool {
       c.params === undefined
         ? `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)}}`
         : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
-    let tried: Upstream[] | undefined;
-    let lastFailure: ExchangeFailure | undefined;
-    for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
-      const u = this.select(tried);
-      if (u === undefined) break;
-      const start = performance.now();
-      const res = await u.exchange(body);
-      if (res.ok) {
-        const reply = parseSingleReply(res.text, gid);
-        if (reply !== undefined) {
-          this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
-          return { ok: true, reply };
-        }
-        u.markBadReply();
-        lastFailure = "bad";
-      } else {
-        lastFailure = res.failure;
-      }
-      this.metrics.upstreamRequest(
-        this.record.slug,
-        u.id,
-        lastFailure === "timeout" ? "timeout" : "error",
-        (performance.now() - start) / 1000,
-      );
-      if (tried === undefined) tried = [u];
-      else tried.push(u);
-    }
-    return { ok: false, error: failureRow(lastFailure) };
+    const r = await this.exchangeWithFailover(body, undefined, (text) => parseSingleReply(text, gid));
+    return r.ok ? { ok: true, reply: r.value } : r;
   }
 
   /**
@@ -300,6 +274,29 @@ export class NetworkPool {
           : `{"jsonrpc":"2.0","id":${base + i},"method":${JSON.stringify(c.method)},"params":${paramsJson?.[i] ?? JSON.stringify(c.params)}}`;
     }
     const body = `[${parts.join(",")}]`;
+    const r = await this.exchangeWithFailover(body, first, (text) => {
+      const replies = parseBatchReply(text, base, calls.length);
+      if (replies !== REFUSED) return replies;
+      // A healthy node that does not take batches: no penalty; stop coalescing for this network.
+      this.batchesRefused = true;
+      return NOT_BAD;
+    });
+    if (r.ok) return r.value;
+    const error = r.error;
+    return calls.map(() => ({ ok: false as const, error }));
+  }
+
+  /**
+   * Sends `body` to `first` (else the best upstream), moving to another healthy upstream on a failed
+   * exchange or an unusable reply, up to UPSTREAM_MAX_ATTEMPTS upstreams. `parse` turns the reply text
+   * into the answer, or returns undefined (a bad reply: the upstream is marked) or NOT_BAD (unusable here,
+   * but no fault of the upstream's).
+   */
+  private async exchangeWithFailover<T>(
+    body: string,
+    first: Upstream | undefined,
+    parse: (text: string) => T | undefined | typeof NOT_BAD,
+  ): Promise<{ ok: true; value: T } | { ok: false; error: ErrorRow }> {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
     for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
@@ -308,18 +305,13 @@ export class NetworkPool {
       const start = performance.now();
       const res = await u.exchange(body);
       if (res.ok) {
-        const replies = parseBatchReply(res.text, base, calls.length);
-        if (replies === REFUSED) {
-          // A healthy node that does not take batches: no penalty; stop coalescing for this network.
-          this.batchesRefused = true;
-          lastFailure = "bad";
-        } else if (replies !== undefined) {
+        const value = parse(res.text);
+        if (value !== undefined && value !== NOT_BAD) {
           this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
-          return replies;
-        } else {
-          u.markBadReply();
-          lastFailure = "bad";
+          return { ok: true, value: value as T };
         }
+        if (value === undefined) u.markBadReply();
+        lastFailure = "bad";
       } else {
         lastFailure = res.failure;
       }
@@ -332,8 +324,7 @@ export class NetworkPool {
       if (tried === undefined) tried = [u];
       else tried.push(u);
     }
-    const error = failureRow(lastFailure);
-    return calls.map(() => ({ ok: false as const, error }));
+    return { ok: false, error: failureRow(lastFailure) };
   }
 
   /** One health-check round over every upstream (head height, latency; failures feed the breaker). */
@@ -396,6 +387,9 @@ function failureRow(f: ExchangeFailure | undefined): ErrorRow {
 }
 
 const REFUSED = Symbol("batch refused");
+
+/** A reply that cannot be used, through no fault of the upstream's (see exchangeWithFailover). */
+const NOT_BAD = Symbol("unusable, upstream not at fault");
 
 function parseBatchReply(text: string, base: number, n: number): CallResult[] | undefined | typeof REFUSED {
   let value: unknown;

@@ -125,9 +125,9 @@ export class RpcExchange {
       this.inDataCallback = true;
       try {
         const pending = this.process(text);
-        if (pending instanceof Promise) pending.catch(this.onPipelineError);
+        if (pending instanceof Promise) pending.catch((err: unknown) => this.pipelineError(err));
       } catch (err) {
-        this.onPipelineError(err);
+        this.pipelineError(err);
       } finally {
         this.inDataCallback = false;
       }
@@ -144,10 +144,10 @@ export class RpcExchange {
     }
   }
 
-  private readonly onPipelineError = (err: unknown): void => {
+  private pipelineError(err: unknown): void {
     this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
     this.fail(GatewayError.Internal, "null");
-  };
+  }
 
   /** Slow-body defence: closes the connection when the body did not arrive in time. */
   timeOut(): void {

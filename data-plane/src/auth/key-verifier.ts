@@ -97,11 +97,12 @@ export class CachingKeyVerifier implements KeyVerifier {
         return UNKNOWN;
       }
       const compact = compactKeyRecord(record);
+      const now = Date.now();
       const ok: CachedOk = {
         ok: true,
         key: { hash, record: compact.record, allowlist: compact.allowlist },
-        cachedUntilMs: Date.now() + this.opts.ttlMs,
-        bumpedAtMs: Date.now(),
+        cachedUntilMs: now + this.opts.ttlMs,
+        bumpedAtMs: now,
       };
       if (gen === this.generation) this.positive.set(hash, ok);
       return ok;

@@ -3,7 +3,7 @@ import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/
 import { clientIp } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
-import type { Refused } from "../limits/admission";
+import { type Refused, rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
@@ -438,10 +438,8 @@ export class RpcExchange {
       if (origin !== "*") block += "\r\nvary: Origin";
     }
     if (this.xCache !== "") block += `\r\nx-cache: ${this.xCache}`;
-    const rate = this.rate;
-    if (rate !== undefined && rate.limit < Number.POSITIVE_INFINITY) {
-      block += `\r\nx-ratelimit-limit: ${rate.limit}\r\nx-ratelimit-remaining: ${rate.remaining}`;
-    }
+    const rl = rateLimitHeaders(this.rate);
+    if (rl !== undefined) block += `\r\nx-ratelimit-limit: ${rl[0]}\r\nx-ratelimit-remaining: ${rl[1]}`;
     if (this.retryAfterS > 0) block += `\r\nretry-after: ${this.retryAfterS}`;
     const close = this.tracker.closing;
     if (status === 204) {

@@ -1,0 +1,151 @@
+import assert from "node:assert/strict";
+import { CachingKeyVerifier, type VerifyResult } from "../../../../data-plane/src/auth/key-verifier";
+import type { PlaneState } from "../../../../data-plane/src/state/redis-state";
+import { generateApiKey, hashApiKey } from "../../../../shared/src/crypto/api-key";
+import { createLogger } from "../../../../shared/src/log/logger";
+import type { KeyRecord } from "../../../../shared/src/redis/records";
+
+const record = (workspaceId: string, expiresAtMs: number | null = null): KeyRecord => ({
+  kind: "app",
+  workspaceId,
+  appId: `app-${workspaceId}`,
+  nodeId: null,
+  plan: { name: "free", requestsPerSecond: 25, dailyRequestLimit: 500_000, monthlyRequestLimit: null },
+  allowlist: { origins: [], ips: [] },
+  expiresAtMs,
+  rpcMethods: null,
+});
+
+/** A key store in memory that counts reads, standing in for Redis (PlaneState.getKey only). */
+class FakeState {
+  readonly records = new Map<string, KeyRecord>();
+  reads = 0;
+  failing = false;
+
+  async getKey(hash: string): Promise<KeyRecord | null> {
+    this.reads++;
+    if (this.failing) throw new Error("store down");
+    return this.records.get(hash) ?? null;
+  }
+
+  add(rec: KeyRecord): string {
+    const key = generateApiKey();
+    this.records.set(hashApiKey(key), rec);
+    return key;
+  }
+}
+
+function setup(maxEntries = 100) {
+  const state = new FakeState();
+  const verifier = new CachingKeyVerifier({
+    state: state as unknown as PlaneState,
+    ttlMs: 60_000,
+    negativeTtlMs: 60_000,
+    maxEntries,
+    logger: createLogger("test", "silent"),
+  });
+  return { state, verifier };
+}
+
+async function verify(v: CachingKeyVerifier, key: string, nowMs = Date.now()): Promise<VerifyResult> {
+  return v.verify(key, nowMs);
+}
+
+describe("data-plane: CachingKeyVerifier", () => {
+  it("loads a key once, then answers synchronously from the cache by the presented key", async () => {
+    const { state, verifier } = setup();
+    const key = state.add(record("w1"));
+    const first = verifier.verify(key, Date.now());
+    assert.ok(first instanceof Promise, "a miss goes to the store");
+    const r = await first;
+    assert.ok(r.ok);
+    assert.equal(r.key.hash, hashApiKey(key));
+    assert.equal(r.key.record.workspaceId, "w1");
+    const second = verifier.verify(key, Date.now());
+    assert.ok(!(second instanceof Promise), "a hit is synchronous");
+    assert.ok(second.ok);
+    assert.equal(second.key, r.key);
+    assert.equal(state.reads, 1);
+  });
+
+  it("concurrent misses for one key share one store read", async () => {
+    const { state, verifier } = setup();
+    const key = state.add(record("w1"));
+    const results = await Promise.all([verify(verifier, key), verify(verifier, key), verify(verifier, key)]);
+    assert.ok(results.every((r) => r.ok));
+    assert.equal(state.reads, 1);
+  });
+
+  it("unknown keys are answered from the negative cache until key.upsert names their hash", async () => {
+    const { state, verifier } = setup();
+    const key = generateApiKey();
+    assert.equal((await verify(verifier, key)).ok, false);
+    assert.equal((await verify(verifier, key)).ok, false);
+    assert.equal(state.reads, 1);
+    state.records.set(hashApiKey(key), record("w1"));
+    verifier.onEvent({ type: "key.upsert", keyHash: hashApiKey(key) });
+    assert.equal((await verify(verifier, key)).ok, true);
+    assert.equal(state.reads, 2);
+  });
+
+  it("key.revoke by hash drops the entry cached under the presented key", async () => {
+    const { state, verifier } = setup();
+    const key = state.add(record("w1"));
+    assert.equal((await verify(verifier, key)).ok, true);
+    state.records.delete(hashApiKey(key));
+    verifier.onEvent({ type: "key.revoke", keyHash: hashApiKey(key) });
+    assert.equal(verifier.size, 0);
+    assert.equal((await verify(verifier, key)).ok, false);
+  });
+
+  it("a key the hash-keyed LRU evicted is still served from the front, and revocation reaches it there", async () => {
+    const { state, verifier } = setup(2);
+    const a = state.add(record("w1"));
+    const b = state.add(record("w1"));
+    const c = state.add(record("w1"));
+    for (const k of [a, b, c]) assert.equal((await verify(verifier, k)).ok, true);
+    assert.equal(verifier.size, 2); // a left the LRU
+    const reads = state.reads;
+    const again = verifier.verify(a, Date.now());
+    assert.ok(!(again instanceof Promise) && again.ok, "served from the front without a store read");
+    assert.equal(state.reads, reads);
+    state.records.delete(hashApiKey(a));
+    verifier.onEvent({ type: "key.revoke", keyHash: hashApiKey(a) });
+    const after = verifier.verify(a, Date.now());
+    assert.ok(after instanceof Promise, "revoked: looked up again");
+    assert.equal((await after).ok, false);
+    assert.ok(!(verifier.verify(c, Date.now()) instanceof Promise), "other keys stay cached");
+  });
+
+  it("workspace.update drops that workspace's keys only; resync drops all", async () => {
+    const { state, verifier } = setup();
+    const a = state.add(record("w1"));
+    const b = state.add(record("w2"));
+    for (const k of [a, b]) assert.equal((await verify(verifier, k)).ok, true);
+    verifier.onEvent({ type: "workspace.update", workspaceId: "w1" });
+    assert.ok(verifier.verify(a, Date.now()) instanceof Promise);
+    assert.ok(!(verifier.verify(b, Date.now()) instanceof Promise));
+    verifier.onEvent({ type: "resync" });
+    assert.ok(verifier.verify(b, Date.now()) instanceof Promise);
+  });
+
+  it("a key past its own expiry is refused even while cached", async () => {
+    const { state, verifier } = setup();
+    const key = state.add(record("w1", 1_000_000));
+    assert.equal((await verify(verifier, key, 999_999)).ok, true);
+    const r = verifier.verify(key, 1_000_000);
+    assert.ok(!(r instanceof Promise));
+    assert.equal(r.ok, false);
+  });
+
+  it("a store failure is an internal error and is not cached", async () => {
+    const { state, verifier } = setup();
+    const key = state.add(record("w1"));
+    state.failing = true;
+    const r = await verify(verifier, key);
+    assert.ok(!r.ok);
+    assert.equal(r.error.httpStatus, 500);
+    state.failing = false;
+    assert.equal((await verify(verifier, key)).ok, true);
+  });
+});

@@ -3,6 +3,7 @@ import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors"
 import type { Logger } from "../../../shared/src/log/logger";
 import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
 import type { CompiledAllowlist } from "../allowlist/allowlist";
+import { InFlightMap } from "../memory/in-flight-map";
 import type { PlaneState } from "../state/redis-state";
 import { compactKeyRecord } from "./compact";
 import { BUMP_INTERVAL_MS, TtlLru } from "./ttl-lru";
@@ -86,7 +87,7 @@ export class CachingKeyVerifier implements KeyVerifier {
   private readonly front = new Map<string, CachedKey>();
   /** Unknown key hashes -> until when they are answered as unknown (epoch ms). */
   private readonly negative: TtlLru<number> | undefined;
-  private readonly pending = new Map<string, Promise<VerifyResult>>();
+  private readonly pending = new InFlightMap<string, Promise<VerifyResult>>();
   /** Bumped by every invalidation; a Redis read that started before one does not fill the cache. */
   private generation = 0;
 

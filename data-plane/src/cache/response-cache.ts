@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import { InFlightMap } from "../memory/in-flight-map";
 import type { CallResult, Reply } from "../upstream/reply";
 import { Doorkeeper } from "./doorkeeper";
 
@@ -27,7 +28,7 @@ export type CacheAdmission = "first" | "second";
 export class LruResponseCache implements ResponseCache {
   readonly enabled = true;
   private readonly lru: LRUCache<string, Reply>;
-  private readonly inFlight = new Map<string, Promise<CallResult>>();
+  private readonly inFlight = new InFlightMap<string, Promise<CallResult>>();
   /**
    * Keys set with a TTL, in the order they expire (one TTL per call site, so insertion order), as
    * parallel arrays from `expiryHead`. lru-cache only drops an expired entry when it is read or evicted
@@ -97,7 +98,16 @@ export class LruResponseCache implements ResponseCache {
   merge(key: string, load: () => Promise<CallResult>): Promise<CallResult> {
     const existing = this.inFlight.get(key);
     if (existing !== undefined) return existing;
-    const p = load().finally(() => this.inFlight.delete(key));
+    const p = load().then(
+      (r) => {
+        this.inFlight.delete(key);
+        return r;
+      },
+      (err: unknown) => {
+        this.inFlight.delete(key);
+        throw err;
+      },
+    );
     this.inFlight.set(key, p);
     return p;
   }

@@ -1,4 +1,5 @@
 import WebSocket from "ws";
+import { InFlightMap } from "../memory/in-flight-map";
 
 /** What one upstream WebSocket request ended with. */
 export type WsCallResult =
@@ -37,7 +38,7 @@ const MAX_ORPHANS = 64;
 export class UpstreamWsClient {
   private ws: WebSocket | undefined;
   private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  private readonly pending = new InFlightMap<number, Pending>();
   private pingTimer: NodeJS.Timeout | undefined;
   private awaitingPong = false;
   private closed = false;

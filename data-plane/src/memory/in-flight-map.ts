@@ -1,0 +1,50 @@
+/**
+ * Deletes between rebuilds. A rebuild copies the live entries (the calls in flight, tens to a few
+ * hundred), so it costs well under one copy per delete.
+ */
+const REBUILD_EVERY_DELETES = 256;
+
+/**
+ * A Map for entries that live about as long as one request (calls in flight, merged loads), set and deleted
+ * at request rate by a long-lived owner.
+ *
+ * A plain Map used that way lives in V8's old generation while every entry it gets is young, and it kept
+ * young objects alive through scavenges: measured on the gateway's response-cache merge (10,000 unique
+ * eth_call/s, `--trace-gc-nvp`), 0.8 MB survived every scavenge and was promoted, pauses took 2-3 ms and
+ * the p99 of every request waiting behind them followed. The same Map rebuilt every 256 deletes stays young
+ * and dies young: 0.15 MB survived, pauses about 1 ms.
+ */
+export class InFlightMap<K, V> {
+  private map = new Map<K, V>();
+  private deletes = 0;
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get(key: K): V | undefined {
+    return this.map.get(key);
+  }
+
+  set(key: K, value: V): void {
+    this.map.set(key, value);
+  }
+
+  delete(key: K): boolean {
+    if (!this.map.delete(key)) return false;
+    if (++this.deletes >= REBUILD_EVERY_DELETES) {
+      this.deletes = 0;
+      this.map = new Map(this.map);
+    }
+    return true;
+  }
+
+  values(): IterableIterator<V> {
+    return this.map.values();
+  }
+
+  clear(): void {
+    this.map = new Map();
+    this.deletes = 0;
+  }
+}

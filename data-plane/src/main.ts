@@ -1,10 +1,12 @@
 import { createLogger } from "../../shared/src/log/logger";
 import { loadDataPlaneConfig } from "./config";
 import { startDataPlane } from "./data-plane";
+import { tuneHeap } from "./memory/heap-tuning";
 
 /** Process entry point: `node dist/data-plane/src/main.js`. SIGTERM/SIGINT drain and exit 0. */
 async function main(): Promise<void> {
   const config = loadDataPlaneConfig();
+  tuneHeap(config.V8_HEAP_GROWING_PERCENT);
   const logger = createLogger("data-plane", config.LOG_LEVEL);
   const plane = await startDataPlane(config, { logger });
   let stopping = false;

@@ -73,6 +73,11 @@ export interface ReconciledQuotaTrackerOptions {
   logger?: Logger;
 }
 
+/** A delta still being counted (only `record` writes `units`, until a flush sends it). */
+interface PendingDelta extends QuotaDelta {
+  units: number;
+}
+
 interface Sent {
   readonly seq: number;
   readonly deltas: readonly QuotaDelta[];
@@ -86,7 +91,7 @@ interface Workspace {
   knownDay: number;
   knownMonth: number;
   /** Units recorded, not yet sent. Usually one delta (today); a day change while unflushed adds one. */
-  pending: QuotaDelta[];
+  pending: PendingDelta[];
   /** Sent, not yet confirmed; re-sent unchanged (same seq) until the store answers. */
   inflight: Sent | undefined;
   /** Checked or recorded since the last flush: refresh its totals. */
@@ -212,13 +217,11 @@ export class ReconciledQuotaTracker implements QuotaTracker {
     this.period(nowMs);
     const w = this.entry(workspaceId, nowMs);
     w.dirty = true;
+    // Pending deltas belong to `pending` alone until a flush moves the whole array to `inflight` (and
+    // starts a new one), so the last one is counted up in place: no object per request.
     const last = w.pending[w.pending.length - 1];
     if (last !== undefined && last.dayKey === this.dayKey) {
-      w.pending[w.pending.length - 1] = {
-        dayKey: last.dayKey,
-        monthKey: last.monthKey,
-        units: last.units + units,
-      };
+      last.units += units;
     } else {
       w.pending.push({ dayKey: this.dayKey, monthKey: this.monthKey, units });
     }

@@ -32,11 +32,16 @@ export class HttpServer implements ExchangeTracker {
   ) {
     const app = uWS.App();
     this.app = app;
-    const rpc = (endpoint: Endpoint) => (res: uWS.HttpResponse, req: uWS.HttpRequest) =>
-      this.rpc(res, req, endpoint);
-    app.any("/:network/rpc", rpc(Endpoint.App));
-    app.any("/:network/jsonrpc", rpc(Endpoint.App));
-    app.any("/:network/public", rpc(Endpoint.Public));
+    // One route per method (uWS prefers a method's own route over `any`): the POST path reads no method.
+    for (const [path, endpoint] of [
+      ["/:network/rpc", Endpoint.App],
+      ["/:network/jsonrpc", Endpoint.App],
+      ["/:network/public", Endpoint.Public],
+    ] as const) {
+      app.post(path, (res, req) => this.rpc(res, req, endpoint, "post"));
+      app.options(path, (res, req) => this.rpc(res, req, endpoint, "options"));
+      app.any(path, (res, req) => this.rpc(res, req, endpoint, "other"));
+    }
     const nodes = ctx.nodes;
     if (nodes !== undefined) {
       const maxBody = ctx.config.MAX_BODY_BYTES;
@@ -94,7 +99,12 @@ export class HttpServer implements ExchangeTracker {
     });
   }
 
-  private rpc(res: uWS.HttpResponse, req: uWS.HttpRequest, endpoint: Endpoint): void {
+  private rpc(
+    res: uWS.HttpResponse,
+    req: uWS.HttpRequest,
+    endpoint: Endpoint,
+    method: "post" | "options" | "other",
+  ): void {
     const started = performance.now();
     const pool = this.ctx.upstreams.get(req.getParameter(0));
     if (pool === undefined) {
@@ -110,7 +120,6 @@ export class HttpServer implements ExchangeTracker {
       this.plainError(res, GatewayError.NotFound);
       return;
     }
-    const method = req.getMethod();
     if (method === "options") {
       this.preflight(res, req, endpoint);
       return;

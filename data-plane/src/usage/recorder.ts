@@ -164,6 +164,10 @@ export class RedisUsageRecorder implements UsageRecorder {
   private readonly validNetworks = new Set<string>();
   private readonly bounder: MethodBounder;
   private boundMinute = -1;
+  /** The row the previous record went to, and that record's raw network and method names. */
+  private last: Agg | undefined;
+  private lastMethod = "";
+  private lastNetwork = "";
   private pending: PendingBatch[] = [];
   private pendingRows = 0;
   private seq = 0;
@@ -222,11 +226,48 @@ export class RedisUsageRecorder implements UsageRecorder {
       this.boundMinute = minute;
       this.bounder.reset();
     }
+    const ws = ctx.workspaceId ?? null;
+    const app = ctx.appId ?? null;
+    let a: Agg | undefined;
+    // The same request as the previous record (the common case under load): its row, without validating
+    // and bounding the names again. Same minute, so the bounder maps the same raw names the same way.
+    const last = this.last;
+    if (
+      last !== undefined &&
+      last.minute === minute &&
+      ctx.method === this.lastMethod &&
+      ctx.network === this.lastNetwork &&
+      ctx.category === last.category &&
+      app === last.appId &&
+      ws === last.workspaceId
+    ) {
+      a = last;
+    } else {
+      a = this.find(ctx, minute, ws, app);
+      if (a === undefined) return;
+    }
+    const units = ctx.units !== undefined && ctx.units > 0 ? Math.floor(ctx.units) : 1;
+    const latency = Number.isFinite(ctx.latencyMs) && ctx.latencyMs > 0 ? ctx.latencyMs : 0;
+    const b = bucketIndex(latency);
+    a.count += units;
+    a.latencySumMs += latency * units;
+    if (a.buckets === null) {
+      if (b === a.bucket) return;
+      // A second bucket: the row needs the full histogram from now on (the first bucket holds the rest).
+      a.buckets = new Array<number>(BUCKET_COUNT).fill(0);
+      a.buckets[a.bucket] = a.count - units;
+    }
+    a.buckets[b]! += units;
+  }
+
+  /**
+   * The row `ctx` adds to, found by scope; a new row (already counting `ctx`, returned as undefined) when
+   * there is none. Remembers the row and the raw names for the next record.
+   */
+  private find(ctx: UsageContext, minute: number, ws: string | null, app: string | null): Agg | undefined {
     const network = this.networkName(ctx.network);
     const method = this.bounder.bound(network, ctx.method);
     const category = KNOWN_CATEGORIES.has(ctx.category) ? ctx.category : ErrorCategory.UnknownError;
-    const ws = ctx.workspaceId ?? null;
-    const app = ctx.appId ?? null;
     const scope = app || ws || "";
     const found = this.byScope.get(scope);
     let a: Agg | undefined;
@@ -243,37 +284,32 @@ export class RedisUsageRecorder implements UsageRecorder {
         a = found;
       }
     }
+    this.lastMethod = ctx.method;
+    this.lastNetwork = ctx.network;
+    if (a !== undefined) {
+      this.last = a;
+      return a;
+    }
     const units = ctx.units !== undefined && ctx.units > 0 ? Math.floor(ctx.units) : 1;
     const latency = Number.isFinite(ctx.latencyMs) && ctx.latencyMs > 0 ? ctx.latencyMs : 0;
-    const b = bucketIndex(latency);
-    if (a === undefined) {
-      a = {
-        minute,
-        workspaceId: ws,
-        appId: app,
-        network,
-        method,
-        category,
-        count: units,
-        latencySumMs: latency * units,
-        bucket: b,
-        buckets: null,
-      };
-      this.current.push(a);
-      if (found === undefined) this.byScope.set(scope, a);
-      else if (Array.isArray(found)) found.push(a);
-      else this.byScope.set(scope, [found, a]);
-      return;
-    }
-    a.count += units;
-    a.latencySumMs += latency * units;
-    if (a.buckets === null) {
-      if (b === a.bucket) return;
-      // A second bucket: the row needs the full histogram from now on (the first bucket holds the rest).
-      a.buckets = new Array<number>(BUCKET_COUNT).fill(0);
-      a.buckets[a.bucket] = a.count - units;
-    }
-    a.buckets[b]! += units;
+    a = {
+      minute,
+      workspaceId: ws,
+      appId: app,
+      network,
+      method,
+      category,
+      count: units,
+      latencySumMs: latency * units,
+      bucket: bucketIndex(latency),
+      buckets: null,
+    };
+    this.current.push(a);
+    if (found === undefined) this.byScope.set(scope, a);
+    else if (Array.isArray(found)) found.push(a);
+    else this.byScope.set(scope, [found, a]);
+    this.last = a;
+    return undefined;
   }
 
   private networkName(network: string): string {
@@ -323,6 +359,7 @@ export class RedisUsageRecorder implements UsageRecorder {
     const rows = this.current;
     this.current = [];
     this.byScope = new Map();
+    this.last = undefined; // cut rows are queued for writing: never counted into again
     const createdAt = this.now();
     for (let i = 0; i < rows.length; i += this.cfg.maxRowsPerEntry) {
       const part = rows.slice(i, i + this.cfg.maxRowsPerEntry);

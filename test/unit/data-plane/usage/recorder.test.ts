@@ -110,6 +110,38 @@ describe("data-plane: usage recorder", () => {
     assert.equal(rec.pendingRowCount, 0);
   });
 
+  it("repeats of one request share a row, interleaved ones keep theirs, a flushed row is never counted into", async () => {
+    const { rec, redis } = setup();
+    rec.record(base);
+    rec.record(base); // same shape as the previous record: counted into its row
+    rec.record({ ...base, appId: null }); // another scope in between
+    rec.record(base);
+    rec.record({ ...base, category: "Not A Category" as ErrorCategory }); // folds into Unknown Error
+    rec.record({ ...base, category: "Not A Category" as ErrorCategory });
+    redis.down = true;
+    await rec.flush(); // cut: the rows are queued (the write fails and stays pending)
+    rec.record(base); // same shape again, after the cut: a new row
+    redis.down = false;
+    await rec.flush();
+    const [first, second] = redis.batches();
+    const count = (rows: UsageBatch["rows"], pred: (r: UsageBatch["rows"][number]) => boolean) =>
+      rows.filter(pred).reduce((n, r) => n + r.count, 0);
+    assert.equal(
+      count(first!.rows, (r) => r.appId === APP && r.category === "Success"),
+      3,
+    );
+    assert.equal(
+      count(first!.rows, (r) => r.appId === null),
+      1,
+    );
+    assert.equal(
+      count(first!.rows, (r) => r.category === ErrorCategory.UnknownError),
+      2,
+    );
+    assert.equal(second!.rows.length, 1);
+    assert.equal(second!.rows[0]!.count, 1);
+  });
+
   it("bounds method names (cap per network per minute; invalid names and bad networks fold)", async () => {
     const { rec, redis, set } = setup({ maxMethodsPerNetwork: 10 });
     for (let i = 0; i < 50; i++) rec.record({ ...base, method: `custom_method${i}` });

@@ -33,6 +33,15 @@ const envInt = (name: string, def: number) => {
   return n;
 };
 
+/**
+ * The median of `runs` by `score` (higher = better), sorted worst first; with an even count, the worse of
+ * the middle two, so repeats never flatter a figure.
+ */
+function medianRun<T>(runs: readonly T[], score: (r: T) => number): { median: T; sorted: T[] } {
+  const sorted = [...runs].sort((a, b) => score(a) - score(b));
+  return { median: sorted[Math.floor((sorted.length - 1) / 2)]!, sorted };
+}
+
 const cfg = {
   durationS: Math.max(1, envInt("BENCH_DURATION_S", 10)),
   warmupS: envInt("BENCH_WARMUP_S", 2),
@@ -60,6 +69,8 @@ interface FixedRow {
   p99Ms: number;
   p999Ms: number | null;
   failed: number;
+  /** Every run's p99 (ms) when BENCH_REPEATS > 1; the row is the median run by p99. */
+  runsP99Ms?: number[];
 }
 
 type Row = LoadResult & {
@@ -177,8 +188,7 @@ async function main(): Promise<void> {
         runs.get(sc.label)!.push(await measureOnce(sc.label, sc.target, sc.url, sc.body, round));
     const out = new Map<string, Row>();
     for (const sc of scenarios) {
-      const sorted = [...runs.get(sc.label)!].sort((a, b) => a.requestsPerSec - b.requestsPerSec);
-      const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
+      const { median, sorted } = medianRun(runs.get(sc.label)!, (r) => r.requestsPerSec);
       const row: Row = { ...median, runsRequestsPerSec: sorted.map((r) => Math.round(r.requestsPerSec)) };
       rows.push(row);
       out.set(sc.label, row);
@@ -302,7 +312,8 @@ async function main(): Promise<void> {
         `\nfixed rate ~${rate} req/s (50% of the gateway's cache-miss peak), ` +
           (tool === "wrk" ? "wrk with calibrated per-connection pauses:" : "open-loop client:"),
       );
-      const at = async (label: string, url: string): Promise<FixedRow> => {
+      const at = async (label: string, url: string, round: number): Promise<FixedRow> => {
+        const suffix = cfg.repeats > 1 ? `.${round + 1}` : "";
         let r: FixedRow;
         if (tool === "wrk") {
           const w = await runWrkAtRate({
@@ -314,7 +325,7 @@ async function main(): Promise<void> {
             connections: cfg.connections,
             threads: cfg.threads,
             outDir: OUT_DIR,
-            label: `fixed-${label}`,
+            label: `fixed-${label}${suffix}`,
           });
           r = {
             method: "wrk-paced",
@@ -345,15 +356,39 @@ async function main(): Promise<void> {
           r = { method: "open-loop", ...o };
         }
         log(
-          `  ${label.padEnd(22)} ${fmtInt(r.achievedRate).padStart(9)} req/s  p50 ${fmt(r.p50Ms, 3)} ms  p99 ${fmt(r.p99Ms, 3)} ms` +
+          `  ${`${label}${suffix}`.padEnd(22)} ${fmtInt(r.achievedRate).padStart(9)} req/s  p50 ${fmt(r.p50Ms, 3)} ms  p99 ${fmt(r.p99Ms, 3)} ms` +
             (r.failed > 0 ? `  (${r.failed} failed)` : ""),
         );
         return r;
       };
-      const fDirect = await at("direct", `${stubUrl}${path}`);
-      const fNginx = nginx ? await at("nginx", `${nginx.url}${path}`) : null;
-      const fGateway = await at("gateway-cache-miss", gwUrl);
-      fixed = { rate, direct: fDirect, nginx: fNginx, gateway: fGateway };
+      // Round-robin like the full-load runs, keeping each target's median run by p99: one p99 from one
+      // run moved by a millisecond or more between runs on this shared machine.
+      const targets: Array<[string, string]> = [["direct", `${stubUrl}${path}`]];
+      if (nginx) targets.push(["nginx", `${nginx.url}${path}`]);
+      targets.push(["gateway-cache-miss", gwUrl]);
+      const runs = new Map<string, FixedRow[]>(targets.map(([label]) => [label, []]));
+      for (let round = 0; round < cfg.repeats; round++)
+        for (const [label, url] of targets) runs.get(label)!.push(await at(label, url, round));
+      const median = (label: string): FixedRow => {
+        // Lower p99 is better: negated, so an even count keeps the worse of the middle two.
+        const { median: m, sorted } = medianRun(runs.get(label)!, (r) => -r.p99Ms);
+        return cfg.repeats > 1 ? { ...m, runsP99Ms: sorted.map((r) => r.p99Ms).reverse() } : m;
+      };
+      if (cfg.repeats > 1) {
+        log("medians by p99:");
+        for (const [label] of targets) {
+          const m = median(label);
+          log(
+            `  ${label.padEnd(22)} p99 ${fmt(m.p99Ms, 3)} ms  (runs: ${m.runsP99Ms?.map((v) => fmt(v, 3)).join(", ")})`,
+          );
+        }
+      }
+      fixed = {
+        rate,
+        direct: median("direct"),
+        nginx: nginx ? median("nginx") : null,
+        gateway: median("gateway-cache-miss"),
+      };
     }
 
     // 6. gateway RSS with many keys cached in process (a fresh gateway process)

@@ -77,10 +77,10 @@ export const dataPlaneEnvShape = {
   /** On SIGTERM, how long in-flight requests may take to finish. */
   SHUTDOWN_DRAIN_MS: env.int(10_000, 0, 600_000),
   /**
-   * V8's old-generation growth between full GCs, in percent of what the last one kept (0 = V8's own
-   * heuristics, which let it grow up to 2-4x). See memory/heap-tuning.ts.
+   * V8's old-generation growth between full GCs, in percent of what the last one kept; sets a fixed
+   * factor in place of V8's 1.1-4x (0 = V8's own heuristics). See memory/heap-tuning.ts.
    */
-  V8_HEAP_GROWING_PERCENT: env.int(25, 0, 1_000),
+  V8_HEAP_GROWING_PERCENT: env.int(25, 0, 100),
   /** Per-second rate limits and daily/monthly quotas (RATE_LIMIT_*, PUBLIC_RATE_LIMIT_PER_SECOND, QUOTA_*). */
   ...limitsEnvShape,
   /** Usage recording: `redis` aggregates per minute and XADDs to the usage stream; `off` records nothing. */

@@ -64,7 +64,10 @@ class CachedKey implements VerifiedOk, VerifiedKey {
 const UNKNOWN: VerifyResult = { ok: false, error: GatewayError.UnknownKey };
 const INTERNAL: VerifyResult = { ok: false, error: GatewayError.Internal };
 
-/** Presented keys remembered in front of the hash-keyed cache (most recently loaded or hit, FIFO). */
+/**
+ * Presented keys remembered in front of the hash-keyed cache (never more than KEY_CACHE_MAX_ENTRIES).
+ * Entries join when loaded or found by hash, and leave first in, first out.
+ */
 const FRONT_MAX = 4_096;
 
 /**
@@ -78,13 +81,19 @@ const FRONT_MAX = 4_096;
  * cached keys still cost no presented-key copy each. A lookup's time does not depend on how much of the
  * presented key matches a cached one: the Map hashes the whole presented string with V8's per-process
  * random seed and compares characters only with an entry whose 32-bit hash is equal. Invalidations
- * remove matching front entries by scanning it (at most FRONT_MAX).
+ * remove matching front entries by scanning it (at most FRONT_MAX). The front holds the presented keys
+ * themselves (at most FRONT_MAX, each until first-in-first-out eviction or invalidation): a heap dump of
+ * a data plane shows recently used keys, where the hash-keyed cache alone holds only their SHA-256.
  */
 export class CachingKeyVerifier implements KeyVerifier {
   /** SHA-256 (hex) of the key -> its cached verification. */
   private readonly positive: TtlLru<CachedKey>;
-  /** Presented key -> an entry of `positive` (or one it evicted, still within its lifetime). */
+  /**
+   * Presented key -> an entry of `positive`, or one `positive` evicted (served until `cachedUntilMs`,
+   * checked on every read).
+   */
   private readonly front = new Map<string, CachedKey>();
+  private readonly frontMax: number;
   /** Unknown key hashes -> until when they are answered as unknown (epoch ms). */
   private readonly negative: TtlLru<number> | undefined;
   private readonly pending = new InFlightMap<string, Promise<VerifyResult>>();
@@ -92,6 +101,7 @@ export class CachingKeyVerifier implements KeyVerifier {
   private generation = 0;
 
   constructor(private readonly opts: CachingKeyVerifierOptions) {
+    this.frontMax = Math.min(FRONT_MAX, opts.maxEntries);
     this.positive = new TtlLru(opts.maxEntries, (e) => e.cachedUntilMs, {
       at: (e) => e.bumpedAtMs,
       set: (e, nowMs) => {
@@ -129,8 +139,13 @@ export class CachingKeyVerifier implements KeyVerifier {
     if (this.negative?.has(hash, clock)) return UNKNOWN;
     let p = this.pending.get(hash);
     if (p === undefined) {
-      p = this.load(apiKey, hash);
-      this.pending.set(hash, p);
+      // Leaves `pending` when done unless an invalidation dropped it first (and a newer load took its place).
+      const loading = this.load(apiKey, hash).then((r) => {
+        if (this.pending.get(hash) === loading) this.pending.delete(hash);
+        return r;
+      });
+      this.pending.set(hash, loading);
+      p = loading;
     }
     return p.then((r) => (r.ok ? checkExpiry(r, nowMs) : r));
   }
@@ -141,7 +156,7 @@ export class CachingKeyVerifier implements KeyVerifier {
   }
 
   private remember(apiKey: string, entry: CachedKey): void {
-    if (this.front.size >= FRONT_MAX) {
+    if (this.front.size >= this.frontMax) {
       const oldest = this.front.keys().next();
       if (!oldest.done) this.front.delete(oldest.value);
     }
@@ -167,8 +182,6 @@ export class CachingKeyVerifier implements KeyVerifier {
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, "key lookup failed (redis unavailable)");
       return INTERNAL;
-    } finally {
-      this.pending.delete(hash);
     }
   }
 
@@ -185,6 +198,8 @@ export class CachingKeyVerifier implements KeyVerifier {
         const hash = event.keyHash;
         this.positive.delete(hash);
         this.negative?.delete(hash);
+        // A read already under way may return the old record: later requests start their own.
+        this.pending.delete(hash);
         this.forget((e) => e.hash === hash);
         break;
       }
@@ -195,6 +210,7 @@ export class CachingKeyVerifier implements KeyVerifier {
           if (entry.record.workspaceId === ws) this.positive.delete(hash);
         }
         this.forget((e) => e.record.workspaceId === ws);
+        this.pending.clear(); // which reads are for this workspace is not known until they answer
         break;
       }
       case "resync":
@@ -210,6 +226,7 @@ export class CachingKeyVerifier implements KeyVerifier {
     this.positive.clear();
     this.front.clear();
     this.negative?.clear();
+    this.pending.clear();
   }
 }
 

@@ -117,7 +117,7 @@ interface Agg {
   category: ErrorCategory;
   count: number;
   latencySumMs: number;
-  /** The only bucket observed while `buckets` is null. */
+  /** The only bucket observed while `buckets` is null (-1 until the row's first record). */
   bucket: number;
   buckets: number[] | null;
 }
@@ -244,7 +244,6 @@ export class RedisUsageRecorder implements UsageRecorder {
       a = last;
     } else {
       a = this.find(ctx, minute, ws, app);
-      if (a === undefined) return;
     }
     const units = ctx.units !== undefined && ctx.units > 0 ? Math.floor(ctx.units) : 1;
     const latency = Number.isFinite(ctx.latencyMs) && ctx.latencyMs > 0 ? ctx.latencyMs : 0;
@@ -252,6 +251,7 @@ export class RedisUsageRecorder implements UsageRecorder {
     a.count += units;
     a.latencySumMs += latency * units;
     if (a.buckets === null) {
+      if (a.bucket === -1) a.bucket = b;
       if (b === a.bucket) return;
       // A second bucket: the row needs the full histogram from now on (the first bucket holds the rest).
       a.buckets = new Array<number>(BUCKET_COUNT).fill(0);
@@ -261,10 +261,10 @@ export class RedisUsageRecorder implements UsageRecorder {
   }
 
   /**
-   * The row `ctx` adds to, found by scope; a new row (already counting `ctx`, returned as undefined) when
-   * there is none. Remembers the row and the raw names for the next record.
+   * The row `ctx` adds to, found by scope, or a new empty one. Remembers it and the raw names for the next
+   * record.
    */
-  private find(ctx: UsageContext, minute: number, ws: string | null, app: string | null): Agg | undefined {
+  private find(ctx: UsageContext, minute: number, ws: string | null, app: string | null): Agg {
     const network = this.networkName(ctx.network);
     const method = this.bounder.bound(network, ctx.method);
     const category = KNOWN_CATEGORIES.has(ctx.category) ? ctx.category : ErrorCategory.UnknownError;
@@ -286,30 +286,27 @@ export class RedisUsageRecorder implements UsageRecorder {
     }
     this.lastMethod = ctx.method;
     this.lastNetwork = ctx.network;
-    if (a !== undefined) {
-      this.last = a;
-      return a;
+    if (a === undefined) {
+      // Empty, its one bucket still to be set by the first record (`bucket` -1 matches no index).
+      a = {
+        minute,
+        workspaceId: ws,
+        appId: app,
+        network,
+        method,
+        category,
+        count: 0,
+        latencySumMs: 0,
+        bucket: -1,
+        buckets: null,
+      };
+      this.current.push(a);
+      if (found === undefined) this.byScope.set(scope, a);
+      else if (Array.isArray(found)) found.push(a);
+      else this.byScope.set(scope, [found, a]);
     }
-    const units = ctx.units !== undefined && ctx.units > 0 ? Math.floor(ctx.units) : 1;
-    const latency = Number.isFinite(ctx.latencyMs) && ctx.latencyMs > 0 ? ctx.latencyMs : 0;
-    a = {
-      minute,
-      workspaceId: ws,
-      appId: app,
-      network,
-      method,
-      category,
-      count: units,
-      latencySumMs: latency * units,
-      bucket: bucketIndex(latency),
-      buckets: null,
-    };
-    this.current.push(a);
-    if (found === undefined) this.byScope.set(scope, a);
-    else if (Array.isArray(found)) found.push(a);
-    else this.byScope.set(scope, [found, a]);
     this.last = a;
-    return undefined;
+    return a;
   }
 
   private networkName(network: string): string {

@@ -98,23 +98,42 @@ describe("data-plane: CachingKeyVerifier", () => {
     assert.equal((await verify(verifier, key)).ok, false);
   });
 
-  it("a key the hash-keyed LRU evicted is still served from the front, and revocation reaches it there", async () => {
-    const { state, verifier } = setup(2);
-    const a = state.add(record("w1"));
-    const b = state.add(record("w1"));
-    const c = state.add(record("w1"));
-    for (const k of [a, b, c]) assert.equal((await verify(verifier, k)).ok, true);
-    assert.equal(verifier.size, 2); // a left the LRU
+  it("a request after key.revoke does not join a store read that started before it", async () => {
+    const { state, verifier } = setup();
+    const key = state.add(record("w1"));
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const realGet = state.getKey.bind(state);
+    state.getKey = async (hash: string) => {
+      const rec = await realGet(hash); // read before the revoke lands
+      await gate;
+      return rec;
+    };
+    const before = verify(verifier, key);
+    await new Promise((r) => setImmediate(r)); // the first read has fetched the old record
+    state.records.delete(hashApiKey(key));
+    verifier.onEvent({ type: "key.revoke", keyHash: hashApiKey(key) });
+    const after = verify(verifier, key);
+    release();
+    assert.equal((await before).ok, true, "asked before the revoke: the old answer");
+    assert.equal((await after).ok, false, "asked after the revoke: a fresh read");
+    assert.equal(state.reads, 2);
+    assert.equal(verifier.size, 0, "the stale read did not fill the cache");
+  });
+
+  it("the front never holds more keys than KEY_CACHE_MAX_ENTRIES", async () => {
+    const { state, verifier } = setup(3);
+    const keys = Array.from({ length: 5 }, () => state.add(record("w1")));
+    for (const k of keys) assert.equal((await verify(verifier, k)).ok, true);
+    // The first two left both the LRU (3 entries) and the front (3 entries): a store read each.
     const reads = state.reads;
-    const again = verifier.verify(a, Date.now());
-    assert.ok(!(again instanceof Promise) && again.ok, "served from the front without a store read");
-    assert.equal(state.reads, reads);
-    state.records.delete(hashApiKey(a));
-    verifier.onEvent({ type: "key.revoke", keyHash: hashApiKey(a) });
-    const after = verifier.verify(a, Date.now());
-    assert.ok(after instanceof Promise, "revoked: looked up again");
-    assert.equal((await after).ok, false);
-    assert.ok(!(verifier.verify(c, Date.now()) instanceof Promise), "other keys stay cached");
+    assert.ok(verifier.verify(keys[0]!, Date.now()) instanceof Promise);
+    assert.ok(verifier.verify(keys[1]!, Date.now()) instanceof Promise);
+    assert.ok(!(verifier.verify(keys[4]!, Date.now()) instanceof Promise));
+    await Promise.resolve();
+    assert.ok(state.reads >= reads + 2);
   });
 
   it("workspace.update drops that workspace's keys only; resync drops all", async () => {

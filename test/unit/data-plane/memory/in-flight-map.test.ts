@@ -24,4 +24,15 @@ describe("data-plane: InFlightMap", () => {
     assert.equal(m.size, 0);
     assert.equal(m.get("k999-1"), undefined);
   });
+
+  it("stays a correct Map with thousands of entries live across rebuilds", () => {
+    const m = new InFlightMap<number, number>();
+    for (let i = 0; i < 5_000; i++) m.set(i, i);
+    // Delete the even half (2,500 deletes: rebuilds happen only once deletes reach twice the live size).
+    for (let i = 0; i < 5_000; i += 2) assert.equal(m.delete(i), true);
+    for (let i = 5_000; i < 6_000; i++) m.set(i, i);
+    for (let i = 1; i < 5_000; i += 2) assert.equal(m.delete(i), true);
+    assert.equal(m.size, 1_000);
+    for (let i = 0; i < 6_000; i++) assert.equal(m.get(i), i >= 5_000 ? i : undefined);
+  });
 });

@@ -9,6 +9,7 @@
  * noisy than req/s on a shared machine. PROFILE=0 runs without the profiler (the profiler's sampling
  * costs CPU too).
  * Environment: PROFILE_RATE (req/s: a steady rate, as the bench's fixed-rate row, instead of full load),
+ * PROFILE_BEFORE (`scenario:seconds` of unmeasured load on the same gateway first, e.g. `miss:10`),
  * BENCH_CONNECTIONS (64), BENCH_THREADS (1), REDIS_URL, GATEWAY_ENV (extra `K=V,K=V` for the
  * gateway, e.g. `CACHE_MAX_BYTES=0`), GATEWAY_OUTPUT=1 (print the gateway's output, e.g. with
  * GATEWAY_NODE_ARGS=--trace-gc), GATEWAY_NODE_ARGS (node flags for the gateway, space-separated).
@@ -107,7 +108,6 @@ async function main(): Promise<void> {
       ],
     });
     try {
-      const before = cpuTicks(gw.proc.pid);
       const load = {
         url: `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key!)}`,
         body,
@@ -117,14 +117,24 @@ async function main(): Promise<void> {
         outDir,
         label: scenario,
       };
+      // PROFILE_BEFORE=scenario:seconds loads the same gateway first (as the bench's rounds do) without
+      // measuring it, e.g. `miss:10` before `hit`.
+      const before = process.env.PROFILE_BEFORE;
+      if (before) {
+        const [name, secs] = before.split(":");
+        const pre = SCENARIOS[name ?? ""];
+        if (pre === undefined) throw new Error(`PROFILE_BEFORE: unknown scenario ${name}`);
+        await runWrk({ ...load, body: pre, durationS: Number(secs ?? 10), label: `${name}.before` });
+      }
+      const cpuBefore = cpuTicks(gw.proc.pid);
       const rate = Number(process.env.PROFILE_RATE ?? 0);
       const r = rate > 0 ? await runWrkAtRate({ ...load, rate, warmupS: 2 }) : await runWrk(load);
       const after = cpuTicks(gw.proc.pid);
       const perReqUs = (ticks: number) => ((ticks / TICKS_PER_S) * 1e6) / Math.max(1, r.requests);
       process.stdout.write(
         `${scenario}: ${Math.round(r.requestsPerSec)} req/s, p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms (${r.non2xx} non-2xx); ` +
-          `gateway CPU per request: user ${perReqUs(after.user - before.user).toFixed(1)} µs, ` +
-          `system ${perReqUs(after.system - before.system).toFixed(1)} µs\n`,
+          `gateway CPU per request: user ${perReqUs(after.user - cpuBefore.user).toFixed(1)} µs, ` +
+          `system ${perReqUs(after.system - cpuBefore.system).toFixed(1)} µs\n`,
       );
     } finally {
       await gw.proc.stop(); // SIGTERM: the gateway drains and exits, and node writes the profile

@@ -45,8 +45,6 @@ export class RpcExchange {
   /** When the first partial body chunk arrived (set only for multi-chunk bodies). */
   bodyStartedAtMs = 0;
   private done = false;
-  /** True while running synchronously inside uWS's onData callback, where writes need no cork. */
-  private inDataCallback = false;
   private aborted = false;
   private chunks: Buffer[] | undefined;
   private bytes = 0;
@@ -57,6 +55,9 @@ export class RpcExchange {
   /** Value for Access-Control-Allow-Origin, "" = none. */
   private allowOrigin = "";
   private xCache = "";
+  /** The queued response (see `send`). */
+  private answerStatus = 0;
+  private answerBody = "";
   /** The admitted key (app endpoints), whose workspace is charged for what is served. */
   private key: VerifiedKey | undefined;
   /** The rate decision, for X-RateLimit-* headers; undefined before admission. */
@@ -129,14 +130,11 @@ export class RpcExchange {
         this.chunks = undefined;
       }
       // Synchronous up to the first upstream call (or key lookup): a cache hit creates no promise.
-      this.inDataCallback = true;
       try {
         const pending = this.process(text);
         if (pending instanceof Promise) pending.catch((err: unknown) => this.pipelineError(err));
       } catch (err) {
         this.pipelineError(err);
-      } finally {
-        this.inDataCallback = false;
       }
     } else {
       // The chunk's memory is only valid during this callback: copy it.
@@ -420,15 +418,38 @@ export class RpcExchange {
   }
 
   /**
-   * Writes the response: directly while inside uWS's data callback (uWS has the socket corked there),
-   * corked otherwise. While the server drains, the connection is closed after it.
+   * Queues the response; `flushAnswers` writes every queued one after the event loop's poll phase. While
+   * the server drains, the connection is closed after it.
+   *
+   * Why not write at once: each response's send on loopback also wakes the client's thread when it is
+   * waiting, and a client that reads one response between two of ours (spaced by our work on the next
+   * request) waits, and is woken, every time. Measured (bench:profile hit): the wake-up was 12% of the
+   * gateway's CPU. Answers sent back to back after the poll phase keep the reader busy instead: 46.5k ->
+   * 65k req/s on a cache hit, 21.7 -> 15.4 µs of CPU per request, p50 1.27 -> 0.72 ms. A lone request
+   * waits only for the end of the loop iteration it arrived in.
    */
   private send(status: number, body: string): void {
     if (this.done) return;
-    this.finish();
-    if (this.aborted) return;
-    if (this.inDataCallback) this.write(status, body);
-    else this.res.cork(() => this.write(status, body));
+    this.done = true;
+    if (this.aborted) {
+      this.release();
+      return;
+    }
+    this.answerStatus = status;
+    this.answerBody = body;
+    ANSWERS.push(this);
+    if (ANSWERS.length === 1) setImmediate(flushAnswers);
+  }
+
+  /** Writes the queued response (corked) and ends the exchange. Never throws. */
+  writeQueued(): void {
+    try {
+      if (!this.aborted) this.res.cork(() => this.write(this.answerStatus, this.answerBody));
+    } catch (err) {
+      this.ctx.logger.error({ err, requestId: this.requestId }, "writing a response failed");
+    }
+    this.answerBody = "";
+    this.release();
   }
 
   private write(status: number, body: string): void {
@@ -458,15 +479,29 @@ export class RpcExchange {
     }
   }
 
+  /** Ends the exchange without a response (aborted by the client). */
   private finish(): void {
     if (this.done) return;
     this.done = true;
+    this.release();
+  }
+
+  /** The tracker's bookkeeping, once per exchange: after its response is written, or on abort. */
+  private release(): void {
     if (this.chunks !== undefined) {
       this.chunks = undefined;
       this.tracker.unwatchBody(this);
     }
     this.tracker.end();
   }
+}
+
+/** Responses waiting for the end of the poll phase, in the order they were answered. */
+const ANSWERS: RpcExchange[] = [];
+
+function flushAnswers(): void {
+  const queued = ANSWERS.splice(0);
+  for (const x of queued) x.writeQueued();
 }
 
 /** Params as JSON text for cache keys and forwarding ("" when absent); `[]` (common: eth_chainId) without a stringify. */

@@ -1,7 +1,8 @@
 /**
  * Benchmark stub upstream: a JSON-RPC "node" that answers instantly with canned results, so a benchmark
  * measures the proxy in front of it, not a node. Answers eth_blockNumber, eth_chainId, net_version,
- * eth_getBalance, eth_call (and `0x` for anything else), echoing each id; handles batches; keep-alive.
+ * eth_getBalance, eth_call (and `0x` for anything else), echoing each id; handles batches; keep-alive;
+ * the same over WebSocket (uws implementation).
  *
  * Two implementations (the bench uses the faster one, see README in bench/run.ts):
  *   uws  - uWebSockets.js (default)
@@ -83,6 +84,14 @@ export async function startStubUpstream(
   }
 
   const app = uWS.App();
+  // JSON-RPC over WebSocket too (one text frame per request or batch), for the upstream-transport bench.
+  app.ws("/*", {
+    maxPayloadLength: 16 * 1024 * 1024,
+    message: (ws, message) => {
+      const out = answer(Buffer.from(message).toString("utf8"));
+      if (out !== "") ws.send(out, false);
+    },
+  });
   app.any("/*", (res, _req) => {
     let aborted = false;
     res.onAborted(() => {

@@ -1,6 +1,6 @@
 import { type ReactElement, StrictMode, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
-import { getToken, onUnauthenticated, setToken } from "./api";
+import { getToken, gql, onUnauthenticated, setToken } from "./api";
 import { AppPage } from "./pages/AppPage";
 import { AppsPage } from "./pages/Apps";
 import { AuthPage } from "./pages/Auth";
@@ -42,9 +42,15 @@ function Shell() {
   }
 
   const logOut = () => {
-    setToken(null);
-    setTok(null);
-    navigate("/login");
+    // Revokes the session on the server first, then forgets it here whatever the answer (an expired or
+    // already revoked token answers an error, and the user still wants out).
+    void gql<{ logOut: boolean }>("mutation { logOut }")
+      .catch(() => undefined)
+      .finally(() => {
+        setToken(null);
+        setTok(null);
+        navigate("/login");
+      });
   };
 
   const appMatch = match("/apps/:id", path);

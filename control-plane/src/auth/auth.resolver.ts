@@ -69,6 +69,13 @@ export class AuthResolver {
     return ctx.services.auth.createAccessToken(ctx, name, expiresInSeconds);
   }
 
+  @Mutation(() => Boolean, {
+    description: "Revokes the token this request is made with (log out). Needs an account token.",
+  })
+  logOut(@Ctx() ctx: GqlContext): Promise<boolean> {
+    return ctx.services.auth.logOut(ctx);
+  }
+
   @Mutation(() => AccessToken)
   revokeAccessToken(@Arg("id", () => ID) id: string, @Ctx() ctx: GqlContext): Promise<AccessToken> {
     return ctx.services.auth.revokeAccessToken(ctx, id);

@@ -184,6 +184,23 @@ export class AuthService {
     return { token, accessToken };
   }
 
+  /**
+   * Ends the caller's session: revokes the token this request was made with, so it stops working at once
+   * (the console calls this before forgetting the token). Other tokens of the account are untouched.
+   */
+  async logOut(ctx: RequestContext): Promise<boolean> {
+    requireAccount(ctx);
+    const principal = ctx.principal as Extract<Principal, { kind: "account" }>;
+    const repo = this.ds.getRepository(AccessToken);
+    const row = await repo.findOneBy({ id: principal.tokenId, accountId: principal.accountId });
+    if (!row) throw unauthenticated("Invalid, expired or revoked token");
+    if (!row.revokedAt) {
+      row.revokedAt = new Date();
+      await repo.save(row);
+    }
+    return true;
+  }
+
   /** Revokes one of the caller's tokens (another account's token id answers NOT_FOUND). */
   async revokeAccessToken(ctx: RequestContext, id: string): Promise<AccessToken> {
     const accountId = requireAccount(ctx);

@@ -421,10 +421,25 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await page.setViewportSize({ width: 1280, height: 900 });
   });
 
-  it("logs out and back in", async () => {
+  it("logs out (the session token stops working on the server) and back in", async () => {
+    const session = await token();
+    assert.ok(session);
+    const me = async () => {
+      const res = await fetch(`${consoleUrl.replace(/\/console$/, "")}/graphql`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${session}` },
+        body: JSON.stringify({ query: "{ me { email } }" }),
+      });
+      return (await res.json()) as {
+        data?: { me?: { email: string } };
+        errors?: { extensions?: { code?: string } }[];
+      };
+    };
+    assert.equal((await me()).data?.me?.email, EMAIL);
     await page.getByRole("button", { name: "Log out" }).click();
     await page.getByRole("heading", { name: "Log in" }).waitFor();
     assert.equal(await token(), null);
+    assert.equal((await me()).errors?.[0]?.extensions?.code, "UNAUTHENTICATED");
     await page.getByLabel("Email").fill(EMAIL);
     await page.getByLabel("Password").fill("wrong password!!");
     await page.getByRole("button", { name: "Log in" }).click();

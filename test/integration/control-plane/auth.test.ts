@@ -155,6 +155,24 @@ describe("control-plane: accounts and tokens", () => {
     assert.equal((await h.ok("{ workspace { id } }", {}, u.token)).workspace.id, u.workspaceId);
   });
 
+  it("logOut revokes the token it is called with, and only that one", async () => {
+    const email = `logout-${Date.now()}@example.com`;
+    const u = await h.signUp(email);
+    const d = await h.ok(`mutation { createAccessToken(name: "ci") { token } }`, {}, u.token);
+    const pat = d.createAccessToken.token;
+    await clearLoginCounters();
+    const other = await h.ok(LOG_IN, { e: email, p: "correct horse battery" }); // a second session
+    assert.equal((await h.ok("mutation { logOut }", {}, u.token)).logOut, true);
+    const after = await h.gql("{ workspace { id } }", {}, u.token);
+    assert.equal(code(after), "UNAUTHENTICATED");
+    assert.equal(after.status, 401);
+    assert.equal(code(await h.gql("mutation { logOut }", {}, u.token)), "UNAUTHENTICATED"); // twice
+    assert.equal((await h.ok("{ workspace { id } }", {}, pat)).workspace.id, u.workspaceId);
+    assert.equal((await h.ok("{ workspace { id } }", {}, other.logIn.token)).workspace.id, u.workspaceId);
+    assert.equal(code(await h.gql("mutation { logOut }")), "UNAUTHENTICATED");
+    assert.equal(code(await h.gql("mutation { logOut }", {}, ADMIN_TOKEN)), "FORBIDDEN");
+  });
+
   it("refuses an expired token, an unknown token and a malformed header with UNAUTHENTICATED", async () => {
     const u = await h.signUp();
     const c = new Client({ connectionString: h.db.url });

@@ -116,7 +116,7 @@ export class RpcExchange {
     if (this.done) return;
     this.bytes += chunk.byteLength;
     if (this.bytes > this.ctx.config.MAX_BODY_BYTES) {
-      this.fail(GatewayError.BodyTooLarge, "null"); // finish() drops the chunks and the watch
+      this.fail(GatewayError.BodyTooLarge, "null"); // the chunks and the watch go once the answer is written (release)
       return;
     }
     if (isLast) {

@@ -9,7 +9,8 @@
  * noisy than req/s on a shared machine. PROFILE=0 runs without the profiler (the profiler's sampling
  * costs CPU too).
  * Environment: PROFILE_RATE (req/s: a steady rate, as the bench's fixed-rate row, instead of full load),
- * PROFILE_BEFORE (`scenario:seconds` of unmeasured load on the same gateway first, e.g. `miss:10`),
+ * PROFILE_BEFORE (`scenario:seconds` of load on the same gateway first, e.g. `miss:10`: left out of the
+ * CPU per request, not out of the .cpuprofile, which covers the whole process),
  * BENCH_CONNECTIONS (64), BENCH_THREADS (1), REDIS_URL, GATEWAY_ENV (extra `K=V,K=V` for the
  * gateway, e.g. `CACHE_MAX_BYTES=0`), GATEWAY_OUTPUT=1 (print the gateway's output, e.g. with
  * GATEWAY_NODE_ARGS=--trace-gc), GATEWAY_NODE_ARGS (node flags for the gateway, space-separated).
@@ -123,8 +124,10 @@ async function main(): Promise<void> {
       if (before) {
         const [name, secs] = before.split(":");
         const pre = SCENARIOS[name ?? ""];
-        if (pre === undefined) throw new Error(`PROFILE_BEFORE: unknown scenario ${name}`);
-        await runWrk({ ...load, body: pre, durationS: Number(secs ?? 10), label: `${name}.before` });
+        const seconds = Number(secs ?? 10);
+        if (pre === undefined || !(seconds > 0))
+          throw new Error(`PROFILE_BEFORE: expected scenario:seconds, got ${before}`);
+        await runWrk({ ...load, body: pre, durationS: seconds, label: `${name}.before` });
       }
       const cpuBefore = cpuTicks(gw.proc.pid);
       const rate = Number(process.env.PROFILE_RATE ?? 0);

@@ -87,6 +87,8 @@ export async function startStubUpstream(
   // JSON-RPC over WebSocket too (one text frame per request or batch), for the upstream-transport bench.
   app.ws("/*", {
     maxPayloadLength: 16 * 1024 * 1024,
+    // uWS drops frames past this much unsent data; a bench must never lose answers.
+    maxBackpressure: 1024 * 1024 * 1024,
     message: (ws, message) => {
       const out = answer(Buffer.from(message).toString("utf8"));
       if (out !== "") ws.send(out, false);

@@ -3,7 +3,10 @@
  * dispatch, one call per exchange and coalesced batches) against JSON-RPC over a few multiplexed
  * WebSockets with rewritten ids (`UpstreamWsClient.call`), both against the bench's stub upstream in its
  * own process. Reports calls/s and this process's CPU per call (user + system, process.cpuUsage): the
- * gateway-side cost of each transport. Every reply is parsed as JSON in both, as forwarding needs.
+ * gateway-side cost of each transport. Every reply is parsed as JSON (`JSON.parse` of the HTTP text; the
+ * WS client parses each frame). Not included: the data plane's own reply handling (its single-call HTTP
+ * path slices the reply instead of parsing it; forwarding a WS result would re-serialize it) and, for
+ * the batch rows, the coalescer that builds batches from concurrent calls and splits the answers.
  *
  *   node dist/bench/upstream-transport.js      (BENCH_DURATION_S=5, BENCH_CONNECTIONS=64)
  */

@@ -43,14 +43,14 @@ function Shell() {
 
   const logOut = () => {
     // Revokes the session on the server first, then forgets it here whatever the answer (an expired or
-    // already revoked token answers an error, and the user still wants out).
-    void gql<{ logOut: boolean }>("mutation { logOut }")
-      .catch(() => undefined)
-      .finally(() => {
-        setToken(null);
-        setTok(null);
-        navigate("/login");
-      });
+    // already revoked token answers an error, and the user still wants out); a server that does not answer
+    // within 3 s does not keep the user in either.
+    const revoke = gql<{ logOut: boolean }>("mutation { logOut }").catch(() => undefined);
+    void Promise.race([revoke, new Promise((r) => setTimeout(r, 3_000))]).finally(() => {
+      setToken(null);
+      setTok(null);
+      navigate("/login");
+    });
   };
 
   const appMatch = match("/apps/:id", path);

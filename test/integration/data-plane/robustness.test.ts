@@ -122,6 +122,39 @@ describe("data plane under bad input", function () {
     assert.equal((await post(url, { jsonrpc: "2.0", id: 1, method: "eth_chainId" })).status, 200);
   });
 
+  it("pipelined requests (not supported) close the connection; the server stays up; one at a time works", async () => {
+    const body = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
+    const key = new URL(url).searchParams.get("apikey");
+    const req = `POST /eth/rpc?apikey=${key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+    const exchange = (payload: string, wantAnswers: number) =>
+      new Promise<{ text: string; closed: boolean }>((resolve) => {
+        const sock = connect(gw.port(), "127.0.0.1", () => sock.write(payload));
+        let text = "";
+        const done = (closed: boolean) => {
+          sock.destroy();
+          resolve({ text, closed });
+        };
+        sock.on("error", () => undefined);
+        sock.on("data", (c) => {
+          text += c.toString("latin1");
+          if ((text.match(/HTTP\/1\.1 200/g) ?? []).length >= wantAnswers) done(false);
+        });
+        sock.on("close", () => done(true));
+        setTimeout(() => done(false), 5_000);
+      });
+    await post(url, body); // the answer is cached: even cache hits are answered asynchronously
+    const piped = await exchange(req + req, 2);
+    assert.equal(
+      piped.closed,
+      true,
+      `pipelined: expected the connection closed, got ${piped.text.slice(0, 80)}`,
+    );
+    const single = await exchange(req, 1);
+    assert.equal(single.closed, false);
+    assert.match(single.text, /^HTTP\/1\.1 200/);
+    assert.equal((await post(url, body)).status, 200);
+  });
+
   it("fuzz: thousands of random bodies all get contract answers; process stays up; RSS bounded", async () => {
     const rand = prng(0xc0ffee);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;

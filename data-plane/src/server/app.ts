@@ -136,7 +136,7 @@ export class HttpServer implements ExchangeTracker {
       this.plainError(res, GatewayError.MethodNotAllowed);
       return;
     }
-    new RpcExchange(this.ctx, this, res, req, endpoint, pool).start(req);
+    new RpcExchange(this.ctx, this, res, req, endpoint, pool, started).start(req);
   }
 
   /**

@@ -41,7 +41,6 @@ const EXPOSE_HEADERS = "X-Request-Id, X-Cache, X-RateLimit-Limit, X-RateLimit-Re
  */
 export class RpcExchange {
   readonly requestId = nextRequestId();
-  readonly startedAt = performance.now();
   /** When the first partial body chunk arrived (set only for multi-chunk bodies). */
   bodyStartedAtMs = 0;
   private done = false;
@@ -76,6 +75,8 @@ export class RpcExchange {
     req: HttpRequest,
     private readonly endpoint: Endpoint,
     private readonly pool: NetworkPool,
+    /** When the route handler took the request (performance.now() ms). */
+    readonly startedAt: number,
   ) {
     this.apiKey = endpoint === Endpoint.App ? req.getQuery("apikey") || req.getHeader("apikey") : "";
     this.origin = req.getHeader("origin");
@@ -434,12 +435,9 @@ export class RpcExchange {
    * as it already was not for any request that waited on an upstream or a key lookup.
    */
   private send(status: number, body: string): void {
+    // An aborted or timed-out exchange is already done (onAborted / timeOut), so this one is live.
     if (this.done) return;
     this.done = true;
-    if (this.aborted) {
-      this.release();
-      return;
-    }
     this.answerStatus = status;
     this.answerBody = body;
     ANSWERS.push(this);

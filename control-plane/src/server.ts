@@ -234,6 +234,13 @@ export async function createControlPlane(
       },
       wss,
     );
+    // graphql-ws's adapter prints every socket error with console.error ("Internal error ... check your
+    // implementation"), including a client's message over maxPayload, which ws has already answered with
+    // a 1009 close: swap it for a debug line, so hostile clients can't fill stderr.
+    wss.on("connection", (socket) => {
+      socket.removeAllListeners("error");
+      socket.on("error", (err) => log.debug({ err: err.message }, "graphql-ws socket error"));
+    });
     const port = (srv.address() as AddressInfo).port;
     const url = `http://127.0.0.1:${port}/graphql`;
     log.info({ port }, "control plane listening");

@@ -69,8 +69,15 @@ export function createWsLimits(limits: GraphqlLimits, introspection: boolean) {
         return [new GraphQLError(message, { extensions: { code: "GRAPHQL_PARSE_FAILED" } })];
       }
     },
+    /** Errors carry GRAPHQL_VALIDATION_FAILED, as Apollo gives them over HTTP (Armor's say BAD_USER_INPUT). */
     validate(schema: GraphQLSchema, doc: DocumentNode): readonly GraphQLError[] {
-      return validate(schema, doc, rules);
+      return validate(schema, doc, rules).map(
+        (e) =>
+          new GraphQLError(e.message, {
+            nodes: e.nodes,
+            extensions: { ...e.extensions, code: "GRAPHQL_VALIDATION_FAILED" },
+          }),
+      );
     },
   };
 }

@@ -96,6 +96,9 @@ export async function createControlPlane(
       plugins: armor.plugins,
       validationRules: armor.validationRules,
       parseOptions: armor.parseOptions,
+      // No automatic persisted queries: the console sends whole documents, and APQ would let any caller
+      // fill a server-side document cache (and answers a hash mismatch with an uncoded error, i.e. a 500).
+      persistedQueries: false,
       introspection: config.graphqlIntrospection,
       // Shutdown is ours (main.ts): Apollo must not install its own SIGTERM/SIGINT handlers.
       stopOnTerminationSignals: false,

@@ -140,6 +140,19 @@ describe("control-plane: GraphQL limits (HTTP)", function () {
     assert.equal((await post({ query: "{ __typename }" })).status, 200);
   });
 
+  it("automatic persisted queries are off: a coded error (not a 500), nothing run", async () => {
+    for (const hash of ["abc", "0".repeat(64)]) {
+      for (const query of [undefined, "{ networks { slug } }"]) {
+        const r = await post({ query, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+        // 200 is the APQ protocol's answer (clients then resend the whole document).
+        assert.equal(r.status, 200, r.raw);
+        assert.equal(r.data, null);
+        assert.equal(code(r), "PERSISTED_QUERY_NOT_SUPPORTED", r.raw);
+      }
+    }
+    await assertAlive();
+  });
+
   it("a body over 1 MiB is refused with 413 before it is parsed; the server stays up", async () => {
     const r = await fetch(h.cp.url, {
       method: "POST",

@@ -42,6 +42,8 @@ const schema = z.object({
   GRAPHQL_INTROSPECTION: env.bool(false),
   /** How often open graphql-ws connections re-check their token (revoked, expired or deleted). */
   GRAPHQL_WS_AUTH_RECHECK_MS: env.int(5000, 50, 3_600_000),
+  /** Operations (subscriptions) one graphql-ws connection may run at once. */
+  GRAPHQL_WS_MAX_OPERATIONS: env.int(100, 1, 100_000),
   /** signUp calls allowed per client IP within one window. */
   SIGNUP_MAX_PER_IP: env.int(10, 1, 1_000_000),
   SIGNUP_WINDOW_SECONDS: env.int(3600, 1, 7 * 24 * 3600),
@@ -74,6 +76,7 @@ export interface ControlPlaneConfig {
   graphqlMaxBodyBytes: number;
   graphqlIntrospection: boolean;
   graphqlWsAuthRecheckMs: number;
+  graphqlWsMaxOperations: number;
   signUpMaxPerIp: number;
   signUpWindowSeconds: number;
   usageMaxRangeDays: number;
@@ -110,6 +113,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): ControlPlan
     graphqlMaxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
     graphqlIntrospection: e.GRAPHQL_INTROSPECTION,
     graphqlWsAuthRecheckMs: e.GRAPHQL_WS_AUTH_RECHECK_MS,
+    graphqlWsMaxOperations: e.GRAPHQL_WS_MAX_OPERATIONS,
     signUpMaxPerIp: e.SIGNUP_MAX_PER_IP,
     signUpWindowSeconds: e.SIGNUP_WINDOW_SECONDS,
     usageMaxRangeDays: e.USAGE_MAX_RANGE_DAYS,

@@ -10,6 +10,7 @@ import { WebSocketServer } from "ws";
 import { createLogger, Logger } from "../../shared/src/log/logger";
 import { clientIp, parseTrustedProxies } from "./auth/client-ip";
 import { WsSessions } from "./auth/ws-sessions";
+import { tooManyRequests } from "./common/errors";
 import { ControlPlaneConfig } from "./config";
 import { isConsolePath, serveConsole } from "./console/static";
 import { createDataSource, migrate } from "./db/data-source";
@@ -209,7 +210,17 @@ export async function createControlPlane(
         // operation; the connection is then closed when its token is revoked or expires (WsSessions).
         onConnect: async (c) => (await wsSessions.connect(c.extra.socket, c.connectionParams)) !== null,
         // The HTTP limits (tokens, depth, aliases, cost, introspection) for every operation over the socket.
-        onSubscribe: (_c, _id, payload) => {
+        onSubscribe: (c, _id, payload) => {
+          // graphql-ws has registered this operation already; each live one holds a status listener.
+          const running = Object.keys(c.subscriptions).length;
+          if (running > config.graphqlWsMaxOperations) {
+            return [
+              tooManyRequests(
+                `At most ${config.graphqlWsMaxOperations} operations may run at once on one connection`,
+                1,
+              ),
+            ];
+          }
           const document = wsLimits.parse(payload.query);
           if (!("kind" in document)) return document;
           const errors = wsLimits.validate(wsSchema, document);

@@ -23,7 +23,10 @@ describe("control-plane: graphql-ws limits and authentication", function () {
   const clients: Client[] = [];
 
   before(async () => {
-    h = await startHarness({ GRAPHQL_WS_AUTH_RECHECK_MS: String(RECHECK_MS) });
+    h = await startHarness({
+      GRAPHQL_WS_AUTH_RECHECK_MS: String(RECHECK_MS),
+      GRAPHQL_WS_MAX_OPERATIONS: "3",
+    });
     wsUrl = h.cp.url.replace(/^http/, "ws");
     await h.ok(
       `mutation { createNetwork(input: { slug: "dot-test", name: "Substrate test", protocol: SUBSTRATE }) { id } }`,
@@ -105,7 +108,7 @@ describe("control-plane: graphql-ws limits and authentication", function () {
     });
     while (payloads.length === 0) await new Promise((r) => setTimeout(r, 20));
     assert.equal(payloads[0]!.data.dedicatedNodeStatus.status, "PENDING");
-    return { closed, ended, payloads };
+    return { closed, ended, payloads, nodeId: id };
   }
 
   /** Fails unless `p` settles within `ms`. */
@@ -209,6 +212,38 @@ describe("control-plane: graphql-ws limits and authentication", function () {
     // Same socket, still usable.
     const ok = await run("{ me { id } }");
     assert.equal(ok.data.me.id, u.accountId);
+  });
+
+  it("one connection runs at most GRAPHQL_WS_MAX_OPERATIONS (3 here) at once; the next is refused, the socket stays", async () => {
+    const u = await h.signUp();
+    const { nodeId } = await liveSubscription(u.token, u.workspaceId);
+    const c = client(u.token, undefined, false);
+    const start = () => {
+      const seen: Json[] = [];
+      let dispose!: () => void;
+      const first = new Promise<Json>((resolve) => {
+        dispose = c.subscribe<Json>(
+          { query: SUB, variables: { id: nodeId } },
+          {
+            next: (r) => {
+              seen.push(r as Json);
+              resolve(r as Json);
+            },
+            error: (e) => resolve({ errors: e }),
+            complete: () => undefined,
+          },
+        );
+      });
+      return { first, dispose };
+    };
+    const running = [start(), start(), start()];
+    for (const r of running) assert.equal((await r.first).data.dedicatedNodeStatus.status, "PENDING");
+    const refused = await start().first;
+    assert.equal(refused.errors[0].extensions.code, "TOO_MANY_REQUESTS", JSON.stringify(refused));
+    assert.match(refused.errors[0].message, /At most 3 operations/);
+    running[0]!.dispose();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal((await start().first).data.dedicatedNodeStatus.status, "PENDING");
   });
 
   it("a live subscription is closed (4401) as soon as its token is logged out; other tokens' sockets stay", async () => {

@@ -51,6 +51,7 @@ describe("control-plane: GraphQL limits", () => {
     assert.equal(defaults.graphqlMaxBodyBytes, 1024 * 1024);
     assert.equal(defaults.graphqlIntrospection, false);
     assert.equal(defaults.graphqlWsAuthRecheckMs, 5000);
+    assert.equal(defaults.graphqlWsMaxOperations, 100);
     assert.equal(defaults.signUpMaxPerIp, 10);
     assert.equal(defaults.signUpWindowSeconds, 3600);
     assert.equal(defaults.usageMaxRangeDays, 400);

@@ -69,11 +69,14 @@ export function createWsLimits(limits: GraphqlLimits, introspection: boolean) {
         return [new GraphQLError(message, { extensions: { code: "GRAPHQL_PARSE_FAILED" } })];
       }
     },
-    /** Errors carry GRAPHQL_VALIDATION_FAILED, as Apollo gives them over HTTP (Armor's say BAD_USER_INPUT). */
+    /**
+     * Errors carry GRAPHQL_VALIDATION_FAILED, as Apollo gives them over HTTP (Armor's say BAD_USER_INPUT),
+     * and field suggestions are hidden as Armor's Apollo plugin hides them (its plugin doesn't run here).
+     */
     validate(schema: GraphQLSchema, doc: DocumentNode): readonly GraphQLError[] {
       return validate(schema, doc, rules).map(
         (e) =>
-          new GraphQLError(e.message, {
+          new GraphQLError(e.message.replace(/Did you mean ".+"/g, "[Suggestion hidden]"), {
             nodes: e.nodes,
             extensions: { ...e.extensions, code: "GRAPHQL_VALIDATION_FAILED" },
           }),

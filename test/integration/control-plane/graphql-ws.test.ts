@@ -209,6 +209,9 @@ describe("control-plane: graphql-ws limits and authentication", function () {
         JSON.stringify(r.errors),
       );
     }
+    const unknown = await run("{ network { slug } }");
+    assert.match(unknown.errors[0].message, /Cannot query field "network"/);
+    assert.doesNotMatch(JSON.stringify(unknown), /Did you mean/);
     // Same socket, still usable.
     const ok = await run("{ me { id } }");
     assert.equal(ok.data.me.id, u.accountId);

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
 import { validTrustedProxies } from "./auth/client-ip";
+import type { GraphqlLimits } from "./graphql/limits";
 
 /** The fixed development secret used when `KEY_ENCRYPTION_SECRET` is not set (a warning is logged). */
 export const DEV_KEY_ENCRYPTION_SECRET = "rpc-gateway-dev-key-encryption-secret-change-me";
@@ -29,6 +30,27 @@ const schema = z.object({
     .refine(validTrustedProxies, { error: "expected a comma-separated list of IP addresses or CIDR ranges" }),
   /** Period of the worker's full re-publish job. */
   REPUBLISH_INTERVAL_SECONDS: env.int(300, 5, 24 * 3600),
+  /** GraphQL operation limits (GraphQL Armor), over HTTP and graphql-ws alike. */
+  GRAPHQL_MAX_DEPTH: env.int(10, 2, 100),
+  GRAPHQL_MAX_ALIASES: env.int(15, 0, 1000),
+  GRAPHQL_MAX_TOKENS: env.int(2000, 100, 100_000),
+  GRAPHQL_MAX_COST: env.int(5000, 100, 1_000_000),
+  GRAPHQL_MAX_DIRECTIVES: env.int(50, 0, 1000),
+  /** Largest /graphql HTTP body and largest graphql-ws message. */
+  GRAPHQL_MAX_BODY_BYTES: env.int(1024 * 1024, 1024, 64 * 1024 * 1024),
+  /** Schema introspection (`__schema`); off by default: the schema is published as schema.graphql. */
+  GRAPHQL_INTROSPECTION: env.bool(false),
+  /** How often open graphql-ws connections re-check their token (revoked, expired or deleted). */
+  GRAPHQL_WS_AUTH_RECHECK_MS: env.int(5000, 50, 3_600_000),
+  /** Operations (subscriptions) one graphql-ws connection may run at once. */
+  GRAPHQL_WS_MAX_OPERATIONS: env.int(100, 1, 100_000),
+  /** signUp calls allowed per client IP within one window. */
+  SIGNUP_MAX_PER_IP: env.int(10, 1, 1_000_000),
+  SIGNUP_WINDOW_SECONDS: env.int(3600, 1, 7 * 24 * 3600),
+  /** Longest usage range (`usage(filter: {from, to})`, `history(days:)`). */
+  USAGE_MAX_RANGE_DAYS: env.int(400, 1, 3650),
+  /** Most points one usage series may hold (hourly up to 7 days, daily beyond). */
+  USAGE_MAX_SERIES_POINTS: env.int(500, 24, 100_000),
 });
 
 export interface ControlPlaneConfig {
@@ -50,6 +72,15 @@ export interface ControlPlaneConfig {
   loginWindowSeconds: number;
   republishIntervalSeconds: number;
   trustedProxies: string[];
+  graphqlLimits: GraphqlLimits;
+  graphqlMaxBodyBytes: number;
+  graphqlIntrospection: boolean;
+  graphqlWsAuthRecheckMs: number;
+  graphqlWsMaxOperations: number;
+  signUpMaxPerIp: number;
+  signUpWindowSeconds: number;
+  usageMaxRangeDays: number;
+  usageMaxSeriesPoints: number;
 }
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
@@ -72,5 +103,20 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): ControlPlan
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,
     republishIntervalSeconds: e.REPUBLISH_INTERVAL_SECONDS,
     trustedProxies: e.TRUSTED_PROXIES,
+    graphqlLimits: {
+      maxDepth: e.GRAPHQL_MAX_DEPTH,
+      maxAliases: e.GRAPHQL_MAX_ALIASES,
+      maxTokens: e.GRAPHQL_MAX_TOKENS,
+      maxCost: e.GRAPHQL_MAX_COST,
+      maxDirectives: e.GRAPHQL_MAX_DIRECTIVES,
+    },
+    graphqlMaxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
+    graphqlIntrospection: e.GRAPHQL_INTROSPECTION,
+    graphqlWsAuthRecheckMs: e.GRAPHQL_WS_AUTH_RECHECK_MS,
+    graphqlWsMaxOperations: e.GRAPHQL_WS_MAX_OPERATIONS,
+    signUpMaxPerIp: e.SIGNUP_MAX_PER_IP,
+    signUpWindowSeconds: e.SIGNUP_WINDOW_SECONDS,
+    usageMaxRangeDays: e.USAGE_MAX_RANGE_DAYS,
+    usageMaxSeriesPoints: e.USAGE_MAX_SERIES_POINTS,
   };
 }

@@ -9,16 +9,17 @@ import { DataSource } from "typeorm";
 import { WebSocketServer } from "ws";
 import { createLogger, Logger } from "../../shared/src/log/logger";
 import { clientIp, parseTrustedProxies } from "./auth/client-ip";
+import { WsSessions } from "./auth/ws-sessions";
+import { tooManyRequests } from "./common/errors";
 import { ControlPlaneConfig } from "./config";
 import { isConsolePath, serveConsole } from "./console/static";
 import { createDataSource, migrate } from "./db/data-source";
 import { ensureDatabase } from "./db/ensure-database";
 import { GqlContext } from "./graphql/context";
 import { createFormatError, createWsErrorFormatting } from "./graphql/errors";
+import { apolloArmor, createWsLimits } from "./graphql/limits";
 import { buildControlPlaneSchema } from "./graphql/schema";
 import { createServices, Services } from "./services";
-
-export const MAX_BODY_BYTES = 1024 * 1024;
 
 export interface ControlPlane {
   /** `http://127.0.0.1:PORT/graphql` */
@@ -41,13 +42,13 @@ export interface ControlPlaneOptions {
   consoleDir?: string;
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on("data", (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY_BYTES) {
+      if (size > maxBytes) {
         // Stop buffering; drain the rest so the 413 reaches the client, then the connection closes.
         req.removeAllListeners("data");
         req.resume();
@@ -86,11 +87,20 @@ export async function createControlPlane(
       log.info(res, "published all records to Redis");
     }
 
+    // Depth, aliases, tokens, cost, directives (GraphQL Armor); batched (array) bodies are refused.
+    const armor = apolloArmor(config.graphqlLimits);
     apollo = new ApolloServer<GqlContext>({
       schema: await buildControlPlaneSchema(),
       formatError: createFormatError(log),
       includeStacktraceInErrorResponses: false,
-      introspection: true,
+      allowBatchedHttpRequests: false,
+      plugins: armor.plugins,
+      validationRules: armor.validationRules,
+      parseOptions: armor.parseOptions,
+      // No automatic persisted queries: the console sends whole documents, and APQ would let any caller
+      // fill a server-side document cache (and answers a hash mismatch with an uncoded error, i.e. a 500).
+      persistedQueries: false,
+      introspection: config.graphqlIntrospection,
       // Shutdown is ours (main.ts): Apollo must not install its own SIGTERM/SIGINT handlers.
       stopOnTerminationSignals: false,
     });
@@ -118,7 +128,7 @@ export async function createControlPlane(
       }
       let body: unknown;
       if (req.method === "POST") {
-        const raw = await readBody(req);
+        const raw = await readBody(req, config.graphqlMaxBodyBytes);
         try {
           body = raw.length > 0 ? JSON.parse(raw) : undefined;
         } catch {
@@ -182,12 +192,46 @@ export async function createControlPlane(
       srv.listen(config.port, opts.host ?? "0.0.0.0", () => resolve());
     });
     // graphql-ws subscriptions on the same path (`dedicatedNodeStatus`); the token comes in connectionParams.
-    const wss = new WebSocketServer({ server: srv, path: "/graphql" });
+    // A message over the cap closes its socket with 1009 (ws) before it is buffered whole.
+    const wss = new WebSocketServer({
+      server: srv,
+      path: "/graphql",
+      maxPayload: config.graphqlMaxBodyBytes,
+    });
     // Errors over graphql-ws go through the same masking as Apollo's formatError (createWsErrorFormatting).
     const wsErrors = createWsErrorFormatting(log);
+    const wsLimits = createWsLimits(config.graphqlLimits, config.graphqlIntrospection);
+    const wsSessions = new WsSessions(services.auth, config.graphqlWsAuthRecheckMs, log);
+    const wsSchema = await buildControlPlaneSchema();
     const wsServer = attachGraphqlWs<Record<string, unknown>>(
       {
-        schema: await buildControlPlaneSchema(),
+        schema: wsSchema,
+        // Authentication at connect: no token or a bad one closes the socket with 4401 before any
+        // operation; the connection is then closed when its token is revoked or expires (WsSessions).
+        onConnect: async (c) => (await wsSessions.connect(c.extra.socket, c.connectionParams)) !== null,
+        // The HTTP limits (tokens, depth, aliases, cost, introspection) for every operation over the socket.
+        onSubscribe: (c, _id, payload) => {
+          // graphql-ws has registered this operation already; each live one holds a status listener.
+          const running = Object.keys(c.subscriptions).length;
+          if (running > config.graphqlWsMaxOperations) {
+            return [
+              tooManyRequests(
+                `At most ${config.graphqlWsMaxOperations} operations may run at once on one connection`,
+                1,
+              ),
+            ];
+          }
+          const document = wsLimits.parse(payload.query);
+          if (!("kind" in document)) return document;
+          const errors = wsLimits.validate(wsSchema, document);
+          if (errors.length > 0) return errors;
+          return {
+            schema: wsSchema,
+            document,
+            operationName: payload.operationName,
+            variableValues: payload.variables,
+          };
+        },
         onNext: wsErrors.onNext,
         onError: wsErrors.onError,
         context: wsErrors.context(async (c): Promise<GqlContext> => {
@@ -204,6 +248,13 @@ export async function createControlPlane(
       },
       wss,
     );
+    // graphql-ws's adapter prints every socket error with console.error ("Internal error ... check your
+    // implementation"), including a client's message over maxPayload, which ws has already answered with
+    // a 1009 close: swap it for a debug line, so hostile clients can't fill stderr.
+    wss.on("connection", (socket) => {
+      socket.removeAllListeners("error");
+      socket.on("error", (err) => log.debug({ err: err.message }, "graphql-ws socket error"));
+    });
     const port = (srv.address() as AddressInfo).port;
     const url = `http://127.0.0.1:${port}/graphql`;
     log.info({ port }, "control plane listening");
@@ -218,6 +269,7 @@ export async function createControlPlane(
       log,
       close() {
         closing ??= (async () => {
+          wsSessions.close();
           await wsServer.dispose();
           await new Promise<void>((resolve) => wss.close(() => resolve()));
           await services.nodes.close();

@@ -7,6 +7,7 @@ import { AllowlistService } from "./allowlist/allowlist.service";
 import { AppService } from "./apps/app.service";
 import { AuthService } from "./auth/auth.service";
 import { LoginRateLimiter } from "./auth/login-rate-limit";
+import { SignUpRateLimiter } from "./auth/signup-rate-limit";
 import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
 import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
@@ -43,15 +44,21 @@ export function createServices(
     config,
     publication,
     workspaces,
-    auth: new AuthService(ds, limiter, publication, {
-      adminToken: config.adminToken,
-      sessionTtlSeconds: config.sessionTtlSeconds,
-    }),
+    auth: new AuthService(
+      ds,
+      limiter,
+      publication,
+      { adminToken: config.adminToken, sessionTtlSeconds: config.sessionTtlSeconds },
+      new SignUpRateLimiter(redis, names, config.signUpMaxPerIp, config.signUpWindowSeconds),
+    ),
     apps: new AppService(ds, workspaces, publication, deriveEncryptionKey(config.keyEncryptionSecret)),
     allowlist: new AllowlistService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
     plans: new PlanService(ds, publication),
-    usage: new UsageService(ds, redis, names, workspaces),
+    usage: new UsageService(ds, redis, names, workspaces, {
+      maxRangeDays: config.usageMaxRangeDays,
+      maxSeriesPoints: config.usageMaxSeriesPoints,
+    }),
     nodes: new NodeService(
       ds,
       workspaces,

@@ -43,10 +43,11 @@ export class CreatedAccessToken {
 @Resolver()
 export class AuthResolver {
   @Mutation(() => AuthPayload, {
-    description: "Creates an account and its workspace (free plan, account as OWNER).",
+    description:
+      "Creates an account and its workspace (free plan, account as OWNER). Rate limited per client IP.",
   })
   signUp(@Arg("input", () => SignUpInput) input: SignUpInput, @Ctx() ctx: GqlContext): Promise<AuthPayload> {
-    return ctx.services.auth.signUp(input);
+    return ctx.services.auth.signUp(input, ctx.ip);
   }
 
   @Mutation(() => AuthPayload, { description: "Rate limited per email and per client IP." })

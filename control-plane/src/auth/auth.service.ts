@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { hash as argon2Hash, verify as argon2Verify } from "@node-rs/argon2";
-import { DataSource, IsNull, Repository } from "typeorm";
+import { DataSource, In, IsNull, Repository } from "typeorm";
 import { Account } from "../accounts/account.entity";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { Plan } from "../plans/plan.entity";
@@ -10,6 +10,7 @@ import { Workspace } from "../workspaces/workspace.entity";
 import { AccessToken, AccessTokenKind } from "./access-token.entity";
 import { Principal, RequestContext } from "./context";
 import { LoginRateLimiter } from "./login-rate-limit";
+import { SignUpRateLimiter } from "./signup-rate-limit";
 
 export const EMAIL_MAX = 254;
 export const PASSWORD_MIN = 8;
@@ -41,12 +42,15 @@ export interface AuthServiceOptions {
 
 export class AuthService {
   private readonly adminTokenHash: Buffer;
+  /** Told the id of every token revoked through this process (graphql-ws closes its sockets at once). */
+  private readonly revokedListeners = new Set<(tokenId: string) => void>();
 
   constructor(
     private readonly ds: DataSource,
     private readonly limiter: LoginRateLimiter,
     private readonly publication: PublicationService,
     private readonly opts: AuthServiceOptions,
+    private readonly signUpLimiter?: SignUpRateLimiter,
   ) {
     this.adminTokenHash = createHash("sha256").update(opts.adminToken, "utf8").digest();
   }
@@ -73,7 +77,36 @@ export class AuthService {
     return email;
   }
 
-  async signUp(input: { email: string; password: string; workspaceName: string }): Promise<IssuedToken> {
+  /**
+   * Registers a listener for tokens revoked by this process (logOut, revokeAccessToken); returns the
+   * unregister function. Other processes' revocations are found by `liveTokenIds` polling.
+   */
+  onTokenRevoked(fn: (tokenId: string) => void): () => void {
+    this.revokedListeners.add(fn);
+    return () => this.revokedListeners.delete(fn);
+  }
+
+  private revoked(tokenId: string): void {
+    for (const fn of this.revokedListeners) fn(tokenId);
+  }
+
+  /** Of these token ids, the ones still usable now (not revoked, not expired, not deleted). */
+  async liveTokenIds(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.ds.getRepository(AccessToken).find({
+      select: { id: true, expiresAt: true },
+      where: { id: In(ids), revokedAt: IsNull() },
+    });
+    const now = Date.now();
+    return new Set(rows.filter((r) => !r.expiresAt || r.expiresAt.getTime() > now).map((r) => r.id));
+  }
+
+  /** `ip` is the client IP (sign-ups are throttled per IP before any work is done). */
+  async signUp(
+    input: { email: string; password: string; workspaceName: string },
+    ip?: string,
+  ): Promise<IssuedToken> {
+    if (ip !== undefined) await this.signUpLimiter?.hit(ip);
     const email = this.validateEmail(input.email);
     if (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX) {
       throw badInput("password", `Password must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters`);
@@ -198,6 +231,7 @@ export class AuthService {
       row.revokedAt = new Date();
       await repo.save(row);
     }
+    this.revoked(row.id);
     return true;
   }
 
@@ -212,6 +246,7 @@ export class AuthService {
       row.revokedAt = new Date();
       await repo.save(row);
     }
+    this.revoked(row.id);
     return row;
   }
 

@@ -26,7 +26,6 @@ const HOUR = 3_600_000;
 const DAY = 86_400_000;
 /** Ranges up to this long are served from usage_hour with an hourly series; longer ones from usage_day. */
 const MAX_HOURLY_RANGE_MS = 7 * DAY;
-const MAX_HISTORY_DAYS = 400;
 const NETWORK_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
 const SUM_BUCKETS = BUCKET_COLUMNS.map((c) => `sum(${c})::float8 AS ${c}`).join(", ");
@@ -76,6 +75,22 @@ function emptyPoint(at: number): UsageSeriesPoint {
   return { at: new Date(at), success: 0, errors: 0, ...emptyBreakdown() };
 }
 
+/** Caps on what one usage query may ask for (USAGE_MAX_RANGE_DAYS, USAGE_MAX_SERIES_POINTS). */
+export interface UsageQueryLimits {
+  /** Longest `from`..`to` range, and most `history(days:)`. */
+  maxRangeDays: number;
+  /** Most points in one series (`requests24h.series`, `history`). */
+  maxSeriesPoints: number;
+}
+
+export const DEFAULT_USAGE_QUERY_LIMITS: UsageQueryLimits = { maxRangeDays: 400, maxSeriesPoints: 500 };
+
+/** Points of the series of [from, to): hourly up to 7 days, else per UTC day (as `where` reads them). */
+function seriesPoints(from: number, to: number): number {
+  const step = to - from <= MAX_HOURLY_RANGE_MS ? HOUR : DAY;
+  return Math.ceil((to - Math.floor(from / step) * step) / step);
+}
+
 /**
  * Usage queries for the dashboard (GraphQL resolvers stay thin). Every query is scoped to one workspace
  * the caller may see (WorkspaceService checks), optionally narrowed to one app of it and one network.
@@ -88,6 +103,7 @@ export class UsageService {
     private readonly redis: Redis,
     private readonly names: RedisNames,
     private readonly workspaces: WorkspaceService,
+    private readonly limits: UsageQueryLimits = DEFAULT_USAGE_QUERY_LIMITS,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -107,6 +123,21 @@ export class UsageService {
     const from = filter.from ? filter.from.getTime() : Math.floor(now / HOUR) * HOUR - 23 * HOUR;
     if (!Number.isFinite(from) || !Number.isFinite(to)) throw badInput("from", "Invalid range");
     if (from >= to) throw badInput("from", "`from` must be before `to`");
+    // Caps checked before any query: an unbounded range would build (and send) a point per hour / day.
+    const { maxRangeDays, maxSeriesPoints } = this.limits;
+    if (to - from > maxRangeDays * DAY) {
+      throw badInput(
+        "from",
+        `The usage range is limited to ${maxRangeDays} days; this one spans ${Math.ceil((to - from) / DAY)} days`,
+      );
+    }
+    const points = seriesPoints(from, to);
+    if (points > maxSeriesPoints) {
+      throw badInput(
+        "to",
+        `A usage series is limited to ${maxSeriesPoints} points (hourly up to 7 days, daily beyond); this range needs ${points}`,
+      );
+    }
     const r = new UsageReport();
     r.workspaceId = workspaceId;
     r.appId = appId;
@@ -242,8 +273,9 @@ export class UsageService {
    * the plan's daily limit. The current plan's limit is used (plan history is not kept).
    */
   async history(r: UsageReport, days = 30): Promise<UsageDay[]> {
-    if (!Number.isInteger(days) || days < 1 || days > MAX_HISTORY_DAYS) {
-      throw badInput("days", `days must be 1..${MAX_HISTORY_DAYS}`);
+    const maxDays = Math.min(this.limits.maxRangeDays, this.limits.maxSeriesPoints);
+    if (!Number.isInteger(days) || days < 1 || days > maxDays) {
+      throw badInput("days", `days must be 1..${maxDays} (the usage range is limited to ${maxDays} days)`);
     }
     const today = Math.floor(this.now() / DAY) * DAY;
     const first = today - (days - 1) * DAY;

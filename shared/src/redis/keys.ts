@@ -51,6 +51,11 @@ export class RedisNames {
     return `${this.prefix}login:${scope}:${subjectHash}`;
   }
 
+  /** String counter: signUp calls from one client IP (hashed) in the current window (control plane only). */
+  signUpAttempts(ipHash: string): string {
+    return `${this.prefix}signup:ip:${ipHash}`;
+  }
+
   /**
    * Stream: one entry per data-plane usage flush, field `batch` = JSON `UsageBatch`
    * (shared/src/usage/contract.ts); read by the usage worker's consumer group `usage-ingest`.

@@ -51,6 +51,8 @@ export async function startHarness(
     KEY_ENCRYPTION_SECRET: "test-key-encryption-secret-xyz",
     PUBLIC_HTTP_URL: "https://rpc.example.test",
     PUBLIC_WS_URL: "wss://rpc.example.test",
+    // Every test signs up from 127.0.0.1; the sign-up throttle has its own test (graphql-limits.test.ts).
+    SIGNUP_MAX_PER_IP: "1000000",
     ...env,
   });
   const cp = await createControlPlane(config, { host: "127.0.0.1", log: opts.log });

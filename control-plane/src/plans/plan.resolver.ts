@@ -25,11 +25,21 @@ export class PlanInput {
   @Min(0)
   @Max(10_000)
   maxDedicatedNodes?: number | null;
+
+  @Field(() => Boolean, {
+    nullable: true,
+    description:
+      "Owners may switch to the plan themselves (changePlan). Omitted: false for a new plan, unchanged for an existing one.",
+  })
+  selfService?: boolean | null;
 }
 
 @Resolver(() => Plan)
 export class PlanResolver {
-  @Query(() => [Plan], { description: "Any authenticated caller." })
+  @Query(() => [Plan], {
+    description:
+      "The operator: every plan. An account: the self-service plans plus the current plans of its workspaces.",
+  })
   plans(@Ctx() ctx: GqlContext): Promise<Plan[]> {
     return ctx.services.plans.list(ctx);
   }

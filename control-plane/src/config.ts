@@ -29,6 +29,11 @@ const schema = z.object({
     .refine(validTrustedProxies, { error: "expected a comma-separated list of IP addresses or CIDR ranges" }),
   /** Period of the worker's full re-publish job. */
   REPUBLISH_INTERVAL_SECONDS: env.int(300, 5, 24 * 3600),
+  /**
+   * Where tenants ask for a plan they cannot pick themselves (an email address, a URL or a sentence),
+   * shown on the console's Plan page. Unset: the page just says to contact the operator.
+   */
+  PLAN_CONTACT: z.string().trim().max(200, { error: "expected at most 200 characters" }).optional(),
   /** `production` makes KEY_ENCRYPTION_SECRET and ADMIN_TOKEN mandatory (see `productionShape`). */
   NODE_ENV: z.string().default("development"),
 });
@@ -74,6 +79,8 @@ export interface ControlPlaneConfig {
   loginWindowSeconds: number;
   republishIntervalSeconds: number;
   trustedProxies: string[];
+  /** PLAN_CONTACT; null when unset or blank. */
+  planContact: string | null;
 }
 
 /**
@@ -109,5 +116,6 @@ export function loadConfig(
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,
     republishIntervalSeconds: e.REPUBLISH_INTERVAL_SECONDS,
     trustedProxies: e.TRUSTED_PROXIES,
+    planContact: e.PLAN_CONTACT || null,
   };
 }

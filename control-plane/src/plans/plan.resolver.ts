@@ -44,6 +44,15 @@ export class PlanResolver {
     return ctx.services.plans.list(ctx);
   }
 
+  @Query(() => String, {
+    nullable: true,
+    description:
+      "Where to ask the operator for a plan that is not self-service (PLAN_CONTACT: an email, a URL or text); null = not configured.",
+  })
+  planContact(@Ctx() ctx: GqlContext): string | null {
+    return ctx.services.plans.contact(ctx);
+  }
+
   @Mutation(() => Plan, { description: "Operator: create or edit a plan by name." })
   upsertPlan(@Arg("input", () => PlanInput) input: PlanInput, @Ctx() ctx: GqlContext): Promise<Plan> {
     return ctx.services.plans.upsert(ctx, input);

@@ -23,7 +23,14 @@ export class PlanService {
   constructor(
     private readonly ds: DataSource,
     private readonly publication: PublicationService,
+    private readonly planContact: string | null = null,
   ) {}
+
+  /** PLAN_CONTACT, for authenticated callers (the console's Plan page). */
+  contact(ctx: RequestContext): string | null {
+    requireAuthenticated(ctx);
+    return this.planContact;
+  }
 
   /**
    * The operator sees every plan. An account sees the self-service plans plus the plans its own workspaces

@@ -62,6 +62,11 @@ describe("control-plane: self-service plans (a tenant cannot give itself a bigge
     ]);
   });
 
+  it("planContact: null when PLAN_CONTACT is unset, for authenticated callers only", async () => {
+    assert.equal(code(await h.gql("{ planContact }")), "UNAUTHENTICATED");
+    assert.equal((await h.ok("{ planContact }", {}, owner.token)).planContact, null);
+  });
+
   it("a tenant lists only self-service plans plus its own current plan; private plans do not leak", async () => {
     assert.deepEqual(planNames(await h.ok(PLANS, {}, owner.token)), ["free", "growth"]);
     await h.ok(SET, { w: other.workspaceId, p: "acme-deal" }, ADMIN_TOKEN);

@@ -17,6 +17,7 @@ describe("control-plane: config", () => {
     assert.equal(c.loginMaxAttempts, 10);
     assert.equal(c.loginWindowSeconds, 300);
     assert.equal(c.republishIntervalSeconds, 300);
+    assert.equal(c.planContact, null);
   });
 
   it("reads variables and strips trailing slashes from public URLs", () => {
@@ -27,6 +28,7 @@ describe("control-plane: config", () => {
       PUBLIC_HTTP_URL: "https://rpc.example.com/",
       PUBLIC_WS_URL: "wss://rpc.example.com/",
       SESSION_TTL_SECONDS: "3600",
+      PLAN_CONTACT: " sales@example.com ",
     });
     assert.equal(c.port, 4100);
     assert.equal(c.adminToken, "a-very-long-admin-token");
@@ -35,6 +37,9 @@ describe("control-plane: config", () => {
     assert.equal(c.publicHttpUrl, "https://rpc.example.com");
     assert.equal(c.publicWsUrl, "wss://rpc.example.com");
     assert.equal(c.sessionTtlSeconds, 3600);
+    assert.equal(c.planContact, "sales@example.com");
+    assert.equal(loadConfig({ PLAN_CONTACT: "  " }).planContact, null);
+    assert.throws(() => loadConfig({ PLAN_CONTACT: "x".repeat(201) }), /PLAN_CONTACT/);
   });
 
   it("names every bad variable in one error", () => {

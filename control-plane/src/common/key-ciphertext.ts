@@ -89,6 +89,9 @@ export async function rebindLegacyKeyCiphertexts(
         [after],
       )) as { id: string; key_hash: string; key_ciphertext: string }[];
       if (rows.length === 0) break;
+      const ids: string[] = [];
+      const olds: string[] = [];
+      const news: string[] = [];
       for (const r of rows) {
         try {
           const opened = openKey(
@@ -96,11 +99,24 @@ export async function rebindLegacyKeyCiphertexts(
             encryptionKey,
             table,
           );
-          if (opened.rebound && (await storeRebound(ds, table, r.id, r.key_ciphertext, opened.rebound)))
-            rebound++;
+          if (opened.rebound) {
+            ids.push(r.id);
+            olds.push(r.key_ciphertext);
+            news.push(opened.rebound);
+          }
         } catch {
           unreadable++;
         }
+      }
+      if (ids.length > 0) {
+        // One statement per batch; compare-and-set on the old ciphertext as in `storeRebound`.
+        const [, affected] = (await ds.query(
+          `UPDATE ${table} t SET key_ciphertext = v.new
+           FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS old, unnest($3::text[]) AS new) v
+           WHERE t.id = v.id AND t.key_ciphertext = v.old`,
+          [ids, olds, news],
+        )) as [unknown, number];
+        rebound += affected;
       }
       after = rows[rows.length - 1]!.id;
     }

@@ -126,6 +126,16 @@ describe("control-plane: stored key ciphertexts are bound to their rows", () => 
     const r = await h.gql(NODE_KEY, { id: n1.id }, a.token);
     assert.equal(code(r), "KEY_UNREADABLE");
     assert.ok(!JSON.stringify(r).includes(n2.apiKey), "n2's key is not shown as n1's");
+    // Regenerating replaces the unreadable copy with a fresh key sealed to n1.
+    const regen = await h.ok(
+      `mutation($id: ID!) { regenerateDedicatedNodeApiKey(id: $id) { id apiKey } }`,
+      { id: n1.id },
+      a.token,
+    );
+    const fresh = regen.regenerateDedicatedNodeApiKey.apiKey;
+    assert.notEqual(fresh, n1.apiKey);
+    assert.equal((await h.ok(NODE_KEY, { id: n1.id }, a.token)).dedicatedNode.apiKey, fresh);
+    n1.apiKey = fresh;
 
     // Legacy v1 node row: opens, and is rewritten bound.
     await setCiphertext("dedicated_nodes", "id", n1.id, legacyV1(n1.apiKey, h.config.keyEncryptionSecret));

@@ -51,7 +51,36 @@ const schema = z.object({
   USAGE_MAX_RANGE_DAYS: env.int(400, 1, 3650),
   /** Most points one usage series may hold (hourly up to 7 days, daily beyond). */
   USAGE_MAX_SERIES_POINTS: env.int(500, 24, 100_000),
+  /**
+   * Where tenants ask for a plan they cannot pick themselves (an email address, a URL or a sentence),
+   * shown on the console's Plan page. Unset: the page just says to contact the operator.
+   */
+  PLAN_CONTACT: z.string().trim().max(200, { error: "expected at most 200 characters" }).optional(),
+  /** `production` makes KEY_ENCRYPTION_SECRET and ADMIN_TOKEN mandatory (see `productionShape`). */
+  NODE_ENV: z.string().default("development"),
 });
+
+/** Shortest KEY_ENCRYPTION_SECRET / ADMIN_TOKEN accepted with NODE_ENV=production: 32 bytes. */
+export const PRODUCTION_MIN_SECRET_BYTES = 32;
+
+const productionSecret = () => {
+  const hint = `required with NODE_ENV=production: at least ${PRODUCTION_MIN_SECRET_BYTES} bytes, e.g. from \`openssl rand -base64 32\``;
+  return z
+    .string({ error: hint })
+    .refine((v) => Buffer.byteLength(v, "utf8") >= PRODUCTION_MIN_SECRET_BYTES, { error: hint });
+};
+
+/**
+ * With NODE_ENV=production the development fallbacks are refused: a control plane started without
+ * KEY_ENCRYPTION_SECRET would seal every key with the secret published in this file, and one without
+ * ADMIN_TOKEN would run with an operator token nobody knows. Both must be set and at least 32 bytes.
+ */
+const productionShape = {
+  KEY_ENCRYPTION_SECRET: productionSecret().refine((v) => v !== DEV_KEY_ENCRYPTION_SECRET, {
+    error: "the published development secret is refused with NODE_ENV=production",
+  }),
+  ADMIN_TOKEN: productionSecret().pipe(schema.shape.ADMIN_TOKEN.unwrap()),
+};
 
 export interface ControlPlaneConfig {
   databaseUrl: string;
@@ -81,11 +110,26 @@ export interface ControlPlaneConfig {
   signUpWindowSeconds: number;
   usageMaxRangeDays: number;
   usageMaxSeriesPoints: number;
+  /** PLAN_CONTACT; null when unset or blank. */
+  planContact: string | null;
 }
 
-/** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(source: NodeJS.ProcessEnv = process.env): ControlPlaneConfig {
-  const e = parseEnv(schema, source, { secrets: ["ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"] });
+/**
+ * Parses the environment once; throws a ConfigError naming every bad variable. `opts.worker`: the worker
+ * process, which neither authenticates callers nor decrypts keys, so NODE_ENV=production does not make it
+ * require ADMIN_TOKEN or KEY_ENCRYPTION_SECRET (a secret is given only to the processes that use it).
+ */
+export function loadConfig(
+  source: NodeJS.ProcessEnv = process.env,
+  opts: { worker?: boolean } = {},
+): ControlPlaneConfig {
+  // The production shape only narrows (a required string where the base allows undefined), so the
+  // parsed value still has the base schema's type.
+  const effective =
+    source.NODE_ENV === "production" && !opts.worker
+      ? (schema.extend(productionShape) as unknown as typeof schema)
+      : schema;
+  const e = parseEnv(effective, source, { secrets: ["ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"] });
   return {
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,
@@ -118,5 +162,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): ControlPlan
     signUpWindowSeconds: e.SIGNUP_WINDOW_SECONDS,
     usageMaxRangeDays: e.USAGE_MAX_RANGE_DAYS,
     usageMaxSeriesPoints: e.USAGE_MAX_SERIES_POINTS,
+    planContact: e.PLAN_CONTACT || null,
   };
 }

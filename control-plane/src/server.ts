@@ -7,10 +7,12 @@ import { useServer as attachGraphqlWs } from "graphql-ws/use/ws";
 import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { WebSocketServer } from "ws";
+import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
 import { createLogger, Logger } from "../../shared/src/log/logger";
 import { clientIp, parseTrustedProxies } from "./auth/client-ip";
 import { WsSessions } from "./auth/ws-sessions";
 import { tooManyRequests } from "./common/errors";
+import { rebindLegacyKeyCiphertexts } from "./common/key-ciphertext";
 import { ControlPlaneConfig } from "./config";
 import { isConsolePath, serveConsole } from "./console/static";
 import { createDataSource, migrate } from "./db/data-source";
@@ -80,6 +82,7 @@ export async function createControlPlane(
   try {
     const applied = await migrate(ds);
     if (applied.length > 0) log.info({ applied }, "database migrations applied");
+    await rebindLegacyKeyCiphertexts(ds, deriveEncryptionKey(config.keyEncryptionSecret), log);
     await redis.connect();
     const services = createServices(config, ds, redis, log);
     if (opts.publishOnStart !== false) {

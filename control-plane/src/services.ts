@@ -54,7 +54,7 @@ export function createServices(
     apps: new AppService(ds, workspaces, publication, deriveEncryptionKey(config.keyEncryptionSecret)),
     allowlist: new AllowlistService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
-    plans: new PlanService(ds, publication),
+    plans: new PlanService(ds, publication, config.planContact),
     usage: new UsageService(ds, redis, names, workspaces, {
       maxRangeDays: config.usageMaxRangeDays,
       maxSeriesPoints: config.usageMaxSeriesPoints,

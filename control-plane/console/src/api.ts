@@ -124,6 +124,8 @@ export interface Plan {
   requestsPerSecond: number;
   monthlyRequestLimit: number | null;
   maxDedicatedNodes: number;
+  /** The owner may switch to it in the console; other plans are assigned by the operator. */
+  selfService: boolean;
 }
 
 export interface Today {

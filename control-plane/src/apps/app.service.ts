@@ -1,7 +1,9 @@
+import { randomUUID } from "node:crypto";
 import { DataSource, EntityManager, IsNull } from "typeorm";
-import { decryptSecret, encryptSecret, generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
+import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
 import { RequestContext } from "../auth/context";
 import { badInput, notFound } from "../common/errors";
+import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { PublicationService } from "../publication/publication.service";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { ApiKey } from "./api-key.entity";
@@ -36,9 +38,16 @@ export class AppService {
 
   private async insertKey(m: EntityManager, appId: string): Promise<string> {
     const key = generateApiKey();
+    // The row id is chosen here so the ciphertext can be sealed to it before the insert.
+    const id = randomUUID();
     const repo = m.getRepository(ApiKey);
     await repo.insert(
-      repo.create({ appId, keyHash: hashApiKey(key), keyCiphertext: encryptSecret(key, this.encryptionKey) }),
+      repo.create({
+        id,
+        appId,
+        keyHash: hashApiKey(key),
+        keyCiphertext: sealKey(key, this.encryptionKey, "api_keys", id),
+      }),
     );
     return key;
   }
@@ -158,7 +167,10 @@ export class AppService {
     return { app, view };
   }
 
-  /** The current key (decrypted) and the previous key's expiry, for workspace members. */
+  /**
+   * The current key (decrypted) and the previous key's expiry, for workspace members. A ciphertext that is
+   * not this row's answers KEY_UNREADABLE; a legacy unbound one is rewritten bound on the way.
+   */
   async keyView(appId: string): Promise<AppKeyView> {
     const keys = await this.ds.getRepository(ApiKey).find({ where: { appId, revokedAt: IsNull() } });
     const current = keys.find((k) => k.expiresAt === null);
@@ -167,8 +179,11 @@ export class AppService {
     const previous = keys
       .filter((k) => k.expiresAt !== null && k.expiresAt.getTime() > now)
       .sort((a, b) => b.expiresAt!.getTime() - a.expiresAt!.getTime())[0];
+    const opened = openKey(current, this.encryptionKey, "api_keys");
+    if (opened.rebound)
+      await storeRebound(this.ds, "api_keys", current.id, current.keyCiphertext, opened.rebound);
     return {
-      apiKey: decryptSecret(current.keyCiphertext, this.encryptionKey),
+      apiKey: opened.key,
       apiKeyCreatedAt: current.createdAt,
       previousApiKeyExpiresAt: previous?.expiresAt ?? null,
     };

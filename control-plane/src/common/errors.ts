@@ -7,7 +7,8 @@ export type ErrorCode =
   | "FORBIDDEN"
   | "NOT_FOUND"
   | "TOO_MANY_REQUESTS"
-  | "INTERNAL_SERVER_ERROR";
+  | "INTERNAL_SERVER_ERROR"
+  | "KEY_UNREADABLE";
 
 export const PUBLIC_ERROR_CODES = new Set<string>([
   "BAD_USER_INPUT",
@@ -21,6 +22,7 @@ export const PUBLIC_ERROR_CODES = new Set<string>([
   "PERSISTED_QUERY_NOT_FOUND",
   "PERSISTED_QUERY_NOT_SUPPORTED",
   "OPERATION_RESOLUTION_FAILURE",
+  "KEY_UNREADABLE",
 ]);
 
 /** Validation failure of one input field; `field` is the input field's name. */
@@ -56,4 +58,16 @@ export function isUuid(id: string): boolean {
 export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; driverError?: { code?: string } };
   return e?.code === "23505" || e?.driverError?.code === "23505";
+}
+
+/**
+ * A stored key (app or dedicated node) that cannot be shown: its ciphertext does not decrypt with this
+ * KEY_ENCRYPTION_SECRET for this row, or decrypts to a key whose hash is not the row's. Never answered
+ * with another row's key; regenerating the key replaces it.
+ */
+export function keyUnreadable(what: string): GraphQLError {
+  return new GraphQLError(
+    `The stored key of this ${what} cannot be decrypted (KEY_ENCRYPTION_SECRET changed or the row was altered); regenerate the key`,
+    { extensions: { code: "KEY_UNREADABLE" } },
+  );
 }

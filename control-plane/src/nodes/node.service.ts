@@ -1,13 +1,15 @@
+import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { DataSource, EntityManager, In, Not } from "typeorm";
-import { decryptSecret, encryptSecret, generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
+import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
 import type { Logger } from "../../../shared/src/log/logger";
 import { JobName, type NodeOpPayload, nodeJobId, QueueName } from "../../../shared/src/queue/names";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { parseAccountId } from "../../../shared/src/substrate/storage-keys";
 import type { RequestContext } from "../auth/context";
 import { badInput, forbidden, isUuid, notFound, unauthenticated } from "../common/errors";
+import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { Network } from "../networks/network.entity";
 import type { PublicationService } from "../publication/publication.service";
 import { Membership } from "../workspaces/membership.entity";
@@ -223,8 +225,11 @@ export class NodeService {
         );
       }
       const repo = m.getRepository(DedicatedNode);
+      // The row id is chosen here so the key's ciphertext can be sealed to it.
+      const id = randomUUID();
       const created = await repo.save(
         repo.create({
+          id,
           workspaceId: wsId,
           networkId: network.id,
           displayName,
@@ -241,7 +246,7 @@ export class NodeService {
           provider: this.provider.name,
           providerState: {},
           keyHash: hashApiKey(key),
-          keyCiphertext: encryptSecret(key, this.encryptionKey),
+          keyCiphertext: sealKey(key, this.encryptionKey, "dedicated_nodes", id),
         }),
       );
       await recordEvent(
@@ -358,7 +363,7 @@ export class NodeService {
     const old = node.keyHash;
     const key = generateApiKey();
     node.keyHash = hashApiKey(key);
-    node.keyCiphertext = encryptSecret(key, this.encryptionKey);
+    node.keyCiphertext = sealKey(key, this.encryptionKey, "dedicated_nodes", node.id);
     await this.ds.transaction(async (m) => {
       await m.getRepository(DedicatedNode).update(
         { id: node.id },
@@ -394,8 +399,18 @@ export class NodeService {
     return node;
   }
 
+  /**
+   * The node's key for its members. A ciphertext that is not this row's throws KEY_UNREADABLE; a legacy
+   * unbound one (normally rewritten at start) is rewritten bound in the background.
+   */
   apiKey(node: DedicatedNode): string {
-    return decryptSecret(node.keyCiphertext, this.encryptionKey);
+    const opened = openKey(node, this.encryptionKey, "dedicated_nodes");
+    if (opened.rebound) {
+      storeRebound(this.ds, "dedicated_nodes", node.id, node.keyCiphertext, opened.rebound).catch((err) =>
+        this.log.warn({ err, nodeId: node.id }, "could not rewrite the node key's ciphertext bound"),
+      );
+    }
+    return opened.key;
   }
 
   events(nodeId: string, limit: number): Promise<DedicatedNodeEvent[]> {

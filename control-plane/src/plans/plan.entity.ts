@@ -38,6 +38,14 @@ export class Plan {
   @Column({ name: "max_dedicated_nodes", type: "integer", default: 0 })
   maxDedicatedNodes: number;
 
+  /**
+   * A workspace owner may switch to this plan itself (`changePlan`); any other plan is assigned by the
+   * operator (`setWorkspacePlan`). Tenants see only self-service plans and their own current plan.
+   */
+  @Field({ description: "Owners may switch to it themselves (changePlan); otherwise operator-assigned." })
+  @Column({ name: "self_service", type: "boolean", default: false })
+  selfService: boolean;
+
   @CreateDateColumn({ name: "created_at", type: "timestamptz" })
   createdAt: Date;
 

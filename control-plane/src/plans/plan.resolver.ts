@@ -25,13 +25,32 @@ export class PlanInput {
   @Min(0)
   @Max(10_000)
   maxDedicatedNodes?: number | null;
+
+  @Field(() => Boolean, {
+    nullable: true,
+    description:
+      "Owners may switch to the plan themselves (changePlan). Omitted: false for a new plan, unchanged for an existing one.",
+  })
+  selfService?: boolean | null;
 }
 
 @Resolver(() => Plan)
 export class PlanResolver {
-  @Query(() => [Plan], { description: "Any authenticated caller." })
+  @Query(() => [Plan], {
+    description:
+      "The operator: every plan. An account: the self-service plans plus the current plans of its workspaces.",
+  })
   plans(@Ctx() ctx: GqlContext): Promise<Plan[]> {
     return ctx.services.plans.list(ctx);
+  }
+
+  @Query(() => String, {
+    nullable: true,
+    description:
+      "Where to ask the operator for a plan that is not self-service (PLAN_CONTACT: an email, a URL or text); null = not configured.",
+  })
+  planContact(@Ctx() ctx: GqlContext): string | null {
+    return ctx.services.plans.contact(ctx);
   }
 
   @Mutation(() => Plan, { description: "Operator: create or edit a plan by name." })

@@ -15,17 +15,43 @@ export interface PlanInputData {
   requestsPerSecond: number;
   monthlyRequestLimit?: number | null;
   maxDedicatedNodes?: number | null;
+  /** Omitted / null: false for a new plan (private unless said otherwise), unchanged for an existing one. */
+  selfService?: boolean | null;
 }
 
 export class PlanService {
   constructor(
     private readonly ds: DataSource,
     private readonly publication: PublicationService,
+    private readonly planContact: string | null = null,
   ) {}
 
+  /** PLAN_CONTACT, for authenticated callers (the console's Plan page). */
+  contact(ctx: RequestContext): string | null {
+    requireAuthenticated(ctx);
+    return this.planContact;
+  }
+
+  /**
+   * The operator sees every plan. An account sees the self-service plans plus the plans its own workspaces
+   * are on: an operator's private plan (a deal for one customer) is not revealed to other tenants.
+   */
   list(ctx: RequestContext): Promise<Plan[]> {
     requireAuthenticated(ctx);
-    return this.ds.getRepository(Plan).find({ order: { dailyRequestLimit: "ASC", name: "ASC" } });
+    const q = this.ds
+      .getRepository(Plan)
+      .createQueryBuilder("p")
+      .orderBy("p.daily_request_limit", "ASC")
+      .addOrderBy("p.name", "ASC");
+    if (ctx.principal?.kind === "account") {
+      q.where(
+        `p.self_service OR p.id IN (
+          SELECT w.plan_id FROM workspaces w JOIN memberships m ON m.workspace_id = w.id
+          WHERE m.account_id = :accountId)`,
+        { accountId: ctx.principal.accountId },
+      );
+    }
+    return q.getMany();
   }
 
   byId(id: string): Promise<Plan> {
@@ -65,6 +91,8 @@ export class PlanService {
       row.requestsPerSecond = input.requestsPerSecond;
       row.monthlyRequestLimit = input.monthlyRequestLimit ?? null;
       row.maxDedicatedNodes = maxNodes;
+      if (input.selfService != null) row.selfService = input.selfService;
+      else if (!existing) row.selfService = false;
       return repo.save(row);
     });
     await this.publication.safely("plan", () => this.publication.publishPlan(plan.id));

@@ -5,7 +5,8 @@ import { startWorker } from "./worker";
 
 /** Worker process: `node dist/control-plane/src/worker/main.js`. */
 async function main(): Promise<void> {
-  const config = loadConfig();
+  // The worker authenticates nobody and decrypts no key: production secrets are not required of it.
+  const config = loadConfig(process.env, { worker: true });
   const log = createLogger("control-plane-worker", config.logLevel);
   // Signals are handled from the start: one arriving while the worker is still starting closes it once
   // started (a default SIGTERM would kill it mid-start with exit code null).

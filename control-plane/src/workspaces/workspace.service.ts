@@ -98,30 +98,50 @@ export class WorkspaceService {
     return rows.map((r) => r.workspace);
   }
 
-  private async setPlan(workspaceId: string, planName: string): Promise<Workspace> {
-    const plan = await this.ds.getRepository(Plan).findOneBy({ name: planName });
-    if (!plan) throw badInput("plan", `Unknown plan "${planName}"`);
-    await this.ds.getRepository(Workspace).update({ id: workspaceId }, { planId: plan.id });
+  /**
+   * Moves the workspace to the plan named `planName` and re-publishes it. `selfServiceOnly`: the plan must
+   * be self-service; an unknown plan and a private one get the same answer, so a tenant cannot probe for
+   * the operator's private plan names. The plan row is read FOR SHARE in the same transaction as the
+   * update, so an operator turning `selfService` off concurrently cannot be raced past.
+   */
+  private async setPlan(workspaceId: string, planName: string, selfServiceOnly: boolean): Promise<Workspace> {
+    await this.ds.transaction(async (m) => {
+      const plan = await m
+        .getRepository(Plan)
+        .findOne({ where: { name: planName }, lock: { mode: "pessimistic_read" } });
+      if (selfServiceOnly && !plan?.selfService) {
+        throw badInput(
+          "plan",
+          `"${planName}" is not a self-service plan: ask the platform operator to move the workspace to it`,
+        );
+      }
+      if (!plan) throw badInput("plan", `Unknown plan "${planName}"`);
+      await m.getRepository(Workspace).update({ id: workspaceId }, { planId: plan.id });
+    });
     await this.publication.safely("workspace plan", () => this.publication.publishWorkspaces([workspaceId]));
     return this.ds
       .getRepository(Workspace)
       .findOneOrFail({ where: { id: workspaceId }, relations: { plan: true } });
   }
 
-  /** Operator: move any workspace to a plan. */
+  /** Operator: move any workspace to any plan, self-service or not. */
   async setWorkspacePlan(ctx: RequestContext, workspaceId: string, planName: string): Promise<Workspace> {
     if (!ctx.principal) throw unauthenticated();
     if (ctx.principal.kind !== "operator") throw forbidden("Only the operator may set a workspace's plan");
     const id = await this.resolveWorkspaceId(ctx, workspaceId);
-    return this.setPlan(id, planName);
+    return this.setPlan(id, planName, false);
   }
 
-  /** Workspace OWNER: change the caller's workspace plan. */
+  /**
+   * Workspace OWNER: switch the workspace between self-service plans. Every other plan change is the
+   * operator's (`setWorkspacePlan`); the rule holds for the operator here too, so this mutation never
+   * grants a private plan.
+   */
   async changePlan(ctx: RequestContext, planName: string, workspaceId?: string | null): Promise<Workspace> {
     const id = await this.resolveWorkspaceId(ctx, workspaceId);
     if (ctx.principal?.kind === "account" && (await this.roleIn(ctx, id)) !== MembershipRole.OWNER) {
       throw forbidden("Only the workspace owner may change the plan");
     }
-    return this.setPlan(id, planName);
+    return this.setPlan(id, planName, true);
   }
 }

@@ -63,13 +63,15 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     h = await startHarness({
       PUBLIC_HTTP_URL: `http://127.0.0.1:${dpPort}`,
       PUBLIC_WS_URL: `ws://127.0.0.1:${dpPort}`,
+      PLAN_CONTACT: "sales@example.test",
     });
     await h.ok(
       `mutation($u: String!, $w: String) {
         n: createNetwork(input: { slug: "${NETWORK}", name: "Local EVM", protocol: EVM, chainId: 31337 }) { id }
         u: addUpstream(networkSlug: "${NETWORK}", input: { httpUrl: $u, wsUrl: $w }) { id }
         s: upsertPlan(input: { name: "starter", dailyRequestLimit: 1000, requestsPerSecond: 50 }) { id }
-        p: upsertPlan(input: { name: "pro", dailyRequestLimit: 5000000, requestsPerSecond: 500, maxDedicatedNodes: 5 }) { id } }`,
+        p: upsertPlan(input: { name: "pro", dailyRequestLimit: 5000000, requestsPerSecond: 500, maxDedicatedNodes: 5, selfService: true }) { id }
+        d: upsertPlan(input: { name: "acme-deal", dailyRequestLimit: 900000000, requestsPerSecond: 9000 }) { id } }`,
       { u: anvil.httpUrl, w: anvil.wsUrl },
       ADMIN_TOKEN,
     );
@@ -376,12 +378,27 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await shot("apps");
   });
 
-  it("upgrades the plan, shows the node deploy form, and works at phone width", async () => {
+  it("upgrades the plan among self-service ones, shows the node deploy form, and works at phone width", async () => {
     await page.getByRole("link", { name: "Plan" }).click();
     await page.getByTestId("current-plan").filter({ hasText: "starter" }).waitFor();
+    const cards = () =>
+      page.locator(".plans [data-plan]").evaluateAll((els) => els.map((e) => e.getAttribute("data-plan")));
+    // The self-service plans and the current (operator-assigned) one; never enterprise or a private plan.
+    assert.deepEqual((await cards()).sort(), ["free", "growth", "pro", "starter"]);
+    await page.locator('[data-plan="starter"]', { hasText: "Assigned by your operator" }).waitFor();
+    const contact = page.getByTestId("plan-contact");
+    assert.match(
+      (await contact.textContent())!,
+      /arranged by the platform operator: contact sales@example\.test\./,
+    );
+    assert.equal(await contact.getByRole("link").getAttribute("href"), "mailto:sales@example.test");
     await page.getByRole("button", { name: "Upgrade to pro" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Change plan" }).click();
     await page.getByTestId("current-plan").filter({ hasText: "pro" }).waitFor();
+    // starter was the operator's to give: once left, it is no longer offered.
+    await page.locator('[data-plan="starter"]').waitFor({ state: "detached" });
+    assert.deepEqual((await cards()).sort(), ["free", "growth", "pro"]);
+    assert.equal(await page.getByRole("button", { name: /enterprise|acme-deal|starter/ }).count(), 0);
     await shot("plan");
 
     await page.getByRole("link", { name: "Dedicated nodes" }).click();

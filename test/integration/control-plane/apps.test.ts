@@ -221,9 +221,8 @@ describe("control-plane: apps and API keys", () => {
     const app = await createApp(h, user.token, "broken");
     const c = new Client({ connectionString: h.db.url });
     await c.connect();
-    await c.query("UPDATE api_keys SET key_ciphertext = 'v1.garbage.garbage.garbage' WHERE app_id = $1", [
-      app.id,
-    ]);
+    // An app with no current key is an invariant broken (not a tenant's doing): internal, masked.
+    await c.query("DELETE FROM api_keys WHERE app_id = $1", [app.id]);
     await c.end();
     const r = await h.gql(`query($id: ID!) { app(id: $id) { id apiKey } }`, { id: app.id }, user.token);
     assert.equal(r.errors?.length, 1);

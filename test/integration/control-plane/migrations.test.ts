@@ -31,6 +31,11 @@ describe("control-plane: migrations", () => {
         monthly_request_limit: null,
       });
       assert.equal(plans.length, 3);
+      assert.deepEqual(await a.query("SELECT name, self_service FROM plans ORDER BY name"), [
+        { name: "enterprise", self_service: false },
+        { name: "free", self_service: true },
+        { name: "growth", self_service: true },
+      ]);
       // Running again is a no-op.
       assert.deepEqual(await migrate(a), []);
       // The lock is released after migrating.

@@ -105,6 +105,23 @@ describe("control-plane: processes and CLIs", function () {
     );
   });
 
+  it("main.ts with NODE_ENV=production refuses a short KEY_ENCRYPTION_SECRET and a missing ADMIN_TOKEN", async () => {
+    const { ADMIN_TOKEN: _unset, ...noToken } = env;
+    const short = "only-31-bytes-of-secret-0123456";
+    await assert.rejects(
+      run(process.execPath, [join(DIST, "main.js")], {
+        env: { ...noToken, NODE_ENV: "production", KEY_ENCRYPTION_SECRET: short },
+      }),
+      (e: { stderr: string; code: number }) => {
+        assert.equal(e.code, 1);
+        assert.match(e.stderr, /KEY_ENCRYPTION_SECRET: required with NODE_ENV=production: at least 32 bytes/);
+        assert.match(e.stderr, /ADMIN_TOKEN: required with NODE_ENV=production/);
+        assert.ok(!e.stderr.includes(short), "the secret is not echoed");
+        return true;
+      },
+    );
+  });
+
   it("worker main.ts starts and exits 0 on SIGTERM", async () => {
     const proc = await startProcess(process.execPath, [join(DIST, "worker/main.js")], {
       env,

@@ -123,7 +123,7 @@ describe("control-plane: tenant isolation", () => {
     ],
     [
       "changePlan(workspaceId)",
-      `mutation($w: ID) { changePlan(plan: "enterprise", workspaceId: $w) { id } }`,
+      `mutation($w: ID) { changePlan(plan: "growth", workspaceId: $w) { id } }`,
       () => ({ w: a.workspaceId }),
       "NOT_FOUND",
     ],

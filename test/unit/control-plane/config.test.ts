@@ -17,6 +17,7 @@ describe("control-plane: config", () => {
     assert.equal(c.loginMaxAttempts, 10);
     assert.equal(c.loginWindowSeconds, 300);
     assert.equal(c.republishIntervalSeconds, 300);
+    assert.equal(c.planContact, null);
   });
 
   it("reads variables and strips trailing slashes from public URLs", () => {
@@ -27,6 +28,7 @@ describe("control-plane: config", () => {
       PUBLIC_HTTP_URL: "https://rpc.example.com/",
       PUBLIC_WS_URL: "wss://rpc.example.com/",
       SESSION_TTL_SECONDS: "3600",
+      PLAN_CONTACT: " sales@example.com ",
     });
     assert.equal(c.port, 4100);
     assert.equal(c.adminToken, "a-very-long-admin-token");
@@ -35,6 +37,9 @@ describe("control-plane: config", () => {
     assert.equal(c.publicHttpUrl, "https://rpc.example.com");
     assert.equal(c.publicWsUrl, "wss://rpc.example.com");
     assert.equal(c.sessionTtlSeconds, 3600);
+    assert.equal(c.planContact, "sales@example.com");
+    assert.equal(loadConfig({ PLAN_CONTACT: "  " }).planContact, null);
+    assert.throws(() => loadConfig({ PLAN_CONTACT: "x".repeat(201) }), /PLAN_CONTACT/);
   });
 
   it("names every bad variable in one error", () => {
@@ -49,5 +54,88 @@ describe("control-plane: config", () => {
         return true;
       },
     );
+  });
+
+  describe("NODE_ENV=production", () => {
+    const SECRET = "k".repeat(32);
+    const TOKEN = "t".repeat(32);
+
+    it("refuses to start without KEY_ENCRYPTION_SECRET and ADMIN_TOKEN, naming both", () => {
+      assert.throws(
+        () => loadConfig({ NODE_ENV: "production" }),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigError);
+          assert.match(
+            e.message,
+            /KEY_ENCRYPTION_SECRET: required with NODE_ENV=production: at least 32 bytes/,
+          );
+          assert.match(e.message, /ADMIN_TOKEN: required with NODE_ENV=production/);
+          return true;
+        },
+      );
+    });
+
+    it("refuses a KEY_ENCRYPTION_SECRET of 31 bytes (counted in UTF-8 bytes) without echoing it", () => {
+      const short = "s".repeat(31);
+      assert.throws(
+        () => loadConfig({ NODE_ENV: "production", ADMIN_TOKEN: TOKEN, KEY_ENCRYPTION_SECRET: short }),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigError);
+          assert.match(e.message, /KEY_ENCRYPTION_SECRET/);
+          assert.doesNotMatch(e.message, /ADMIN_TOKEN/);
+          assert.ok(!e.message.includes(short), "secret values are not echoed");
+          return true;
+        },
+      );
+      // 16 characters of 2 bytes each = 32 bytes.
+      const c = loadConfig({
+        NODE_ENV: "production",
+        ADMIN_TOKEN: TOKEN,
+        KEY_ENCRYPTION_SECRET: "é".repeat(16),
+      });
+      assert.equal(c.keyEncryptionSecret, "é".repeat(16));
+    });
+
+    it("refuses the published development secret and a short ADMIN_TOKEN", () => {
+      assert.throws(
+        () =>
+          loadConfig({
+            NODE_ENV: "production",
+            ADMIN_TOKEN: TOKEN,
+            KEY_ENCRYPTION_SECRET: DEV_KEY_ENCRYPTION_SECRET,
+          }),
+        /KEY_ENCRYPTION_SECRET: the published development secret is refused/,
+      );
+      assert.throws(
+        () =>
+          loadConfig({ NODE_ENV: "production", ADMIN_TOKEN: "t".repeat(31), KEY_ENCRYPTION_SECRET: SECRET }),
+        /ADMIN_TOKEN: required with NODE_ENV=production/,
+      );
+    });
+
+    it("starts with both set; the worker needs neither; other NODE_ENV values keep the defaults", () => {
+      const c = loadConfig({ NODE_ENV: "production", ADMIN_TOKEN: TOKEN, KEY_ENCRYPTION_SECRET: SECRET });
+      assert.equal(c.keyEncryptionSecret, SECRET);
+      assert.equal(c.keyEncryptionSecretIsDefault, false);
+      assert.equal(c.adminToken, TOKEN);
+      const w = loadConfig({ NODE_ENV: "production" }, { worker: true });
+      assert.equal(w.keyEncryptionSecretIsDefault, true);
+      assert.equal(w.adminTokenGenerated, true);
+      for (const NODE_ENV of ["development", "test", "Production"]) {
+        assert.equal(loadConfig({ NODE_ENV }).keyEncryptionSecretIsDefault, true, NODE_ENV);
+      }
+    });
+
+    it("reports the production secrets together with other bad variables", () => {
+      assert.throws(
+        () => loadConfig({ NODE_ENV: "production", CONTROL_PLANE_PORT: "x" }),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigError);
+          assert.match(e.message, /CONTROL_PLANE_PORT/);
+          assert.match(e.message, /KEY_ENCRYPTION_SECRET/);
+          return true;
+        },
+      );
+    });
   });
 });

@@ -2,13 +2,36 @@ import { useState } from "react";
 import { gql, type Plan, type Today } from "../api";
 import { Async, ConfirmDialog, ErrorBox, fmtDate, fmtNum, useQuery } from "../ui";
 
-const PLAN_FIELDS = "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes";
+const PLAN_FIELDS =
+  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes selfService";
+
+const EMAIL_RE = /^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/;
+
+/**
+ * PLAN_CONTACT as the operator wrote it: an email becomes a mailto link, an http(s) URL a link, anything
+ * else plain text (never an href of another scheme).
+ */
+function Contact({ value }: { value: string }) {
+  if (EMAIL_RE.test(value)) return <a href={`mailto:${value}`}>{value}</a>;
+  if (/^https?:\/\//i.test(value)) {
+    return (
+      <a href={value} target="_blank" rel="noreferrer noopener">
+        {value}
+      </a>
+    );
+  }
+  return <>{value}</>;
+}
 
 export function PlanPage() {
   const q = useQuery(
     () =>
-      gql<{ workspace: { id: string; name: string; plan: Plan; today: Today }; plans: Plan[] }>(
-        `{ workspace { id name plan { ${PLAN_FIELDS} } today { count limit resetsAt } } plans { ${PLAN_FIELDS} } }`,
+      gql<{
+        workspace: { id: string; name: string; plan: Plan; today: Today };
+        plans: Plan[];
+        planContact: string | null;
+      }>(
+        `{ workspace { id name plan { ${PLAN_FIELDS} } today { count limit resetsAt } } plans { ${PLAN_FIELDS} } planContact }`,
       ),
     [],
   );
@@ -33,7 +56,7 @@ export function PlanPage() {
     <section>
       <h1>Plan</h1>
       <Async q={q}>
-        {({ workspace, plans }) => (
+        {({ workspace, plans, planContact }) => (
           <>
             <div className="card">
               <h2>
@@ -47,6 +70,9 @@ export function PlanPage() {
             <ErrorBox error={error} />
             <div className="plans">
               {[...plans]
+                // The server lists the self-service plans plus the workspace's own: show the ones this
+                // workspace may pick, and its current plan.
+                .filter((p) => p.selfService || p.id === workspace.plan.id)
                 .sort((a, b) => a.dailyRequestLimit - b.dailyRequestLimit)
                 .map((p) => {
                   const current = p.id === workspace.plan.id;
@@ -65,7 +91,10 @@ export function PlanPage() {
                         <li>{fmtNum(p.maxDedicatedNodes)} dedicated nodes</li>
                       </ul>
                       {current ? (
-                        <span className="badge">Current plan</span>
+                        <>
+                          <span className="badge">Current plan</span>
+                          {!p.selfService && <p className="muted">Assigned by your operator.</p>}
+                        </>
                       ) : (
                         <button
                           type="button"
@@ -79,6 +108,16 @@ export function PlanPage() {
                   );
                 })}
             </div>
+            <p className="muted" data-testid="plan-contact">
+              Higher limits, more dedicated nodes or a custom plan are arranged by the platform operator:{" "}
+              {planContact ? (
+                <>
+                  contact <Contact value={planContact} />.
+                </>
+              ) : (
+                "contact your operator."
+              )}
+            </p>
             {target && (
               <ConfirmDialog
                 title={`Change to the ${target.name} plan?`}

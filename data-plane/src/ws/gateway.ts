@@ -267,7 +267,7 @@ export class WsGateway {
   }
 
   /** Upgrades and subscribes refused by the caps, by reason (rpcgw_ws_cap_refusals_total). */
-  countRefusal(reason: string): void {
+  private countRefusal(reason: string): void {
     this.capRefusals.set(reason, (this.capRefusals.get(reason) ?? 0) + 1);
   }
 

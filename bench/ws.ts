@@ -375,7 +375,15 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
   const gw = await startGateway({
     redisUrl,
     prefix,
-    env: { WS_MAX_IN_FLIGHT_PER_CONNECTION: "1000", LOG_LEVEL: "warn", ...opts.gatewayEnv },
+    env: {
+      WS_MAX_IN_FLIGHT_PER_CONNECTION: "1000",
+      // Every bench socket comes from 127.0.0.1 with one key: the per-key and per-address connection caps
+      // (defaults 1000 / 500) are raised to fit the subscribed sockets plus the throughput runs' sockets.
+      WS_MAX_CONNECTIONS_PER_KEY: String(connections + loadConnections + 64),
+      WS_MAX_CONNECTIONS_PER_IP: String(connections + loadConnections + 64),
+      LOG_LEVEL: "warn",
+      ...opts.gatewayEnv,
+    },
   });
   const children: Child[] = [];
   try {

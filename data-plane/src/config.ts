@@ -54,7 +54,7 @@ export const dataPlaneEnvShape = {
   /** How long an open breaker stays open before one half-open probe is let through. */
   BREAKER_COOLDOWN_MS: env.int(5_000, 10, 600_000),
   /** Per client WebSocket: live subscriptions (over the cap: a -32005 answer, socket stays open). */
-  WS_MAX_SUBSCRIPTIONS_PER_CONNECTION: env.int(1000, 1, 1_000_000),
+  WS_MAX_SUBSCRIPTIONS_PER_CONNECTION: env.int(100, 1, 1_000_000),
   /** Per client WebSocket: request objects being answered at once (over the cap: -32005 answers). */
   WS_MAX_IN_FLIGHT_PER_CONNECTION: env.int(100, 1, 100_000),
   /** A client whose unsent backlog passes this is closed with 4008 "slow consumer". */
@@ -87,6 +87,24 @@ export const dataPlaneEnvShape = {
   USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
   ...usageRecorderEnvShape,
+  /**
+   * Open client WebSockets per app (per node for a dedicated node's key), counted per data-plane process;
+   * past it the upgrade is refused with 429 `ws_connection_limit`.
+   */
+  WS_MAX_CONNECTIONS_PER_KEY: env.int(1000, 1, 10_000_000),
+  /**
+   * Open client WebSockets per client address (IPv6 per /64), keyed and public together, per process;
+   * past it the upgrade is refused with 429 `ws_ip_connection_limit`. Sized for a NAT or an office.
+   */
+  WS_MAX_CONNECTIONS_PER_IP: env.int(500, 1, 10_000_000),
+  /**
+   * Distinct upstream subscriptions a workspace (a client address on the public endpoint) may hold a
+   * share of on one network's shared nodes; a subscribe that would open another is refused with 429
+   * `ws_upstream_subscription_limit`. Joining a subscription that already exists upstream is not refused.
+   */
+  WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE: env.int(200, 1, 10_000_000),
+  /** Namespaces shared nodes serve beyond the built-in allow-list (comma-separated, e.g. `bor,zks`). */
+  SHARED_NODE_EXTRA_NAMESPACES: env.list(""),
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

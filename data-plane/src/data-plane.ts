@@ -133,7 +133,7 @@ export async function startDataPlane(
     logger,
     verifier,
     upstreams,
-    policy: new SharedNodeMethodPolicy(),
+    policy: new SharedNodeMethodPolicy({ extraNamespaces: config.SHARED_NODE_EXTRA_NAMESPACES }),
     cache,
     metrics,
     trustedProxies,

@@ -60,3 +60,16 @@ export function clientIp(
   }
   return hop;
 }
+
+/**
+ * The client identity per-IP limits count against: an IPv4 address as is, an IPv6 address by its /64
+ * (one subscriber's allocation: a host picks any of its 2^64 addresses at will, so per-address buckets
+ * would be no limit at all), e.g. `2001:db8:1:2::/64`. IPv4-mapped IPv6 was already turned into IPv4 by
+ * `parseIp`. `unknown` when the address could not be parsed (those clients share one bucket).
+ */
+export function ipBucket(addr: ipaddr.IPv4 | ipaddr.IPv6 | undefined): string {
+  if (addr === undefined) return "unknown";
+  if (addr.kind() === "ipv4") return addr.toString();
+  const p = (addr as ipaddr.IPv6).parts;
+  return `${p[0]!.toString(16)}:${p[1]!.toString(16)}:${p[2]!.toString(16)}:${p[3]!.toString(16)}::/64`;
+}

@@ -14,7 +14,8 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
  *   that would cross the limit is refused whole and consumes nothing.
  * - App keys are limited per app (`app:{appId}`, so a regenerated key and its predecessor in its grace
  *   period share one budget; `key:{hash}` for a key without an app) at the plan's `requestsPerSecond`;
- *   the public endpoint per client IP (`ip:{address}`) at `PUBLIC_RATE_LIMIT_PER_SECOND`.
+ *   the public endpoint per client IP (`ip:{address}`; IPv6 per /64, `ip:2001:db8:1:2::/64`, see
+ *   allowlist/ip.ts ipBucket) at `PUBLIC_RATE_LIMIT_PER_SECOND`.
  * - Dedicated-node keys (`kind: "node"`) are limited per node (`node:{nodeId}`) at the plan's
  *   `requestsPerSecond`, with no quota: nodes have their own limits, their traffic is not counted as served.
  * - Then, for app keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.

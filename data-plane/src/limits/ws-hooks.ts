@@ -1,6 +1,5 @@
 import type { ErrorRow } from "../../../shared/src/jsonrpc/errors";
 import type { WsHooks } from "../ws/hooks";
-import type { WsSession } from "../ws/session";
 import type { LimitsGate } from "./admission";
 
 /** What a WebSocket refusal carries (every element of the message is answered with it). */
@@ -22,18 +21,10 @@ export interface WsRefusal {
  * the hook) and one per subscription notification delivered.
  */
 export function limitsWsHooks(gate: LimitsGate, base?: WsHooks): WsHooks {
-  const ipText = new WeakMap<WsSession, string>();
   return {
     admit(session, elements) {
-      let ip: string | undefined;
-      if (session.key === undefined) {
-        ip = ipText.get(session);
-        if (ip === undefined) {
-          ip = session.ip?.toString() ?? "unknown";
-          ipText.set(session, ip);
-        }
-      }
-      const a = gate.admit(session.key, ip, elements);
+      // Public endpoint: per client address, IPv6 per /64 (computed once per connection).
+      const a = gate.admit(session.key, session.key === undefined ? session.ipBucket : undefined, elements);
       if (!a.ok) {
         const refusal: WsRefusal = {
           row: a.row,

@@ -5,11 +5,11 @@ import {
   GatewayError,
 } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
-import type { NetworkRecord, NodeRecord } from "../../../shared/src/redis/records";
+import type { NodeRecord } from "../../../shared/src/redis/records";
 import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { KeyVerifier, VerifiedKey } from "../auth/key-verifier";
 import type { LimitsGate } from "../limits/admission";
-import { SharedNodeMethodPolicy } from "../policy/method-policy";
+import { SafeModeMethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
@@ -20,11 +20,10 @@ import type { NodeLookup } from "./node-directory";
 const SERVING = new Set(["SYNCED"]);
 
 /** Methods refused by a node whose rpc-methods is Safe (what a real node refuses, plus account methods). */
-const safePolicy = new SharedNodeMethodPolicy();
-const ANY_NETWORK = { allowDebug: true } as NetworkRecord;
+const safePolicy = new SafeModeMethodPolicy();
 
 export function safeModeBlocked(method: string): string | undefined {
-  return safePolicy.check(method, ANY_NETWORK) === undefined
+  return safePolicy.refusal(method) === undefined
     ? undefined
     : `${method} is not available: this dedicated node's rpc-methods is Safe; switch it to Unsafe to call it`;
 }

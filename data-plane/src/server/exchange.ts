@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import { clientIp } from "../allowlist/ip";
+import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
 import { type Refused, rateLimitHeaders } from "../limits/admission";
@@ -199,7 +199,8 @@ export class RpcExchange {
     // elements included), before anything is forwarded: per app key or per client IP (public endpoint)
     // per second, then the workspace's daily / monthly quota. A refusal answers the whole request.
     const cost = parsed.batch ? parsed.items.length : 1;
-    const ip = key === undefined ? this.clientAddress()?.toString() : undefined;
+    // Public endpoint: per client address, IPv6 per /64 (ipBucket).
+    const ip = key === undefined ? ipBucket(this.clientAddress()) : undefined;
     const admission = this.ctx.limits.admit(key, ip, cost);
     this.rate = admission.rate;
     if (!admission.ok) {

@@ -4,8 +4,10 @@ import { Counter, Gauge } from "prom-client";
 import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { PlaneEvent } from "../../../shared/src/redis/records";
-import { clientIp } from "../allowlist/ip";
+import { clientIp, ipBucket } from "../allowlist/ip";
+import type { VerifiedKey } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import { keyIdentifier, nodeIdentifier } from "../limits/admission";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
@@ -42,7 +44,23 @@ export const WsLimitError = Object.freeze({
   InFlight: GatewayError.WsInFlightLimit,
   Subscriptions: GatewayError.WsSubscriptionLimit,
   NoSubscriptions: GatewayError.NoUpstreamWebSocket,
+  Connections: GatewayError.WsConnectionLimit,
+  IpConnections: GatewayError.WsIpConnectionLimit,
+  UpstreamSubscriptions: GatewayError.WsUpstreamSubscriptionLimit,
 });
+
+/**
+ * `data.retryAfterMs` of a connection-cap or subscription-budget refusal: a slot frees when one of the
+ * client's own sockets or subscriptions ends, which the gateway cannot foresee; one second is the hint.
+ */
+const CAP_RETRY_AFTER_MS = 1000;
+
+/** The per-key connection identity: per app (a regenerated key shares it), per node for node keys. */
+function connectionKeyId(key: VerifiedKey): string {
+  return key.record.kind === "node" ? nodeIdentifier(key) : keyIdentifier(key);
+}
+
+type Refusal = { row: ErrorRow; limit?: number; retryAfterMs?: number };
 
 interface Answer {
   text: string | undefined;
@@ -71,6 +89,15 @@ export class WsGateway {
   private readonly closedBy = new Map<string, number>();
   private drainWaiters: (() => void)[] = [];
   private inFlightTotal = 0;
+  /**
+   * Open sockets per key identity and per client-address bucket, in this process (not shared through
+   * Redis: each data-plane process enforces the caps on its own sockets). Raised in `onOpen`, which uWS
+   * calls synchronously inside `res.upgrade`, so the check in `decide` and the count cannot interleave
+   * with another upgrade; lowered once in `onClose`. Entries at 0 are deleted.
+   */
+  private readonly openByKey = new Map<string, number>();
+  private readonly openByIp = new Map<string, number>();
+  private readonly capRefusals = new Map<string, number>();
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -85,6 +112,7 @@ export class WsGateway {
         reconnectMaxMs: c.UPSTREAM_WS_RECONNECT_MAX_MS,
         pingIntervalMs: c.UPSTREAM_WS_PING_INTERVAL_MS,
         maxQueued: 256,
+        maxUpstreamPerTenant: c.WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE,
       },
       (session, data, method) => this.deliver(session, data, method),
       ctx.logger,
@@ -174,17 +202,38 @@ export class WsGateway {
     res.onAborted(() => {
       aborted = true;
     });
+    const bucket = ipBucket(info.ip);
+    const refuse = (r: Refusal) => {
+      const d = r.row;
+      const requestId = nextRequestId();
+      res.cork(() => {
+        res.writeStatus(STATUS[d.httpStatus] ?? `${d.httpStatus} Error`);
+        res.writeHeader("x-request-id", requestId);
+        if (r.retryAfterMs !== undefined) {
+          res.writeHeader("retry-after", String(Math.ceil(r.retryAfterMs / 1000)));
+        }
+        res.writeHeader("content-type", "application/json");
+        res.end(errorText(d, "null", { requestId, limit: r.limit, retryAfterMs: r.retryAfterMs }), true);
+      });
+    };
+    // The per-address cap first, before any key lookup: a flood of upgrades from one address costs no
+    // Redis round trip.
+    const ipRefusal = this.ipCapRefusal(bucket);
+    if (ipRefusal !== undefined) {
+      refuse(ipRefusal);
+      return;
+    }
     const decide = (d: SessionInit | ErrorRow) => {
       if (aborted) return;
       if (this.closing) d = GatewayError.NoUpstream;
       if (isErrorRow(d)) {
-        const requestId = nextRequestId();
-        res.cork(() => {
-          res.writeStatus(STATUS[d.httpStatus] ?? `${d.httpStatus} Error`);
-          res.writeHeader("x-request-id", requestId);
-          res.writeHeader("content-type", "application/json");
-          res.end(errorText(d, "null", { requestId }), true);
-        });
+        refuse({ row: d });
+        return;
+      }
+      // Re-checked: other upgrades may have opened while the key was being looked up.
+      const capped = this.ipCapRefusal(bucket) ?? this.keyCapRefusal(d.key);
+      if (capped !== undefined) {
+        refuse(capped);
         return;
       }
       const session = new WsSession(d, info.ip);
@@ -210,10 +259,35 @@ export class WsGateway {
     }
   }
 
+  private ipCapRefusal(bucket: string): Refusal | undefined {
+    const cap = this.ctx.config.WS_MAX_CONNECTIONS_PER_IP;
+    if ((this.openByIp.get(bucket) ?? 0) < cap) return undefined;
+    this.countRefusal(WsLimitError.IpConnections.reason);
+    return { row: WsLimitError.IpConnections, limit: cap, retryAfterMs: CAP_RETRY_AFTER_MS };
+  }
+
+  /** Upgrades and subscribes refused by the caps, by reason (rpcgw_ws_cap_refusals_total). */
+  private countRefusal(reason: string): void {
+    this.capRefusals.set(reason, (this.capRefusals.get(reason) ?? 0) + 1);
+  }
+
+  private keyCapRefusal(key: VerifiedKey | undefined): Refusal | undefined {
+    if (key === undefined) return undefined;
+    const cap = this.ctx.config.WS_MAX_CONNECTIONS_PER_KEY;
+    if ((this.openByKey.get(connectionKeyId(key)) ?? 0) < cap) return undefined;
+    this.countRefusal(WsLimitError.Connections.reason);
+    return { row: WsLimitError.Connections, limit: cap, retryAfterMs: CAP_RETRY_AFTER_MS };
+  }
+
   private onOpen(ws: uWS.WebSocket<UserData>): void {
     const s = ws.getUserData().session;
     s.ws = ws;
     this.sessions.add(s);
+    // Counted once here, released once in onClose (connKey / counted on the session).
+    s.connKey = s.key === undefined ? undefined : connectionKeyId(s.key);
+    s.counted = true;
+    increment(this.openByIp, s.ipBucket);
+    if (s.connKey !== undefined) increment(this.openByKey, s.connKey);
     const hash = s.key?.hash;
     if (hash !== undefined) {
       let set = this.byKeyHash.get(hash);
@@ -230,6 +304,11 @@ export class WsGateway {
     s.closed = true;
     s.ws = undefined;
     this.sessions.delete(s);
+    if (s.counted) {
+      s.counted = false;
+      decrement(this.openByIp, s.ipBucket);
+      if (s.connKey !== undefined) decrement(this.openByKey, s.connKey);
+    }
     const hash = s.key?.hash;
     if (hash !== undefined) {
       const set = this.byKeyHash.get(hash);
@@ -480,8 +559,15 @@ export class WsGateway {
           after: r.activate,
         };
       }
-      if (r.row !== undefined)
-        return { text: errorText(r.row, idText, { requestId }), category: r.row.category };
+      if (r.row !== undefined) {
+        if (r.limit !== undefined) this.countRefusal(r.row.reason);
+        const x = {
+          requestId,
+          limit: r.limit,
+          retryAfterMs: r.limit === undefined ? undefined : CAP_RETRY_AFTER_MS,
+        };
+        return { text: errorText(r.row, idText, x), category: r.row.category };
+      }
       return { text: replyJson(idText, r.tail), category: r.category };
     }
     const family = UNSUBSCRIBE.get(call.method);
@@ -607,6 +693,21 @@ export class WsGateway {
     return this.sessions.size;
   }
 
+  /**
+   * Open sockets counted against the caps: for one key identity (`app:{appId}`, `node:{nodeId}`) or
+   * client-address bucket (`ipBucket`), or with no argument the number of identities / buckets tracked.
+   */
+  openConnections(by: { key?: string; ip?: string } = {}): number {
+    if (by.key !== undefined) return this.openByKey.get(by.key) ?? 0;
+    if (by.ip !== undefined) return this.openByIp.get(by.ip) ?? 0;
+    return this.openByKey.size + this.openByIp.size;
+  }
+
+  /** Upstream subscriptions a tenant (`w:{workspaceId}`, `ip:{bucket}`) holds a share of on one network. */
+  tenantUpstreamSubscriptions(slug: string, tenant: string): number {
+    return this.hubs.get(slug)?.tenantSubscriptions(tenant) ?? 0;
+  }
+
   /** Upstream subscriptions live now (one per distinct merged subscription), per network or in total. */
   upstreamSubscriptionCount(slug?: string): number {
     if (slug !== undefined) return this.hubs.get(slug)?.upstreamSubscriptions() ?? 0;
@@ -699,6 +800,16 @@ export class WsGateway {
       },
     });
     new Counter({
+      name: "rpcgw_ws_cap_refusals_total",
+      help: "WebSocket upgrades refused by the connection caps and subscribes refused by the upstream-subscription budget, by reason",
+      labelNames: ["reason"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [reason, n] of self.capRefusals) this.inc({ reason }, n);
+      },
+    });
+    new Counter({
       name: "rpcgw_ws_closed_total",
       help: "Client WebSockets closed by the gateway, by reason",
       labelNames: ["reason"],
@@ -730,6 +841,16 @@ export class WsGateway {
     // Give close frames a moment to leave.
     if (this.sessions.size > 0) await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+function increment(m: Map<string, number>, k: string): void {
+  m.set(k, (m.get(k) ?? 0) + 1);
+}
+
+function decrement(m: Map<string, number>, k: string): void {
+  const n = (m.get(k) ?? 0) - 1;
+  if (n > 0) m.set(k, n);
+  else m.delete(k);
 }
 
 function isErrorRow(d: SessionInit | ErrorRow): d is ErrorRow {

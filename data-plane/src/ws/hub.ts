@@ -21,6 +21,11 @@ export interface HubOptions {
   pingIntervalMs: number;
   /** Notifications queued for a client whose subscribe answer is not sent yet. */
   maxQueued: number;
+  /**
+   * Distinct upstream subscriptions one tenant (`WsSession.tenant`) may hold a share of on a network's
+   * hub (dedicated-node hubs: no budget, the node is the tenant's own).
+   */
+  maxUpstreamPerTenant: number;
 }
 
 /**
@@ -38,7 +43,7 @@ export type Deliver = (session: WsSession, data: string | Buffer, method: string
 
 export type SubscribeOutcome =
   | { ok: true; id: string; activate: () => void }
-  | { ok: false; row: ErrorRow }
+  | { ok: false; row: ErrorRow; limit?: number }
   | { ok: false; row?: undefined; tail: string; category: string };
 
 type Establish = { ok: true } | { ok: false; row: ErrorRow } | { ok: false; tail: string; category: string };
@@ -50,6 +55,8 @@ interface ClientEntry extends ClientSub {
 /** One upstream subscription shared by every client with the same method + params. */
 class UpSub {
   readonly clients = new Map<string, ClientEntry>();
+  /** Clients per tenant (their share of this upstream subscription). */
+  readonly tenants = new Map<string, number>();
   state: "pending" | "active" | "closed" = "pending";
   slot: Slot | undefined;
   upstreamId: string | undefined;
@@ -98,6 +105,8 @@ export class NetworkSubscriptions {
   private readonly byKey = new Map<string, UpSub>();
   private waiters: ((s: Slot | undefined) => void)[] = [];
   private readonly failedAt = new Map<string, number>();
+  /** Tenant -> distinct upstream subscriptions (live or being established) it holds a share of. */
+  private readonly byTenant = new Map<string, number>();
   private unique = 0;
   private closed = false;
   /** Notifications fanned out (client deliveries), for metrics. */
@@ -141,6 +150,16 @@ export class NetworkSubscriptions {
     return n;
   }
 
+  /** Distinct subscriptions a tenant holds a share of (0 when none). */
+  tenantSubscriptions(tenant: string): number {
+    return this.byTenant.get(tenant) ?? 0;
+  }
+
+  /** Tenants holding a share of any subscription (0 once every client has gone). */
+  tenantCount(): number {
+    return this.byTenant.size;
+  }
+
   upstreamSockets(): { upstreamId: string | undefined; open: boolean; subscriptions: number }[] {
     return this.slots.map((s) => ({
       upstreamId: s.upstreamId,
@@ -160,18 +179,24 @@ export class NetworkSubscriptions {
     let sub = this.byKey.get(key);
     let created = false;
     if (sub === undefined) {
+      // Only a subscription that would open a new one upstream is refused: joining one that exists costs
+      // the node nothing (it still counts as a share, so the tenant's count can pass the budget that way).
+      const max = this.opts.maxUpstreamPerTenant;
+      if (this.isNetworkHub && (this.byTenant.get(session.tenant) ?? 0) >= max) {
+        return { ok: false, row: GatewayError.WsUpstreamSubscriptionLimit, limit: max };
+      }
       sub = new UpSub(key, method, params, spec);
       this.byKey.set(key, sub);
       created = true;
     }
     const id = newSubscriptionId(spec.evm);
     const entry: ClientEntry = { id, idJson: JSON.stringify(id), session, queue: [] };
-    sub.clients.set(id, entry);
+    this.addClient(sub, entry);
     if (created) sub.ready = this.establish(sub, false);
     if (sub.state === "pending" && sub.ready !== undefined) {
       const r = await sub.ready;
       if (!r.ok) {
-        sub.clients.delete(id);
+        this.removeClient(sub, id);
         if (this.byKey.get(key) === sub && sub.clients.size === 0) this.byKey.delete(key);
         return r;
       }
@@ -206,11 +231,45 @@ export class NetworkSubscriptions {
 
   /** Removes one client from a shared subscription; the last one out ends it upstream. */
   private detach(sub: UpSub, id: string): void {
-    const c = sub.clients.get(id);
+    const c = this.removeClient(sub, id);
     if (c === undefined) return;
-    sub.clients.delete(id);
     c.session.subs.delete(id);
     if (sub.clients.size === 0) this.release(sub, true);
+  }
+
+  /** Every client joins and leaves through these two, so the tenants' shares stay exact. */
+  private addClient(sub: UpSub, entry: ClientEntry): void {
+    sub.clients.set(entry.id, entry);
+    const t = entry.session.tenant;
+    const n = sub.tenants.get(t) ?? 0;
+    sub.tenants.set(t, n + 1);
+    if (n === 0) this.byTenant.set(t, (this.byTenant.get(t) ?? 0) + 1);
+  }
+
+  private removeClient(sub: UpSub, id: string): ClientEntry | undefined {
+    const c = sub.clients.get(id);
+    if (c === undefined) return undefined;
+    sub.clients.delete(id);
+    const t = c.session.tenant;
+    const n = (sub.tenants.get(t) ?? 1) - 1;
+    if (n > 0) {
+      sub.tenants.set(t, n);
+    } else {
+      sub.tenants.delete(t);
+      const m = (this.byTenant.get(t) ?? 1) - 1;
+      if (m > 0) this.byTenant.set(t, m);
+      else this.byTenant.delete(t);
+    }
+    return c;
+  }
+
+  /** Drops every client of a subscription (it ended upstream); their sessions forget it. */
+  private dropClients(sub: UpSub, each?: (c: ClientEntry) => void): void {
+    for (const c of [...sub.clients.values()]) {
+      this.removeClient(sub, c.id);
+      c.session.subs.delete(c.id);
+      each?.(c);
+    }
   }
 
   private release(sub: UpSub, unsubscribeUpstream: boolean): void {
@@ -347,8 +406,7 @@ export class NetworkSubscriptions {
     if (secs > this.fanoutMaxSeconds) this.fanoutMaxSeconds = secs;
     // An extrinsic watch ends with its final status (the node ends it too).
     if (sub.spec.family === "extrinsic" && extrinsicFinal(n.result)) {
-      for (const c of sub.clients.values()) c.session.subs.delete(c.id);
-      sub.clients.clear();
+      this.dropClients(sub);
       this.release(sub, false);
     }
   }
@@ -482,15 +540,13 @@ export class NetworkSubscriptions {
     sub.upstreamId = undefined;
     if (sub.spec.family === "extrinsic") {
       // A watch cannot be re-attached on another node: tell the client it was dropped.
-      for (const c of sub.clients.values()) {
-        c.session.subs.delete(c.id);
+      this.dropClients(sub, (c) =>
         this.deliver(
           c.session,
           this.text('"author_extrinsicUpdate"', c, '"dropped"'),
           "author_extrinsicUpdate",
-        );
-      }
-      sub.clients.clear();
+        ),
+      );
       this.release(sub, false);
       return;
     }
@@ -503,6 +559,7 @@ export class NetworkSubscriptions {
     this.waiters = [];
     for (const s of this.slots) s.client?.close();
     this.byKey.clear();
+    this.byTenant.clear();
   }
 }
 

@@ -1,5 +1,6 @@
 import type { WebSocket } from "uWebSockets.js";
 import type ipaddr from "ipaddr.js";
+import { ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { Endpoint } from "../server/context";
@@ -70,9 +71,20 @@ export class WsSession {
   key: VerifiedKey | undefined;
   readonly policy: MethodPolicy | undefined;
   readonly ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined;
+  /** The per-IP limit identity (IPv6 per /64; see ipBucket). */
+  readonly ipBucket: string;
   ws: WebSocket<UserData> | undefined;
   /** Client subscription id -> its subscription. */
   readonly subs = new Map<string, { family: string; unsubscribe: () => void }>();
+  /**
+   * Whose upstream-subscription budget this session draws on: `w:{workspaceId}` for a key, `ip:{bucket}`
+   * on the public endpoint.
+   */
+  readonly tenant: string;
+  /** The per-key connection identity counted at open (undefined: public endpoint). */
+  connKey: string | undefined;
+  /** Counted in the gateway's connection caps (set at open, cleared by the one release at close). */
+  counted = false;
   /** Request objects being answered. */
   inFlight = 0;
   closed = false;
@@ -97,5 +109,7 @@ export class WsSession {
     }
     this.key = init.key;
     this.ip = ip;
+    this.ipBucket = ipBucket(ip);
+    this.tenant = init.key === undefined ? `ip:${this.ipBucket}` : `w:${init.key.record.workspaceId}`;
   }
 }

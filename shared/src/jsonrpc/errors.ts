@@ -153,6 +153,30 @@ export const GatewayError = Object.freeze({
     "Dedicated node is not available",
   ),
   Internal: row(500, -32603, ErrorCategory.ServiceError, "internal", "Internal gateway error"),
+  /** WebSocket upgrade refused: the key's app (node) has WS_MAX_CONNECTIONS_PER_KEY sockets open. */
+  WsConnectionLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "ws_connection_limit",
+    "Too many requests: too many WebSocket connections for this API key",
+  ),
+  /** WebSocket upgrade refused: the client address (IPv6: its /64) has WS_MAX_CONNECTIONS_PER_IP open. */
+  WsIpConnectionLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "ws_ip_connection_limit",
+    "Too many requests: too many WebSocket connections from this address",
+  ),
+  /** A subscribe that would open one more upstream subscription past WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE. */
+  WsUpstreamSubscriptionLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "ws_upstream_subscription_limit",
+    "Too many requests: too many upstream subscriptions for this workspace on this network",
+  ),
 });
 export type GatewayErrorName = keyof typeof GatewayError;
 

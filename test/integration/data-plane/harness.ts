@@ -36,6 +36,9 @@ export async function startGateway(
     HEALTH_CHECK_INTERVAL_MS: "200",
     RATE_LIMIT_MODE: "off",
     QUOTA_MODE: "off",
+    // The stub upstreams answer invented namespaces (lim_*, stub_*, test_slow, x_y, q_q): served here the
+    // way an operator opens a chain's own namespaces. The policy tests use real unsafe names.
+    SHARED_NODE_EXTRA_NAMESPACES: "lim,stub,test,x,q",
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     ...env,
   });

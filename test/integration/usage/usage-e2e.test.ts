@@ -67,6 +67,8 @@ describe("usage end to end: gateway -> Redis stream -> worker -> Postgres -> Gra
         USAGE_FLUSH_INTERVAL_MS: "200",
         RATE_LIMIT_MODE: "local",
         QUOTA_MODE: "off",
+        // stub_error / stub_invalidParams: the stub's own namespace, opened as an operator would.
+        SHARED_NODE_EXTRA_NAMESPACES: "stub",
         ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
         ...env,
       }),

@@ -111,6 +111,7 @@ describe("WebSocket Substrate subscriptions (Substrate test node)", function () 
     );
     assert.ok(c.notifications(w1).some((n) => n.params.result?.inBlock !== undefined));
     assert.equal(upstreamSubs(), 0, "a finished watch is released");
+    assert.equal(gw.plane.ws.hubs.get("dot")?.tenantCount(), 0, "and the workspace's share of it");
     const dup = await c.call("author_submitAndWatchExtrinsic", ["0x0401020304"]);
     assert.ok(dup.error === undefined || typeof dup.error.code === "number");
   });

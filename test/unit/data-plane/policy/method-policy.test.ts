@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { CacheRule, cacheRule } from "../../../../data-plane/src/cache/policy";
-import { SharedNodeMethodPolicy } from "../../../../data-plane/src/policy/method-policy";
+import {
+  SafeModeMethodPolicy,
+  SharedNodeMethodPolicy,
+} from "../../../../data-plane/src/policy/method-policy";
 import type { NetworkRecord } from "../../../../shared/src/redis/records";
 
 const net = (allowDebug: boolean): NetworkRecord => ({
@@ -44,23 +47,188 @@ describe("data-plane method policy", () => {
     assert.match(policy.check("author_rotateKeys", net(false))!, /shared nodes: .*use a dedicated node/);
   });
 
+  // Issue 13: every method the issue names, refused on shared nodes with a message.
+  const ISSUE_13_UNSAFE = [
+    "txpool_content",
+    "txpool_inspect",
+    "txpool_status",
+    "les_serverInfo",
+    "parity_pendingTransactions",
+    "parity_netPeers",
+    "erigon_getHeaderByNumber",
+    "trace_block",
+    "trace_replayTransaction",
+    "debug_traceTransaction",
+    "debug_getRawBlock",
+    "eth_sign",
+    "eth_signTransaction",
+    "eth_signTypedData",
+    "eth_signTypedData_v1",
+    "eth_signTypedData_v3",
+    "eth_signTypedData_v4",
+    "eth_signSomethingNew",
+    "system_peers",
+    "system_networkState",
+    "system_unstable_networkState",
+    "system_dryRun",
+    "state_traceBlock",
+    "state_getPairs",
+    "state_queryStorage",
+    "dev_getBlockStats",
+    "dev_newBlock",
+    "babe_epochAuthorship",
+    "sync_state_genSyncSpec",
+    "offchain_localStorageGet",
+    "offchain_localStorageSet",
+  ];
+
+  it("refuses every method issue 13 names (debug_* and trace_* only where the network disallows them)", () => {
+    for (const m of ISSUE_13_UNSAFE) {
+      const why = policy.check(m, net(false));
+      assert.ok(why !== undefined, `${m} must be refused`);
+      assert.ok(why.startsWith(`${m} is not available on`), why);
+      assert.match(why, /use a dedicated node/);
+      const gated = m.startsWith("debug_") || m.startsWith("trace_");
+      assert.equal(policy.check(m, net(true)) === undefined, gated, `${m} with allowDebug`);
+    }
+    assert.match(policy.check("trace_block", net(false))!, /debug methods are disabled/);
+    assert.match(policy.check("txpool_content", net(false))!, /transaction pool/);
+  });
+
+  it("refuses unknown namespaces and names without a namespace by default", () => {
+    for (const m of [
+      "foo_bar",
+      "les_x",
+      "txpool_content",
+      "zzz_anything",
+      "nounderscore",
+      "_x",
+      "Eth_call",
+    ]) {
+      const why = policy.check(m, net(true));
+      assert.ok(why !== undefined, m);
+      assert.ok(why.startsWith(`${m} is not available on shared nodes`), why);
+    }
+    assert.match(policy.check("foo_bar", net(false))!, /namespace is not served on shared nodes/);
+  });
+
   it("allows safe methods, author submit/watch, and debug_* when the network allows it", () => {
     for (const m of [
       "eth_chainId",
       "eth_sendRawTransaction",
       "eth_accounts",
       "eth_call",
+      "eth_getLogs",
+      "eth_subscribe",
+      "eth_unsubscribe",
+      "eth_someFutureReadMethod",
+      "net_version",
+      "web3_clientVersion",
+      "rpc_methods",
       "author_submitExtrinsic",
       "author_submitAndWatchExtrinsic",
       "author_unwatchExtrinsic",
+      "author_pendingExtrinsics",
       "chain_getHeader",
+      "chain_getBlockHash",
+      "chain_subscribeNewHeads",
+      "chain_unsubscribeFinalizedHeads",
+      "subscribe_newHead",
+      "unsubscribe_newHead",
+      "state_getStorage",
+      "state_getMetadata",
+      "state_getKeysPaged",
+      "state_queryStorageAt",
+      "state_subscribeStorage",
+      "state_getRuntimeVersion",
+      "childstate_getStorage",
       "system_health",
-      "web3_clientVersion",
-      "nounderscore",
+      "system_chain",
+      "system_chainType",
+      "system_name",
+      "system_version",
+      "system_properties",
+      "system_accountNextIndex",
+      "system_syncState",
+      "payment_queryInfo",
+      "grandpa_roundState",
+      "beefy_getFinalizedHead",
+      "mmr_root",
+      "web3_sha3",
     ]) {
       assert.equal(policy.check(m, net(false)), undefined, m);
     }
     assert.equal(policy.check("debug_traceTransaction", net(true)), undefined);
+    assert.equal(policy.check("trace_filter", net(true)), undefined);
+  });
+
+  it("extra namespaces open chain-specific namespaces, never the unsafe or debug ones", () => {
+    const p = new SharedNodeMethodPolicy({ extraNamespaces: ["bor", "zks_", " ", "txpool", "debug"] });
+    assert.equal(p.check("bor_getAuthor", net(false)), undefined);
+    assert.equal(p.check("zks_getL1BatchNumber", net(false)), undefined);
+    assert.ok(p.check("txpool_content", net(false)) !== undefined);
+    assert.ok(p.check("debug_traceTransaction", net(false)) !== undefined);
+    assert.ok(p.check("foo_bar", net(false)) !== undefined);
+    assert.ok(p.check("eth_sign", net(false)) !== undefined);
+  });
+
+  it("answers the same for a method seen many times and past the memo bound (hostile method names)", () => {
+    const p = new SharedNodeMethodPolicy();
+    for (let i = 0; i < 10_000; i++) assert.ok(p.check(`x${i}_y`, net(false)) !== undefined);
+    // After the memo is full, new names are still decided correctly.
+    assert.equal(p.check("eth_blockNumber", net(false)), undefined);
+    assert.ok(p.check("eth_signTypedData_v4", net(false)) !== undefined);
+    assert.equal(p.check("debug_x", net(true)), undefined);
+    assert.ok(p.check("debug_x", net(false)) !== undefined);
+  });
+});
+
+describe("data-plane Safe-mode policy (dedicated nodes)", () => {
+  const safe = new SafeModeMethodPolicy();
+
+  it("refuses the known-unsafe methods and namespaces", () => {
+    for (const m of [
+      "author_rotateKeys",
+      "author_insertKey",
+      "author_hasSessionKeys",
+      "system_addReservedPeer",
+      "system_peers",
+      "system_networkState",
+      "system_unstable_networkState",
+      "system_dryRun",
+      "state_traceBlock",
+      "state_getPairs",
+      "state_queryStorage",
+      "offchain_localStorageSet",
+      "babe_epochAuthorship",
+      "sync_state_genSyncSpec",
+      "eth_sign",
+      "eth_signTypedData_v4",
+      "eth_sendTransaction",
+      "personal_sign",
+      "admin_nodeInfo",
+      "txpool_content",
+      "dev_getBlockStats",
+      "anvil_mine",
+    ]) {
+      assert.ok(safe.refusal(m) !== undefined, m);
+    }
+  });
+
+  it("lets the node's own namespaces and safe methods through", () => {
+    for (const m of [
+      "system_health",
+      "system_localPeerId",
+      "chain_getHeader",
+      "state_getStorage",
+      "author_submitExtrinsic",
+      "author_pendingExtrinsics",
+      "debug_traceTransaction",
+      "customchain_getThing",
+      "eth_blockNumber",
+    ]) {
+      assert.equal(safe.refusal(m), undefined, m);
+    }
   });
 });
 

@@ -83,6 +83,17 @@ export const dataPlaneEnvShape = {
   V8_HEAP_GROWING_PERCENT: env.int(25, 0, 100),
   /** Per-second rate limits and daily/monthly quotas (RATE_LIMIT_*, PUBLIC_RATE_LIMIT_PER_SECOND, QUOTA_*). */
   ...limitsEnvShape,
+  /**
+   * Upstream calls (request objects) one app key, or one client IP on the public endpoint, may have in
+   * flight at once, HTTP and WebSocket together; beyond it: 429 concurrency_limit. 0 = no cap.
+   */
+  MAX_IN_FLIGHT_PER_KEY: env.int(200, 0, 1_000_000),
+  /** Timeout of a health probe (eth_blockNumber / chain_getHeader); a probe's failures open breakers. */
+  HEALTH_PROBE_TIMEOUT_MS: env.int(2_000, 50, 600_000),
+  /** How long an upstream that answered 429 without a usable Retry-After is sent nothing. */
+  UPSTREAM_BACKOFF_DEFAULT_MS: env.int(1_000, 10, 600_000),
+  /** Ceiling on an upstream's 429 back-off, whatever its Retry-After says. */
+  UPSTREAM_BACKOFF_MAX_MS: env.int(30_000, 10, 3_600_000),
   /** Usage recording: `redis` aggregates per minute and XADDs to the usage stream; `off` records nothing. */
   USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */

@@ -14,6 +14,7 @@ import { Workspace } from "../workspaces/workspace.entity";
 import { Initial1700000000000 } from "./migrations/1700000000000-initial";
 import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
+import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
 
 export const ENTITIES = [
   Account,
@@ -31,7 +32,12 @@ export const ENTITIES = [
 ];
 
 /** Checked-in migrations, oldest first. The schema is never synchronised from the entities. */
-export const MIGRATIONS = [Initial1700000000000, Usage1700000001000, DedicatedNodes1700000002000];
+export const MIGRATIONS = [
+  Initial1700000000000,
+  Usage1700000001000,
+  DedicatedNodes1700000002000,
+  NetworkLogsRange1700000004000,
+];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */
 export const MIGRATION_LOCK_KEY = 7_285_310_002;

@@ -1,9 +1,11 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { maxLogsBlockRange } from "../../../shared/src/redis/records";
 import { clientIp } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
-import { type Refused, rateLimitHeaders } from "../limits/admission";
+import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
+import { checkLogsRange, hasLogsRange, type LogsRangeRefusal } from "../limits/logs-range";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
@@ -67,6 +69,11 @@ export class RpcExchange {
   private usageKey: VerifiedKey | undefined;
   /** The single request's method once parsed (whole-request failures are recorded under it), else "other". */
   private usageMethod = "other";
+  /** Public endpoint: the client IP text the limits saw (the concurrency cap's tenant). */
+  private publicIp: string | undefined;
+  /** ConcurrencyLimiter id and slots this exchange took (released when its upstream call settles). */
+  private flightId = "";
+  private flightSlots = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -210,6 +217,7 @@ export class RpcExchange {
       );
     }
     this.key = key;
+    this.publicIp = ip;
     if (parsed.batch) return this.batch(parsed.items);
     return this.single(parsed.call);
   }
@@ -218,7 +226,11 @@ export class RpcExchange {
    * 429 for the whole request: nothing forwarded, nothing counted as served. Usage records every request
    * object of it under its method (a refused batch of 30 shows as 30 Too Many Requests on the dashboard).
    */
-  private refuse(r: Refused, idText: string, items?: BatchItem[]): void {
+  private refuse(
+    r: Pick<Refused, "row" | "retryAfterMs" | "retryAfterSeconds" | "limit" | "message">,
+    idText: string,
+    items?: BatchItem[],
+  ): void {
     if (this.done) return;
     const elapsed = this.elapsed();
     this.ctx.metrics.request(this.pool.record.slug, r.row.category, elapsed);
@@ -273,12 +285,35 @@ export class RpcExchange {
       this.served(1);
       return this.send(200, body);
     }
+    if (hasLogsRange(call.method)) {
+      const tooWide = this.logsRange(call);
+      if (tooWide !== undefined) {
+        const elapsed = this.elapsed();
+        this.ctx.metrics.request(network.slug, tooWide.row.category, elapsed);
+        this.usage(call.method, tooWide.row.category, elapsed);
+        if (call.idText === undefined) return this.send(204, "");
+        return this.send(
+          tooWide.row.httpStatus,
+          errorJson(tooWide.row, call.idText, {
+            requestId: this.requestId,
+            limit: tooWide.limit,
+            message: tooWide.message,
+          }),
+        );
+      }
+    }
     const cache = this.ctx.cache;
     const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
-    if (rule === CacheRule.Never) return this.forward(call, this.pool.call(call));
+    if (rule === CacheRule.Never) {
+      if (!this.acquire(1)) return this.refuseConcurrency(call.idText ?? "null");
+      return this.forward(call, this.pool.call(call));
+    }
     const paramsJson = paramsText(call.params);
     const head = rule === CacheRule.PerBlock ? this.pool.cacheHead() : 0;
-    if (head < 0) return this.forward(call, this.pool.call(call));
+    if (head < 0) {
+      if (!this.acquire(1)) return this.refuseConcurrency(call.idText ?? "null");
+      return this.forward(call, this.pool.call(call));
+    }
     const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
     const hit = cache.get(cacheKey);
     if (hit !== undefined) {
@@ -293,6 +328,7 @@ export class RpcExchange {
     }
     this.ctx.metrics.cache(network.slug, false);
     this.xCache = "MISS";
+    if (!this.acquire(1)) return this.refuseConcurrency(call.idText ?? "null");
     const pool = this.pool;
     const ttlMs = rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined;
     const result = cache.merge(cacheKey, () => pool.call(call, paramsJson));
@@ -307,7 +343,12 @@ export class RpcExchange {
     pending: Promise<CallResult>,
     onResult?: (r: CallResult) => void,
   ): Promise<void> {
-    const result = await pending;
+    let result: CallResult;
+    try {
+      result = await pending;
+    } finally {
+      this.releaseFlights();
+    }
     onResult?.(result);
     if (this.aborted) return;
     if (!result.ok) {
@@ -348,12 +389,30 @@ export class RpcExchange {
         }
         continue;
       }
+      const tooWide = hasLogsRange(item.method) ? this.logsRange(item) : undefined;
+      if (tooWide !== undefined) {
+        categories[i] = tooWide.row.category;
+        if (item.idText !== undefined) {
+          out[i] = errorJson(tooWide.row, item.idText, {
+            requestId: this.requestId,
+            limit: tooWide.limit,
+            message: tooWide.message,
+          });
+        }
+        continue;
+      }
       forwardIdx.push(i);
       forward.push(item);
     }
     let wholeFailure: ErrorRow | undefined;
     if (forward.length > 0) {
-      const results = await this.pool.callBatch(forward);
+      if (!this.acquire(forward.length)) return this.refuseConcurrency("null", items);
+      let results: CallResult[];
+      try {
+        results = await this.pool.callBatch(forward);
+      } finally {
+        this.releaseFlights();
+      }
       if (this.aborted) return;
       let anyOk = false;
       for (let j = 0; j < results.length; j++) {
@@ -392,6 +451,53 @@ export class RpcExchange {
     if (body === "") return this.send(204, "");
     this.served(units);
     this.send(200, `${body}]`);
+  }
+
+  /** eth_getLogs / eth_newFilter range against the network's limit, tags resolved against the pool's head. */
+  private logsRange(call: RpcCall): LogsRangeRefusal | undefined {
+    const max = maxLogsBlockRange(this.pool.record);
+    if (max <= 0) return undefined;
+    return checkLogsRange(call.method, call.params, this.pool.cacheHead(), max);
+  }
+
+  /**
+   * Takes `n` upstream-call slots for this tenant (MAX_IN_FLIGHT_PER_KEY); false = over the cap. At most
+   * one acquisition per exchange (one single call or one batch), released by releaseFlights.
+   */
+  private acquire(n: number): boolean {
+    const id = this.key !== undefined ? keyIdentifier(this.key) : `ip:${this.publicIp ?? "unknown"}`;
+    if (!this.ctx.flights.tryAcquire(id, n)) return false;
+    this.flightId = id;
+    this.flightSlots = n;
+    return true;
+  }
+
+  /** Gives the slots back once the upstream call settled (answer, error, timeout; an aborted client too). */
+  private releaseFlights(): void {
+    if (this.flightSlots === 0) return;
+    this.ctx.flights.release(this.flightId, this.flightSlots);
+    this.flightSlots = 0;
+  }
+
+  /** 429 concurrency_limit for the whole request: nothing forwarded. */
+  private refuseConcurrency(idText: string, items?: BatchItem[]): void {
+    const max = this.ctx.flights.max;
+    this.ctx.metrics.limitRefused(
+      this.endpoint === Endpoint.App ? "app" : "public",
+      GatewayError.ConcurrencyLimit.reason,
+      items === undefined ? 1 : items.length,
+    );
+    this.refuse(
+      {
+        row: GatewayError.ConcurrencyLimit,
+        retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
+        retryAfterSeconds: CONCURRENCY_RETRY_AFTER_MS / 1000,
+        limit: max,
+        message: undefined,
+      },
+      idText,
+      items,
+    );
   }
 
   private observeHead(method: string, tail: string): void {
@@ -502,6 +608,12 @@ export class RpcExchange {
     this.tracker.end();
   }
 }
+
+/**
+ * Retry hint on a concurrency refusal: slots free up as calls end (at most UPSTREAM_TIMEOUT_MS), usually
+ * much sooner. Whole seconds, for Retry-After.
+ */
+const CONCURRENCY_RETRY_AFTER_MS = 1000;
 
 /** Responses waiting for the end of the poll phase, in the order they were answered. */
 const ANSWERS: RpcExchange[] = [];

@@ -153,6 +153,33 @@ export const GatewayError = Object.freeze({
     "Dedicated node is not available",
   ),
   Internal: row(500, -32603, ErrorCategory.ServiceError, "internal", "Internal gateway error"),
+  /** Every upstream tried answered 429 (or a JSON-RPC rate-limit error) and is backed off. */
+  UpstreamRateLimited: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_rate_limited",
+    "Upstream nodes are rate limiting the gateway; retry shortly",
+  ),
+  /**
+   * eth_getLogs / eth_newFilter over more blocks than the network's maxLogsBlockRange (`data.limit`); the
+   * message names the range asked for and the limit.
+   */
+  LogsRangeTooLarge: row(
+    400,
+    -32602,
+    ErrorCategory.ClientError,
+    "logs_range_too_large",
+    "eth_getLogs block range too large",
+  ),
+  /** The app key (or public client IP) has MAX_IN_FLIGHT_PER_KEY upstream calls in flight (`data.limit`). */
+  ConcurrencyLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "concurrency_limit",
+    "Too many requests: too many calls in flight for this key",
+  ),
 });
 export type GatewayErrorName = keyof typeof GatewayError;
 

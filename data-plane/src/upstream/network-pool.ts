@@ -441,8 +441,9 @@ export class NetworkPool {
       const res = await u.exchange(body ?? (substrate ? SUBSTRATE_PROBE : EVM_PROBE), ExchangeKind.Probe);
       if (res.ok) {
         const head = parseHead(res.text, substrate);
-        if (head === undefined) u.markBadReply(true);
-        else u.head = head;
+        if (head !== undefined) u.head = head;
+        else if (isRateLimitReply(res.text)) u.backOff(undefined);
+        else u.markBadReply(true);
       }
     } finally {
       u.probeRunning = false;
@@ -521,6 +522,12 @@ function parseBatchReply(text: string, base: number, n: number): CallResult[] | 
     if (out[i] === undefined) out[i] = { ok: false, error: GatewayError.UpstreamBadResponse };
   }
   return out;
+}
+
+/** A probe's answer that is the node's JSON-RPC rate-limit error (throttled, not sick). */
+function isRateLimitReply(text: string): boolean {
+  const reply = parseSingleReply(text, 1);
+  return reply !== undefined && reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail);
 }
 
 function parseHead(text: string, substrate: boolean): number | undefined {

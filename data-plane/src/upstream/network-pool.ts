@@ -365,8 +365,8 @@ export class NetworkPool {
    * into the answer, or returns undefined (a bad reply: the upstream is marked), NOT_BAD (unusable here,
    * but no fault of the upstream's) or RATE_LIMITED (the node's JSON-RPC "slow down": backed off).
    *
-   * A timeout is failed over only for a Light call (and makes the pool probe that node: a node that also
-   * times out on eth_blockNumber is sick); a Heavy call's timeout is answered 504 at once. A 429 backs the
+   * A timeout makes the pool probe that node (a node that also times out on eth_blockNumber is sick) and
+   * is failed over only for a Light call; a Heavy call's timeout is answered 504 at once. A 429 backs the
    * node off (Upstream.backOff) and moves on without a breaker count.
    */
   private async exchangeWithFailover<T>(
@@ -405,8 +405,9 @@ export class NetworkPool {
         (performance.now() - start) / 1000,
       );
       if (lastFailure === "timeout") {
-        if (kind === ExchangeKind.Heavy) break;
+        // The call's timeout is no verdict on the node; a health probe (at most one at a time) gives one.
         void this.probe(u);
+        if (kind === ExchangeKind.Heavy) break;
       }
       if (tried === undefined) tried = [u];
       else tried.push(u);

@@ -82,7 +82,7 @@ function isRateLimitTail(tail: string): boolean {
     const code = e?.code;
     const message = typeof e?.message === "string" ? e.message : "";
     if (code === 429) return true;
-    return code === -32005 && /rate|too many requests|throttl|per second/i.test(message);
+    return code === -32005 && /\brate\b|rate.?limit|too many requests|throttl|per second/i.test(message);
   } catch {
     return false;
   }

@@ -433,8 +433,9 @@ export class WsGateway {
             }),
         );
       } else {
+        this.recordConcurrencyRefusal(s, forward.length);
         for (let j = 0; j < forward.length; j++) {
-          answers[forwardIdx[j]!] = this.concurrencyRefusal(s, forward[j]!, requestId, forward.length);
+          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId);
         }
       }
     }
@@ -535,10 +536,15 @@ export class WsGateway {
     return s.key !== undefined ? keyIdentifier(s.key) : `ip:${s.ip?.toString() ?? "unknown"}`;
   }
 
-  /** Answer for a request object refused by MAX_IN_FLIGHT_PER_KEY (counted in the limits metrics). */
-  private concurrencyRefusal(s: WsSession, call: RpcCall, requestId: string, elements: number): Answer {
+  /** One message's refusal by MAX_IN_FLIGHT_PER_KEY in the limits metrics (`elements` request objects). */
+  private recordConcurrencyRefusal(s: WsSession, elements: number): void {
+    const reason = GatewayError.ConcurrencyLimit.reason;
+    this.ctx.metrics.limitRefused(s.key !== undefined ? "app" : "public", reason, elements);
+  }
+
+  /** Answer for a request object refused by MAX_IN_FLIGHT_PER_KEY. */
+  private concurrencyRefusal(call: RpcCall, requestId: string): Answer {
     const row = GatewayError.ConcurrencyLimit;
-    this.ctx.metrics.limitRefused(s.key !== undefined ? "app" : "public", row.reason, elements);
     return {
       text: errorText(row, call.idText ?? "null", {
         requestId,
@@ -595,7 +601,10 @@ export class WsGateway {
     start: () => Promise<CallResult>,
   ): Promise<CallResult | Answer> {
     const id = this.flightId(s);
-    if (!this.ctx.flights.tryAcquire(id, 1)) return this.concurrencyRefusal(s, call, requestId, 1);
+    if (!this.ctx.flights.tryAcquire(id, 1)) {
+      this.recordConcurrencyRefusal(s, 1);
+      return this.concurrencyRefusal(call, requestId);
+    }
     try {
       return await start();
     } finally {

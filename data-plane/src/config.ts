@@ -49,7 +49,10 @@ export const dataPlaneEnvShape = {
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
   /** An upstream further than this many blocks behind the best head is not selected. */
   HEALTH_MAX_LAG_BLOCKS: env.int(5, 0, 1_000_000),
-  /** Consecutive failures that open an upstream's circuit breaker. */
+  /**
+   * Consecutive failures that open an upstream's circuit breaker: connection errors, 5xx, invalid answers,
+   * failed health probes. Client calls timing out and 429s do not count (see upstream/upstream.ts).
+   */
   BREAKER_FAILURE_THRESHOLD: env.int(3, 1, 1000),
   /** How long an open breaker stays open before one half-open probe is let through. */
   BREAKER_COOLDOWN_MS: env.int(5_000, 10, 600_000),
@@ -88,6 +91,12 @@ export const dataPlaneEnvShape = {
    * flight at once, HTTP and WebSocket together; beyond it: 429 concurrency_limit. 0 = no cap.
    */
   MAX_IN_FLIGHT_PER_KEY: env.int(200, 0, 1_000_000),
+  /**
+   * Share of UPSTREAM_CONNECTIONS one upstream gives heavy calls (eth_getLogs, debug_*, trace_*, big
+   * state_* reads) at once; beyond it on every node: 503 upstream_busy. Keeps the other connections for
+   * ordinary calls whatever the heavy load. 100 = no reserve.
+   */
+  UPSTREAM_HEAVY_SHARE_PERCENT: env.int(50, 1, 100),
   /** Timeout of a health probe (eth_blockNumber / chain_getHeader); a probe's failures open breakers. */
   HEALTH_PROBE_TIMEOUT_MS: env.int(2_000, 50, 600_000),
   /** How long an upstream that answered 429 without a usable Retry-After is sent nothing. */

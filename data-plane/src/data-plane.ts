@@ -91,6 +91,13 @@ export async function startDataPlane(
       probeTimeoutMs: config.HEALTH_PROBE_TIMEOUT_MS,
       backoffDefaultMs: config.UPSTREAM_BACKOFF_DEFAULT_MS,
       backoffMaxMs: config.UPSTREAM_BACKOFF_MAX_MS,
+      heavyMaxInFlight:
+        config.UPSTREAM_HEAVY_SHARE_PERCENT >= 100
+          ? 0
+          : Math.max(
+              1,
+              Math.floor((config.UPSTREAM_CONNECTIONS * config.UPSTREAM_HEAVY_SHARE_PERCENT) / 100),
+            ),
       maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,

@@ -181,8 +181,9 @@ export class NetworkPool {
     this.observedHead = n;
   }
 
-  private selectable(u: Upstream, nowMs: number, best: number): boolean {
-    if (!u.available(nowMs)) return false;
+  /** `heavy`: also require a free heavy-call slot (UPSTREAM_HEAVY_SHARE_PERCENT of its connections). */
+  private selectable(u: Upstream, nowMs: number, best: number, heavy = false): boolean {
+    if (!u.available(nowMs) || (heavy && !u.heavySlotFree())) return false;
     return u.head < 0 || best < 0 || best - u.head <= this.opts.maxLagBlocks;
   }
 
@@ -197,23 +198,24 @@ export class NetworkPool {
 
   /**
    * Picks an upstream: two weighted-random candidates among the selectable ones, the one with the lower
-   * latency x load score wins (power of two choices). `exclude` holds nodes already tried.
+   * latency x load score wins (power of two choices). `exclude` holds nodes already tried; `heavy` skips
+   * nodes whose heavy-call share of connections is taken.
    */
-  select(exclude: readonly Upstream[] | undefined): Upstream | undefined {
+  select(exclude: readonly Upstream[] | undefined, heavy = false): Upstream | undefined {
     const now = Date.now();
     const best = this.bestHead();
     let total = 0;
     let count = 0;
     let only: Upstream | undefined;
     for (const u of this.upstreams) {
-      if (exclude?.includes(u) || !this.selectable(u, now, best)) continue;
+      if (exclude?.includes(u) || !this.selectable(u, now, best, heavy)) continue;
       total += u.weight;
       count++;
       only = u;
     }
     if (count <= 1) return only;
-    const a = this.weightedPick(total, now, best, exclude);
-    const b = this.weightedPick(total, now, best, exclude);
+    const a = this.weightedPick(total, now, best, exclude, heavy);
+    const b = this.weightedPick(total, now, best, exclude, heavy);
     return score(a) <= score(b) ? a : b;
   }
 
@@ -222,11 +224,12 @@ export class NetworkPool {
     now: number,
     best: number,
     exclude: readonly Upstream[] | undefined,
+    heavy: boolean,
   ): Upstream {
     let r = Math.random() * total;
     let last: Upstream | undefined;
     for (const u of this.upstreams) {
-      if (exclude?.includes(u) || !this.selectable(u, now, best)) continue;
+      if (exclude?.includes(u) || !this.selectable(u, now, best, heavy)) continue;
       last = u;
       r -= u.weight;
       if (r < 0) return u;
@@ -378,8 +381,18 @@ export class NetworkPool {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
     for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
-      const u = attempt === 0 && first !== undefined ? first : this.select(tried);
-      if (u === undefined) break;
+      const heavy = kind === ExchangeKind.Heavy;
+      const u =
+        attempt === 0 && first !== undefined && (!heavy || first.heavySlotFree())
+          ? first
+          : this.select(tried, heavy);
+      if (u === undefined) {
+        // Healthy nodes, but their heavy-call share is taken: the light calls keep the other connections.
+        if (heavy && lastFailure === undefined && this.healthyCount() > 0) {
+          return { ok: false, error: GatewayError.UpstreamBusy };
+        }
+        break;
+      }
       const start = performance.now();
       const res = await u.exchange(body, kind);
       if (res.ok) {

@@ -40,6 +40,11 @@ export interface UpstreamOptions {
   backoffDefaultMs?: number;
   /** Ceiling on any back-off, whatever Retry-After says (default 30 s). */
   backoffMaxMs?: number;
+  /**
+   * Heavy calls this node may carry at once (a share of `connections`, so that a flood of slow heavy
+   * calls can never occupy every connection and queue the light calls behind it); 0 = no limit.
+   */
+  heavyMaxInFlight?: number;
 }
 
 const HEADERS = { "content-type": "application/json", accept: "application/json" };
@@ -67,6 +72,8 @@ export class Upstream {
   consecutiveFailures = 0;
   /** A health probe of this node is running (at most one; see NetworkPool.probe). */
   probeRunning = false;
+  /** Heavy exchanges in flight (see UpstreamOptions.heavyMaxInFlight). */
+  heavyInFlight = 0;
   private openUntil = 0;
   /** Epoch ms until which the node asked us (429) to send nothing. */
   private backoffUntil = 0;
@@ -109,6 +116,12 @@ export class Upstream {
     return this.consecutiveFailures >= this.opts.breakerThreshold;
   }
 
+  /** Whether another heavy call may go to this node now. */
+  heavySlotFree(): boolean {
+    const max = this.opts.heavyMaxInFlight ?? 0;
+    return max <= 0 || this.heavyInFlight < max;
+  }
+
   /** Whether a 429 back-off is running now. */
   backedOff(nowMs: number): boolean {
     return nowMs < this.backoffUntil;
@@ -122,6 +135,7 @@ export class Upstream {
     const halfOpen = this.breakerOpen;
     if (halfOpen) this.probing = true;
     this.inFlight++;
+    if (kind === ExchangeKind.Heavy) this.heavyInFlight++;
     return new Promise<ExchangeResult>((resolve) => {
       const handler = new ExchangeHandler(this, halfOpen, kind, resolve);
       if (kind === ExchangeKind.Probe) {
@@ -139,6 +153,7 @@ export class Upstream {
   /** Called by the handler once per exchange with its outcome (undefined = success). */
   settle(ms: number, halfOpen: boolean, kind: ExchangeKind, failure: ExchangeFailure | undefined): void {
     this.inFlight--;
+    if (kind === ExchangeKind.Heavy) this.heavyInFlight--;
     if (halfOpen) this.probing = false;
     this.latencyEwmaMs =
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);

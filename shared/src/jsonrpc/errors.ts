@@ -172,6 +172,17 @@ export const GatewayError = Object.freeze({
     "logs_range_too_large",
     "eth_getLogs block range too large",
   ),
+  /**
+   * Every healthy upstream carries its share of heavy calls (UPSTREAM_HEAVY_SHARE_PERCENT of its
+   * connections): a heavy call (eth_getLogs, debug_*, trace_*, ...) is refused rather than queued.
+   */
+  UpstreamBusy: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_busy",
+    "Upstream nodes are busy with heavy calls; retry shortly",
+  ),
   /** The app key (or public client IP) has MAX_IN_FLIGHT_PER_KEY upstream calls in flight (`data.limit`). */
   ConcurrencyLimit: row(
     429,

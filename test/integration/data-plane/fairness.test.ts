@@ -132,6 +132,41 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
     );
   });
 
+  it("a flood larger than the nodes' connections: heavy calls keep to their share (503 upstream_busy beyond it), B's calls still get through", async () => {
+    a.methodDelayMs.set("eth_getLogs", 1_500);
+    b.methodDelayMs.set("eth_getLogs", 1_500);
+    // 4 connections per node, half of them for heavy calls: 4 heavy calls in flight over the network.
+    await start({ UPSTREAM_CONNECTIONS: "4", UPSTREAM_HEAVY_SHARE_PERCENT: "50" });
+    let flooding = true;
+    const bRun = tenantB(() => !flooding);
+    const statuses = new Map<string, number>();
+    let sent = 0;
+    for (let wave = 0; wave < 3; wave++) {
+      const rs = await Promise.all(Array.from({ length: 30 }, () => post(urlA, getLogs(sent++))));
+      for (const r of rs) {
+        const k = `${r.status} ${r.json?.error?.data?.reason ?? "ok"}`;
+        statuses.set(k, (statuses.get(k) ?? 0) + 1);
+      }
+    }
+    flooding = false;
+    const bResult = await bRun;
+    assert.deepEqual(bResult.failures, []);
+    assert.ok(bResult.calls >= 8, `tenant B made ${bResult.calls} calls during the flood`);
+    const busy = statuses.get(`503 ${GatewayError.UpstreamBusy.reason}`) ?? 0;
+    const timedOut = statuses.get(`504 ${GatewayError.UpstreamTimeout.reason}`) ?? 0;
+    assert.equal(busy + timedOut, sent, JSON.stringify([...statuses]));
+    assert.ok(timedOut >= 4 && timedOut <= 3 * 4 + 4, `504s: ${timedOut}`);
+    assert.equal(
+      a.count("eth_getLogs") + b.count("eth_getLogs"),
+      timedOut,
+      "refused calls never left the gateway",
+    );
+    assert.deepEqual(breakers(), [
+      ["a", false],
+      ["b", false],
+    ]);
+  });
+
   it("slow light calls (eth_call) are failed over but open no breaker while the nodes pass their health probes", async () => {
     a.methodDelayMs.set("eth_call", 1_500);
     b.methodDelayMs.set("eth_call", 1_500);

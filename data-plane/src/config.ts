@@ -92,6 +92,11 @@ export const dataPlaneEnvShape = {
    */
   MAX_IN_FLIGHT_PER_KEY: env.int(200, 0, 1_000_000),
   /**
+   * Of those, heavy calls (eth_getLogs, debug_*, trace_*, big state_* reads): one tenant cannot take the
+   * whole heavy share of the nodes' connections (UPSTREAM_HEAVY_SHARE_PERCENT). 0 = no separate cap.
+   */
+  MAX_HEAVY_IN_FLIGHT_PER_KEY: env.int(16, 0, 1_000_000),
+  /**
    * Share of UPSTREAM_CONNECTIONS one upstream gives heavy calls (eth_getLogs, debug_*, trace_*, big
    * state_* reads) at once; beyond it on every node: 503 upstream_busy. Keeps the other connections for
    * ordinary calls whatever the heavy load. 100 = no reserve.

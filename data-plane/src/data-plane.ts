@@ -150,7 +150,7 @@ export async function startDataPlane(
     trustedProxies,
     limits: gate,
     usage,
-    flights: new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY),
+    flights: new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY),
   };
 
   let networksLoaded = false;

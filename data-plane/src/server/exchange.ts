@@ -5,10 +5,11 @@ import { clientIp } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
+import { Acquired, HEAVY_CONCURRENCY_MESSAGE } from "../limits/concurrency";
 import { checkLogsRange, hasLogsRange, type LogsRangeRefusal } from "../limits/logs-range";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
-import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
+import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
 import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
@@ -74,6 +75,7 @@ export class RpcExchange {
   /** ConcurrencyLimiter id and slots this exchange took (released when its upstream call settles). */
   private flightId = "";
   private flightSlots = 0;
+  private flightHeavy = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -305,13 +307,13 @@ export class RpcExchange {
     const cache = this.ctx.cache;
     const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
     if (rule === CacheRule.Never) {
-      if (!this.acquire(1)) return this.refuseConcurrency(call.idText ?? "null");
+      if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
       return this.forward(call, this.pool.call(call));
     }
     const paramsJson = paramsText(call.params);
     const head = rule === CacheRule.PerBlock ? this.pool.cacheHead() : 0;
     if (head < 0) {
-      if (!this.acquire(1)) return this.refuseConcurrency(call.idText ?? "null");
+      if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
       return this.forward(call, this.pool.call(call));
     }
     const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
@@ -328,7 +330,7 @@ export class RpcExchange {
     }
     this.ctx.metrics.cache(network.slug, false);
     this.xCache = "MISS";
-    if (!this.acquire(1)) return this.refuseConcurrency(call.idText ?? "null");
+    if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
     const pool = this.pool;
     const ttlMs = rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined;
     const result = cache.merge(cacheKey, () => pool.call(call, paramsJson));
@@ -406,7 +408,9 @@ export class RpcExchange {
     }
     let wholeFailure: ErrorRow | undefined;
     if (forward.length > 0) {
-      if (!this.acquire(forward.length)) return this.refuseConcurrency("null", items);
+      let heavy = 0;
+      for (const c of forward) if (isHeavy(c.method)) heavy++;
+      if (!this.holdFlights(forward.length, heavy, "null", items)) return;
       let results: CallResult[];
       try {
         results = await this.pool.callBatch(forward);
@@ -461,43 +465,46 @@ export class RpcExchange {
   }
 
   /**
-   * Takes `n` upstream-call slots for this tenant (MAX_IN_FLIGHT_PER_KEY); false = over the cap. At most
-   * one acquisition per exchange (one single call or one batch), released by releaseFlights.
+   * Takes `n` upstream-call slots (`heavy` of them heavy calls) for this tenant (MAX_IN_FLIGHT_PER_KEY,
+   * MAX_HEAVY_IN_FLIGHT_PER_KEY). Over a cap: answers 429 concurrency_limit for the whole request (nothing
+   * forwarded) and returns false. At most one acquisition per exchange, released by releaseFlights.
    */
-  private acquire(n: number): boolean {
+  private holdFlights(n: number, heavy: number, idText: string, items?: BatchItem[]): boolean {
+    const flights = this.ctx.flights;
     const id = this.key !== undefined ? keyIdentifier(this.key) : `ip:${this.publicIp ?? "unknown"}`;
-    if (!this.ctx.flights.tryAcquire(id, n)) return false;
-    this.flightId = id;
-    this.flightSlots = n;
-    return true;
-  }
-
-  /** Gives the slots back once the upstream call settled (answer, error, timeout; an aborted client too). */
-  private releaseFlights(): void {
-    if (this.flightSlots === 0) return;
-    this.ctx.flights.release(this.flightId, this.flightSlots);
-    this.flightSlots = 0;
-  }
-
-  /** 429 concurrency_limit for the whole request: nothing forwarded. */
-  private refuseConcurrency(idText: string, items?: BatchItem[]): void {
-    const max = this.ctx.flights.max;
+    const got = flights.tryAcquire(id, n, heavy);
+    if (got === Acquired.Ok) {
+      this.flightId = id;
+      this.flightSlots = n;
+      this.flightHeavy = heavy;
+      return true;
+    }
     this.ctx.metrics.limitRefused(
       this.endpoint === Endpoint.App ? "app" : "public",
       GatewayError.ConcurrencyLimit.reason,
       items === undefined ? 1 : items.length,
     );
+    const overHeavy = got === Acquired.OverHeavy;
     this.refuse(
       {
         row: GatewayError.ConcurrencyLimit,
         retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
         retryAfterSeconds: CONCURRENCY_RETRY_AFTER_MS / 1000,
-        limit: max,
-        message: undefined,
+        limit: overHeavy ? flights.maxHeavy : flights.max,
+        message: overHeavy ? HEAVY_CONCURRENCY_MESSAGE : undefined,
       },
       idText,
       items,
     );
+    return false;
+  }
+
+  /** Gives the slots back once the upstream call settled (answer, error, timeout; an aborted client too). */
+  private releaseFlights(): void {
+    if (this.flightSlots === 0) return;
+    this.ctx.flights.release(this.flightId, this.flightSlots, this.flightHeavy);
+    this.flightSlots = 0;
+    this.flightHeavy = 0;
   }
 
   private observeHead(method: string, tail: string): void {

@@ -7,12 +7,13 @@ import { maxLogsBlockRange, type PlaneEvent } from "../../../shared/src/redis/re
 import { clientIp } from "../allowlist/ip";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
 import { keyIdentifier } from "../limits/admission";
+import { Acquired, HEAVY_CONCURRENCY_MESSAGE } from "../limits/concurrency";
 import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
 import { nextRequestId, replyJson, STATUS } from "../server/respond";
-import type { NetworkPool } from "../upstream/network-pool";
+import { isHeavy, type NetworkPool } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
 import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
 import { SubscriptionHubs } from "./hub";
@@ -421,11 +422,14 @@ export class WsGateway {
     }
     if (forward.length > 0) {
       const flight = this.flightId(s);
-      if (this.ctx.flights.tryAcquire(flight, forward.length)) {
+      let heavy = 0;
+      for (const c of forward) if (isHeavy(c.method)) heavy++;
+      const got = this.ctx.flights.tryAcquire(flight, forward.length, heavy);
+      if (got === Acquired.Ok) {
         pending.push(
           pool
             .callBatch(forward)
-            .finally(() => this.ctx.flights.release(flight, forward.length))
+            .finally(() => this.ctx.flights.release(flight, forward.length, heavy))
             .then((results) => {
               for (let j = 0; j < results.length; j++) {
                 answers[forwardIdx[j]!] = this.fromResult(s, forward[j]!, results[j]!, requestId);
@@ -435,7 +439,7 @@ export class WsGateway {
       } else {
         this.recordConcurrencyRefusal(s, forward.length);
         for (let j = 0; j < forward.length; j++) {
-          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId);
+          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId, got);
         }
       }
     }
@@ -543,13 +547,15 @@ export class WsGateway {
   }
 
   /** Answer for a request object refused by MAX_IN_FLIGHT_PER_KEY. */
-  private concurrencyRefusal(call: RpcCall, requestId: string): Answer {
+  private concurrencyRefusal(call: RpcCall, requestId: string, got: Acquired): Answer {
     const row = GatewayError.ConcurrencyLimit;
+    const overHeavy = got === Acquired.OverHeavy;
     return {
       text: errorText(row, call.idText ?? "null", {
         requestId,
-        limit: this.ctx.flights.max,
+        limit: overHeavy ? this.ctx.flights.maxHeavy : this.ctx.flights.max,
         retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
+        message: overHeavy ? HEAVY_CONCURRENCY_MESSAGE : undefined,
       }),
       category: row.category,
     };
@@ -601,14 +607,16 @@ export class WsGateway {
     start: () => Promise<CallResult>,
   ): Promise<CallResult | Answer> {
     const id = this.flightId(s);
-    if (!this.ctx.flights.tryAcquire(id, 1)) {
+    const heavy = isHeavy(call.method) ? 1 : 0;
+    const got = this.ctx.flights.tryAcquire(id, 1, heavy);
+    if (got !== Acquired.Ok) {
       this.recordConcurrencyRefusal(s, 1);
-      return this.concurrencyRefusal(call, requestId);
+      return this.concurrencyRefusal(call, requestId, got);
     }
     try {
       return await start();
     } finally {
-      this.ctx.flights.release(id, 1);
+      this.ctx.flights.release(id, 1, heavy);
     }
   }
 

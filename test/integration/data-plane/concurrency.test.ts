@@ -173,3 +173,72 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
     assert.deepEqual(tally(rs), { "200 ok": CAP, [`429 ${GatewayError.ConcurrencyLimit.reason}`]: 2 });
   });
 });
+
+describe("data plane: per-key cap on heavy calls in flight (MAX_HEAVY_IN_FLIGHT_PER_KEY)", function () {
+  this.timeout(60_000);
+  let up: StubUpstream;
+  let gw: Gateway;
+  let url: string;
+  let wsUrl: string;
+
+  before(async () => {
+    up = await new StubUpstream().start();
+    up.methodDelayMs.set("eth_getLogs", SLOW_MS);
+    up.methodDelayMs.set("eth_call", SLOW_MS);
+    let key = "";
+    gw = await startGateway(
+      {
+        CACHE_MAX_BYTES: "0",
+        UPSTREAM_TIMEOUT_MS: "5000",
+        MAX_IN_FLIGHT_PER_KEY: "10",
+        MAX_HEAVY_IN_FLIGHT_PER_KEY: "2",
+      },
+      async (s) => {
+        await s.putNetwork(evmNetwork("eth", [{ id: "a", httpUrl: up.url }]));
+        key = await s.putKey({ appId: "app-h" });
+      },
+    );
+    url = `${gw.base}/eth/rpc?apikey=${key}`;
+    wsUrl = `ws://127.0.0.1:${gw.port()}/eth/rpc?apikey=${key}`;
+  });
+
+  after(async () => {
+    await gw?.stop();
+    await up?.stop();
+  });
+
+  it("refuses heavy calls beyond their cap (429, data.limit = the heavy cap) while light calls pass, over HTTP and WS", async () => {
+    const ethCall = (id: number) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "eth_call",
+      params: [{ to: "0x00" }, "latest"],
+    });
+    const ws = await TestWsClient.open(wsUrl);
+    try {
+      const [heavy, light, wsAnswer] = await Promise.all([
+        Promise.all(Array.from({ length: 4 }, (_, i) => post(url, getLogs(i)))),
+        Promise.all(Array.from({ length: 3 }, (_, i) => post(url, ethCall(i)))),
+        sleep(100).then(() => ws.call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x2" }])),
+      ]);
+      assert.deepEqual(tally(heavy), { "200 ok": 2, [`429 ${GatewayError.ConcurrencyLimit.reason}`]: 2 });
+      assert.deepEqual(tally(light), { "200 ok": 3 });
+      const refused = heavy.find((r) => r.status === 429)!;
+      assert.equal(refused.json.error.data.limit, 2);
+      assert.match(refused.json.error.message, /heavy calls/);
+      assert.equal(
+        wsAnswer.error?.data?.reason,
+        GatewayError.ConcurrencyLimit.reason,
+        JSON.stringify(wsAnswer),
+      );
+      assert.equal(wsAnswer.error.data.limit, 2);
+      // A batch with two heavy calls while none are in flight passes; the counters return to zero.
+      const batch = await post(url, [getLogs(1), getLogs(2), ethCall(3)]);
+      assert.equal(batch.status, 200, batch.text);
+      assert.equal(batch.json.length, 3);
+      assert.equal(gw.plane.context.flights.size, 0);
+    } finally {
+      ws.close();
+    }
+  });
+});

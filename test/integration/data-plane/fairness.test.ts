@@ -39,6 +39,8 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
         BREAKER_FAILURE_THRESHOLD: "3",
         BREAKER_COOLDOWN_MS: "5000",
         HEALTH_PROBE_TIMEOUT_MS: "300",
+        // Tenant A floods alone here: the per-key caps (concurrency.test.ts) would hide what this file tests.
+        MAX_HEAVY_IN_FLIGHT_PER_KEY: "0",
         ...env,
       },
       async (s) => {

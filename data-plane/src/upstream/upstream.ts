@@ -159,21 +159,20 @@ export class Upstream {
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
     if (failure === undefined) {
       this.recordSuccess();
-    } else if (failure === "rate_limited") {
-      // Handled by backOff (the handler has the Retry-After header): no health verdict.
-    } else if (failure === "timeout" && kind !== ExchangeKind.Probe) {
+    } else if (kind === ExchangeKind.Probe) {
+      this.recordFailure("health_probe");
+    } else if (failure === "unreachable") {
+      this.recordFailure("unreachable");
+    } else if (failure === "bad") {
+      this.recordFailure("bad_response");
+    } else if (failure === "timeout") {
       // A client's call timing out says more about the call than the node: it steers selection (error
       // EWMA) but does not count toward the breaker. The pool probes the node to find out.
       this.errorRateEwma += EWMA_ALPHA * (1 - this.errorRateEwma);
-    } else {
-      this.recordFailure(
-        kind === ExchangeKind.Probe
-          ? "health_probe"
-          : failure === "unreachable"
-            ? "unreachable"
-            : "bad_response",
-      );
     }
+    // Anything else (rate_limited: see backOff) is no health verdict. Only the kinds above that a client
+    // cannot cause at will count; a new kind a client can provoke (an answer over a size cap, say) stays
+    // neutral unless it is added above on purpose.
   }
 
   /** A failure that says the node is unhealthy; opens the breaker at the threshold. */

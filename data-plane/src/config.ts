@@ -49,7 +49,10 @@ export const dataPlaneEnvShape = {
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
   /** An upstream further than this many blocks behind the best head is not selected. */
   HEALTH_MAX_LAG_BLOCKS: env.int(5, 0, 1_000_000),
-  /** Consecutive failures that open an upstream's circuit breaker. */
+  /**
+   * Consecutive failures that open an upstream's circuit breaker: connection errors, 5xx, invalid answers,
+   * failed health probes. Client calls timing out and 429s do not count (see upstream/upstream.ts).
+   */
   BREAKER_FAILURE_THRESHOLD: env.int(3, 1, 1000),
   /** How long an open breaker stays open before one half-open probe is let through. */
   BREAKER_COOLDOWN_MS: env.int(5_000, 10, 600_000),
@@ -83,6 +86,28 @@ export const dataPlaneEnvShape = {
   V8_HEAP_GROWING_PERCENT: env.int(25, 0, 100),
   /** Per-second rate limits and daily/monthly quotas (RATE_LIMIT_*, PUBLIC_RATE_LIMIT_PER_SECOND, QUOTA_*). */
   ...limitsEnvShape,
+  /**
+   * Upstream calls (request objects) one app key, or one client IP on the public endpoint, may have in
+   * flight at once, HTTP and WebSocket together; beyond it: 429 concurrency_limit. 0 = no cap.
+   */
+  MAX_IN_FLIGHT_PER_KEY: env.int(200, 0, 1_000_000),
+  /**
+   * Of those, heavy calls (eth_getLogs, debug_*, trace_*, big state_* reads): one tenant cannot take the
+   * whole heavy share of the nodes' connections (UPSTREAM_HEAVY_SHARE_PERCENT). 0 = no separate cap.
+   */
+  MAX_HEAVY_IN_FLIGHT_PER_KEY: env.int(16, 0, 1_000_000),
+  /**
+   * Share of UPSTREAM_CONNECTIONS one upstream gives heavy calls (eth_getLogs, debug_*, trace_*, big
+   * state_* reads) at once; beyond it on every node: 503 upstream_busy. Keeps the other connections for
+   * ordinary calls whatever the heavy load. 100 = no reserve.
+   */
+  UPSTREAM_HEAVY_SHARE_PERCENT: env.int(50, 1, 100),
+  /** Timeout of a health probe (eth_blockNumber / chain_getHeader); a probe's failures open breakers. */
+  HEALTH_PROBE_TIMEOUT_MS: env.int(2_000, 50, 600_000),
+  /** How long an upstream that answered 429 without a usable Retry-After is sent nothing. */
+  UPSTREAM_BACKOFF_DEFAULT_MS: env.int(1_000, 10, 600_000),
+  /** Ceiling on an upstream's 429 back-off, whatever its Retry-After says. */
+  UPSTREAM_BACKOFF_MAX_MS: env.int(30_000, 10, 3_600_000),
   /** Usage recording: `redis` aggregates per minute and XADDs to the usage stream; `off` records nothing. */
   USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */

@@ -4,6 +4,7 @@ import { CachingKeyVerifier } from "./auth/key-verifier";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import type { DataPlaneConfig } from "./config";
 import { LimitsGate } from "./limits/admission";
+import { ConcurrencyLimiter } from "./limits/concurrency";
 import { limitsWsHooks } from "./limits/ws-hooks";
 import { type Metrics, PromMetrics } from "./metrics/metrics";
 import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
@@ -87,6 +88,16 @@ export async function startDataPlane(
       connections: config.UPSTREAM_CONNECTIONS,
       breakerThreshold: config.BREAKER_FAILURE_THRESHOLD,
       breakerCooldownMs: config.BREAKER_COOLDOWN_MS,
+      probeTimeoutMs: config.HEALTH_PROBE_TIMEOUT_MS,
+      backoffDefaultMs: config.UPSTREAM_BACKOFF_DEFAULT_MS,
+      backoffMaxMs: config.UPSTREAM_BACKOFF_MAX_MS,
+      heavyMaxInFlight:
+        config.UPSTREAM_HEAVY_SHARE_PERCENT >= 100
+          ? 0
+          : Math.max(
+              1,
+              Math.floor((config.UPSTREAM_CONNECTIONS * config.UPSTREAM_HEAVY_SHARE_PERCENT) / 100),
+            ),
       maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,
@@ -139,6 +150,7 @@ export async function startDataPlane(
     trustedProxies,
     limits: gate,
     usage,
+    flights: new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY),
   };
 
   let networksLoaded = false;

@@ -15,6 +15,7 @@ import { Initial1700000000000 } from "./migrations/1700000000000-initial";
 import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
+import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
 
 export const ENTITIES = [
   Account,
@@ -37,6 +38,7 @@ export const MIGRATIONS = [
   Usage1700000001000,
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
+  NetworkLogsRange1700000004000,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

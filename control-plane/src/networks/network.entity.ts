@@ -1,5 +1,6 @@
 import { Field, ID, Int, ObjectType, registerEnumType } from "type-graphql";
 import { Column, CreateDateColumn, Entity, OneToMany, PrimaryGeneratedColumn } from "typeorm";
+import { DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
 import { Upstream } from "./upstream.entity";
 
 export enum NetworkProtocol {
@@ -35,6 +36,12 @@ export class Network {
   @Field()
   @Column({ name: "allow_debug", type: "boolean", default: false })
   allowDebug: boolean;
+
+  @Field(() => Int, {
+    description: "Most blocks one eth_getLogs (or eth_newFilter) may span on the shared nodes; 0 = no limit.",
+  })
+  @Column({ name: "max_logs_block_range", type: "integer", default: DEFAULT_MAX_LOGS_BLOCK_RANGE })
+  maxLogsBlockRange: number;
 
   @OneToMany(
     () => Upstream,

@@ -36,6 +36,26 @@ export class CreateNetworkInput {
 
   @Field(() => Boolean, { nullable: true, description: "Let debug_* reach this network's shared nodes." })
   allowDebug?: boolean | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description: "Most blocks one eth_getLogs may span (default 10000; 0 = no limit).",
+  })
+  maxLogsBlockRange?: number | null;
+}
+
+@InputType({ description: "Fields left out (or null) keep their value." })
+export class UpdateNetworkInput {
+  @Field(() => String, { nullable: true })
+  @IsOptional()
+  @MaxLength(NETWORK_NAME_MAX)
+  name?: string | null;
+
+  @Field(() => Boolean, { nullable: true, description: "Let debug_* reach this network's shared nodes." })
+  allowDebug?: boolean | null;
+
+  @Field(() => Int, { nullable: true, description: "Most blocks one eth_getLogs may span; 0 = no limit." })
+  maxLogsBlockRange?: number | null;
 }
 
 @InputType()
@@ -72,6 +92,15 @@ export class NetworkResolver {
     @Ctx() ctx: GqlContext,
   ): Promise<Network> {
     return ctx.services.networks.create(ctx, input);
+  }
+
+  @Mutation(() => Network, { description: "Operator only." })
+  updateNetwork(
+    @Arg("slug", () => String) slug: string,
+    @Arg("input", () => UpdateNetworkInput) input: UpdateNetworkInput,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Network> {
+    return ctx.services.networks.update(ctx, slug, input);
   }
 
   @Mutation(() => Upstream, { description: "Operator only." })

@@ -1,4 +1,5 @@
 import { DataSource } from "typeorm";
+import { DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
 import { RequestContext } from "../auth/context";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
@@ -9,6 +10,18 @@ export const SLUG_RE = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
 export const NETWORK_NAME_MAX = 64;
 export const URL_MAX = 2048;
 export const MAX_UPSTREAMS_PER_NETWORK = 64;
+/** Upper bound of a network's maxLogsBlockRange (larger is as good as 0 = no limit, and stays an int4). */
+export const MAX_LOGS_BLOCK_RANGE_MAX = 1_000_000_000;
+
+function checkLogsBlockRange(v: number): number {
+  if (!Number.isInteger(v) || v < 0 || v > MAX_LOGS_BLOCK_RANGE_MAX) {
+    throw badInput(
+      "maxLogsBlockRange",
+      `maxLogsBlockRange must be 0..${MAX_LOGS_BLOCK_RANGE_MAX} (0 = no limit)`,
+    );
+  }
+  return v;
+}
 
 export function requireOperator(ctx: RequestContext): void {
   if (!ctx.principal) throw unauthenticated();
@@ -56,9 +69,11 @@ export class NetworkService {
       protocol: NetworkProtocol;
       chainId?: number | null;
       allowDebug?: boolean | null;
+      maxLogsBlockRange?: number | null;
     },
   ): Promise<Network> {
     requireOperator(ctx);
+    const maxLogsBlockRange = checkLogsBlockRange(input.maxLogsBlockRange ?? DEFAULT_MAX_LOGS_BLOCK_RANGE);
     const slug = input.slug.trim();
     if (!SLUG_RE.test(slug)) {
       throw badInput("slug", "slug must be 1-48 characters of a-z 0-9 and -, not starting or ending with -");
@@ -78,6 +93,7 @@ export class NetworkService {
           protocol: input.protocol,
           chainId: input.chainId ?? null,
           allowDebug: input.allowDebug ?? false,
+          maxLogsBlockRange,
         }),
       );
     } catch (err) {
@@ -86,6 +102,30 @@ export class NetworkService {
     }
     await this.publication.safely("networks", () => this.publication.publishNetworks());
     return net;
+  }
+
+  /** Operator: edits a network's settings and republishes the networks to the data planes. */
+  async update(
+    ctx: RequestContext,
+    slug: string,
+    input: { name?: string | null; allowDebug?: boolean | null; maxLogsBlockRange?: number | null },
+  ): Promise<Network> {
+    requireOperator(ctx);
+    const repo = this.ds.getRepository(Network);
+    const net = await repo.findOneBy({ slug });
+    if (!net) throw notFound("Network");
+    if (input.name != null) {
+      const name = input.name.trim();
+      if (name.length < 1 || name.length > NETWORK_NAME_MAX) {
+        throw badInput("name", `name must be 1-${NETWORK_NAME_MAX} characters`);
+      }
+      net.name = name;
+    }
+    if (input.allowDebug != null) net.allowDebug = input.allowDebug;
+    if (input.maxLogsBlockRange != null) net.maxLogsBlockRange = checkLogsBlockRange(input.maxLogsBlockRange);
+    const saved = await repo.save(net);
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return saved;
   }
 
   async addUpstream(

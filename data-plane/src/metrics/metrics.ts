@@ -1,4 +1,4 @@
-import { Gauge, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 
 /** What the data plane measures. The hot path calls these; implementations must be cheap. */
 export interface Metrics {
@@ -19,6 +19,10 @@ export interface Metrics {
   limitRefused(endpoint: string, reason: string, elements: number): void;
   /** Registers the probe read at scrape time for the limits' Redis health gauge. */
   limitsHealth(probe: () => LimitsRedisHealth): void;
+  /** An upstream's circuit breaker opened; `cause` unreachable | bad_response | health_probe. */
+  upstreamBreakerOpened(network: string, upstream: string, cause: string): void;
+  /** An upstream answered 429 (or a JSON-RPC rate-limit error) and is sent nothing for `ms`. */
+  upstreamBackoff(network: string, upstream: string, ms: number): void;
   /** Prometheus text exposition; `undefined` when metrics are off. */
   render(): Promise<string | undefined>;
   readonly contentType: string;
@@ -38,6 +42,8 @@ export class NoopMetrics implements Metrics {
   upstreamHealth(): void {}
   limitRefused(_endpoint: string, _reason: string, _elements: number): void {}
   limitsHealth(): void {}
+  upstreamBreakerOpened(): void {}
+  upstreamBackoff(): void {}
   async render(): Promise<string | undefined> {
     return undefined;
   }
@@ -112,6 +118,8 @@ export class PromMetrics implements Metrics {
   private readonly refusals = new Map<string, [number, number]>();
   private limitsProbe: (() => LimitsRedisHealth) | undefined;
   private readonly limitsRedisUp: Gauge<"component">;
+  private readonly breakerOpens: Counter<"network" | "upstream" | "cause">;
+  private readonly backoffs: Counter<"network" | "upstream">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -131,6 +139,18 @@ export class PromMetrics implements Metrics {
     this.upstreamLatencyEwma = new Gauge({
       name: "rpcgw_upstream_latency_ewma_ms",
       help: "Exponentially weighted moving average of upstream latency",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.breakerOpens = new Counter({
+      name: "rpcgw_upstream_breaker_opens_total",
+      help: "Upstream circuit breakers opened, by what tripped them (unreachable, bad_response, health_probe)",
+      labelNames: ["network", "upstream", "cause"],
+      registers,
+    });
+    this.backoffs = new Counter({
+      name: "rpcgw_upstream_backoffs_total",
+      help: "Upstream rate-limit back-offs (HTTP 429 or a JSON-RPC rate-limit error); not breaker failures",
       labelNames: ["network", "upstream"],
       registers,
     });
@@ -160,6 +180,14 @@ export class PromMetrics implements Metrics {
 
   limitsHealth(probe: () => LimitsRedisHealth): void {
     this.limitsProbe = probe;
+  }
+
+  upstreamBreakerOpened(network: string, upstream: string, cause: string): void {
+    this.breakerOpens.labels(network, upstream, cause).inc();
+  }
+
+  upstreamBackoff(network: string, upstream: string, _ms: number): void {
+    this.backoffs.labels(network, upstream).inc();
   }
 
   private network(network: string): NetworkStats {

@@ -4,6 +4,7 @@ import type { KeyVerifier } from "../auth/key-verifier";
 import type { ResponseCache } from "../cache/response-cache";
 import type { DataPlaneConfig } from "../config";
 import type { LimitsGate } from "../limits/admission";
+import type { ConcurrencyLimiter } from "../limits/concurrency";
 import type { Metrics } from "../metrics/metrics";
 import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
@@ -26,6 +27,8 @@ export interface GatewayContext {
   readonly nodes?: NodeGateway;
   /** Usage recording: one record per request object answered (HTTP here; WS through usageWsHooks). */
   readonly usage: UsageRecorder;
+  /** Upstream calls in flight per app key / public client IP (MAX_IN_FLIGHT_PER_KEY). */
+  readonly flights: ConcurrencyLimiter;
 }
 
 /** Which endpoint a request came in on. */

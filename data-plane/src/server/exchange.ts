@@ -1,12 +1,15 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { maxLogsBlockRange } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
-import { type Refused, rateLimitHeaders } from "../limits/admission";
+import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
+import { Acquired, HEAVY_CONCURRENCY_MESSAGE } from "../limits/concurrency";
+import { checkLogsRange, hasLogsRange, type LogsRangeRefusal } from "../limits/logs-range";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
-import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
+import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
 import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
@@ -67,6 +70,12 @@ export class RpcExchange {
   private usageKey: VerifiedKey | undefined;
   /** The single request's method once parsed (whole-request failures are recorded under it), else "other". */
   private usageMethod = "other";
+  /** Public endpoint: the client IP text the limits saw (the concurrency cap's tenant). */
+  private publicIp: string | undefined;
+  /** ConcurrencyLimiter id and slots this exchange took (released when its upstream call settles). */
+  private flightId = "";
+  private flightSlots = 0;
+  private flightHeavy = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -211,6 +220,7 @@ export class RpcExchange {
       );
     }
     this.key = key;
+    this.publicIp = ip;
     if (parsed.batch) return this.batch(parsed.items);
     return this.single(parsed.call);
   }
@@ -219,7 +229,11 @@ export class RpcExchange {
    * 429 for the whole request: nothing forwarded, nothing counted as served. Usage records every request
    * object of it under its method (a refused batch of 30 shows as 30 Too Many Requests on the dashboard).
    */
-  private refuse(r: Refused, idText: string, items?: BatchItem[]): void {
+  private refuse(
+    r: Pick<Refused, "row" | "retryAfterMs" | "retryAfterSeconds" | "limit" | "message">,
+    idText: string,
+    items?: BatchItem[],
+  ): void {
     if (this.done) return;
     const elapsed = this.elapsed();
     this.ctx.metrics.request(this.pool.record.slug, r.row.category, elapsed);
@@ -274,12 +288,35 @@ export class RpcExchange {
       this.served(1);
       return this.send(200, body);
     }
+    if (hasLogsRange(call.method)) {
+      const tooWide = this.logsRange(call);
+      if (tooWide !== undefined) {
+        const elapsed = this.elapsed();
+        this.ctx.metrics.request(network.slug, tooWide.row.category, elapsed);
+        this.usage(call.method, tooWide.row.category, elapsed);
+        if (call.idText === undefined) return this.send(204, "");
+        return this.send(
+          tooWide.row.httpStatus,
+          errorJson(tooWide.row, call.idText, {
+            requestId: this.requestId,
+            limit: tooWide.limit,
+            message: tooWide.message,
+          }),
+        );
+      }
+    }
     const cache = this.ctx.cache;
     const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
-    if (rule === CacheRule.Never) return this.forward(call, this.pool.call(call));
+    if (rule === CacheRule.Never) {
+      if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
+      return this.forward(call, this.pool.call(call));
+    }
     const paramsJson = paramsText(call.params);
     const head = rule === CacheRule.PerBlock ? this.pool.cacheHead() : 0;
-    if (head < 0) return this.forward(call, this.pool.call(call));
+    if (head < 0) {
+      if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
+      return this.forward(call, this.pool.call(call));
+    }
     const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
     const hit = cache.get(cacheKey);
     if (hit !== undefined) {
@@ -294,6 +331,7 @@ export class RpcExchange {
     }
     this.ctx.metrics.cache(network.slug, false);
     this.xCache = "MISS";
+    if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
     const pool = this.pool;
     const ttlMs = rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined;
     const result = cache.merge(cacheKey, () => pool.call(call, paramsJson));
@@ -308,7 +346,12 @@ export class RpcExchange {
     pending: Promise<CallResult>,
     onResult?: (r: CallResult) => void,
   ): Promise<void> {
-    const result = await pending;
+    let result: CallResult;
+    try {
+      result = await pending;
+    } finally {
+      this.releaseFlights();
+    }
     onResult?.(result);
     if (this.aborted) return;
     if (!result.ok) {
@@ -349,12 +392,32 @@ export class RpcExchange {
         }
         continue;
       }
+      const tooWide = hasLogsRange(item.method) ? this.logsRange(item) : undefined;
+      if (tooWide !== undefined) {
+        categories[i] = tooWide.row.category;
+        if (item.idText !== undefined) {
+          out[i] = errorJson(tooWide.row, item.idText, {
+            requestId: this.requestId,
+            limit: tooWide.limit,
+            message: tooWide.message,
+          });
+        }
+        continue;
+      }
       forwardIdx.push(i);
       forward.push(item);
     }
     let wholeFailure: ErrorRow | undefined;
     if (forward.length > 0) {
-      const results = await this.pool.callBatch(forward);
+      let heavy = 0;
+      for (const c of forward) if (isHeavy(c.method)) heavy++;
+      if (!this.holdFlights(forward.length, heavy, "null", items)) return;
+      let results: CallResult[];
+      try {
+        results = await this.pool.callBatch(forward);
+      } finally {
+        this.releaseFlights();
+      }
       if (this.aborted) return;
       let anyOk = false;
       for (let j = 0; j < results.length; j++) {
@@ -393,6 +456,56 @@ export class RpcExchange {
     if (body === "") return this.send(204, "");
     this.served(units);
     this.send(200, `${body}]`);
+  }
+
+  /** eth_getLogs / eth_newFilter range against the network's limit, tags resolved against the pool's head. */
+  private logsRange(call: RpcCall): LogsRangeRefusal | undefined {
+    const max = maxLogsBlockRange(this.pool.record);
+    if (max <= 0) return undefined;
+    return checkLogsRange(call.method, call.params, this.pool.cacheHead(), max);
+  }
+
+  /**
+   * Takes `n` upstream-call slots (`heavy` of them heavy calls) for this tenant (MAX_IN_FLIGHT_PER_KEY,
+   * MAX_HEAVY_IN_FLIGHT_PER_KEY). Over a cap: answers 429 concurrency_limit for the whole request (nothing
+   * forwarded) and returns false. At most one acquisition per exchange, released by releaseFlights.
+   */
+  private holdFlights(n: number, heavy: number, idText: string, items?: BatchItem[]): boolean {
+    const flights = this.ctx.flights;
+    const id = this.key !== undefined ? keyIdentifier(this.key) : `ip:${this.publicIp ?? "unknown"}`;
+    const got = flights.tryAcquire(id, n, heavy);
+    if (got === Acquired.Ok) {
+      this.flightId = id;
+      this.flightSlots = n;
+      this.flightHeavy = heavy;
+      return true;
+    }
+    this.ctx.metrics.limitRefused(
+      this.endpoint === Endpoint.App ? "app" : "public",
+      GatewayError.ConcurrencyLimit.reason,
+      items === undefined ? 1 : items.length,
+    );
+    const overHeavy = got === Acquired.OverHeavy;
+    this.refuse(
+      {
+        row: GatewayError.ConcurrencyLimit,
+        retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
+        retryAfterSeconds: CONCURRENCY_RETRY_AFTER_MS / 1000,
+        limit: overHeavy ? flights.maxHeavy : flights.max,
+        message: overHeavy ? HEAVY_CONCURRENCY_MESSAGE : undefined,
+      },
+      idText,
+      items,
+    );
+    return false;
+  }
+
+  /** Gives the slots back once the upstream call settled (answer, error, timeout; an aborted client too). */
+  private releaseFlights(): void {
+    if (this.flightSlots === 0) return;
+    this.ctx.flights.release(this.flightId, this.flightSlots, this.flightHeavy);
+    this.flightSlots = 0;
+    this.flightHeavy = 0;
   }
 
   private observeHead(method: string, tail: string): void {
@@ -503,6 +616,12 @@ export class RpcExchange {
     this.tracker.end();
   }
 }
+
+/**
+ * Retry hint on a concurrency refusal: slots free up as calls end (at most UPSTREAM_TIMEOUT_MS), usually
+ * much sooner. Whole seconds, for Retry-After.
+ */
+const CONCURRENCY_RETRY_AFTER_MS = 1000;
 
 /** Responses waiting for the end of the poll phase, in the order they were answered. */
 const ANSWERS: RpcExchange[] = [];

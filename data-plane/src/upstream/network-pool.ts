@@ -1,8 +1,14 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord } from "../../../shared/src/redis/records";
 import type { Metrics } from "../metrics/metrics";
-import { type CallResult, parseSingleReply, type Reply, replyFromValue } from "./reply";
-import { type ExchangeFailure, Upstream, type UpstreamOptions } from "./upstream";
+import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
+import {
+  type ExchangeFailure,
+  ExchangeKind,
+  Upstream,
+  type UpstreamEvents,
+  type UpstreamOptions,
+} from "./upstream";
 
 export interface PoolOptions extends UpstreamOptions {
   maxAttempts: number;
@@ -36,7 +42,50 @@ const NOT_COALESCED = new Set([
 ]);
 
 function coalescible(method: string): boolean {
-  return !NOT_COALESCED.has(method) && !method.startsWith("debug_") && !method.startsWith("trace_");
+  return !NOT_COALESCED.has(method) && !isHeavy(method);
+}
+
+/**
+ * Calls whose cost the client chooses (block ranges, traces, whole-storage reads). A timeout of one says
+ * nothing about the node's health, and failing it over would only hand the same load to the next node:
+ * such a timeout is answered 504 at once and never counts toward a breaker.
+ */
+const HEAVY = new Set([
+  "eth_getLogs",
+  "eth_getFilterLogs",
+  "state_getPairs",
+  "state_getKeys",
+  "state_getKeysPaged",
+  "state_queryStorage",
+  "state_queryStorageAt",
+  "state_traceBlock",
+]);
+
+export function isHeavy(method: string): boolean {
+  return (
+    HEAVY.has(method) ||
+    method.startsWith("debug_") ||
+    method.startsWith("trace_") ||
+    method.startsWith("arbtrace_")
+  );
+}
+
+/**
+ * A node's JSON-RPC error that means "you are sending too much" (Infura, Alchemy, QuickNode style: -32005
+ * with a rate wording, or code 429). -32005 alone is not enough: nodes also use it for per-request limits
+ * ("query returned more than 10000 results"), which a client can trigger at will and must not back a node off.
+ */
+function isRateLimitTail(tail: string): boolean {
+  if (!tail.includes("-32005") && !tail.includes("429")) return false;
+  try {
+    const e = (JSON.parse(`{${tail.slice(1)}`) as { error?: { code?: unknown; message?: unknown } }).error;
+    const code = e?.code;
+    const message = typeof e?.message === "string" ? e.message : "";
+    if (code === 429) return true;
+    return code === -32005 && /\brate\b|rate.?limit|too many requests|throttl|per second/i.test(message);
+  } catch {
+    return false;
+  }
 }
 
 export interface OutgoingCall {
@@ -65,12 +114,19 @@ export class NetworkPool {
   /** Highest head seen in answers passing through (receipts, eth_blockNumber), ahead of health checks. */
   private observedHead = -1;
 
+  /** Breaker openings and back-offs, to the metrics under this network's current slug. */
+  private readonly events: UpstreamEvents;
+
   constructor(
     record: NetworkRecord,
     private readonly opts: PoolOptions,
     private readonly metrics: Metrics,
   ) {
     this.record = record;
+    this.events = {
+      breakerOpened: (u, cause) => this.metrics.upstreamBreakerOpened(this.record.slug, u.id, cause),
+      backedOff: (u, ms) => this.metrics.upstreamBackoff(this.record.slug, u.id, ms),
+    };
     this.update(record);
   }
 
@@ -91,7 +147,7 @@ export class NetworkPool {
         next.push(existing);
         old.delete(r.id);
       } else {
-        next.push(new Upstream(r, this.opts));
+        next.push(new Upstream(r, this.opts, this.events));
       }
     }
     this.upstreams = next;
@@ -125,8 +181,9 @@ export class NetworkPool {
     this.observedHead = n;
   }
 
-  private selectable(u: Upstream, nowMs: number, best: number): boolean {
-    if (!u.available(nowMs)) return false;
+  /** `heavy`: also require a free heavy-call slot (UPSTREAM_HEAVY_SHARE_PERCENT of its connections). */
+  private selectable(u: Upstream, nowMs: number, best: number, heavy = false): boolean {
+    if (!u.available(nowMs) || (heavy && !u.heavySlotFree())) return false;
     return u.head < 0 || best < 0 || best - u.head <= this.opts.maxLagBlocks;
   }
 
@@ -141,23 +198,24 @@ export class NetworkPool {
 
   /**
    * Picks an upstream: two weighted-random candidates among the selectable ones, the one with the lower
-   * latency x load score wins (power of two choices). `exclude` holds nodes already tried.
+   * latency x load score wins (power of two choices). `exclude` holds nodes already tried; `heavy` skips
+   * nodes whose heavy-call share of connections is taken.
    */
-  select(exclude: readonly Upstream[] | undefined): Upstream | undefined {
+  select(exclude: readonly Upstream[] | undefined, heavy = false): Upstream | undefined {
     const now = Date.now();
     const best = this.bestHead();
     let total = 0;
     let count = 0;
     let only: Upstream | undefined;
     for (const u of this.upstreams) {
-      if (exclude?.includes(u) || !this.selectable(u, now, best)) continue;
+      if (exclude?.includes(u) || !this.selectable(u, now, best, heavy)) continue;
       total += u.weight;
       count++;
       only = u;
     }
     if (count <= 1) return only;
-    const a = this.weightedPick(total, now, best, exclude);
-    const b = this.weightedPick(total, now, best, exclude);
+    const a = this.weightedPick(total, now, best, exclude, heavy);
+    const b = this.weightedPick(total, now, best, exclude, heavy);
     return score(a) <= score(b) ? a : b;
   }
 
@@ -166,11 +224,12 @@ export class NetworkPool {
     now: number,
     best: number,
     exclude: readonly Upstream[] | undefined,
+    heavy: boolean,
   ): Upstream {
     let r = Math.random() * total;
     let last: Upstream | undefined;
     for (const u of this.upstreams) {
-      if (exclude?.includes(u) || !this.selectable(u, now, best)) continue;
+      if (exclude?.includes(u) || !this.selectable(u, now, best, heavy)) continue;
       last = u;
       r -= u.weight;
       if (r < 0) return u;
@@ -232,7 +291,17 @@ export class NetworkPool {
       c.params === undefined
         ? `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)}}`
         : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
-    const r = await this.exchangeWithFailover(body, undefined, (text) => parseSingleReply(text, gid));
+    const r = await this.exchangeWithFailover(
+      body,
+      undefined,
+      (text) => {
+        const reply = parseSingleReply(text, gid);
+        return reply !== undefined && reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail)
+          ? RATE_LIMITED
+          : reply;
+      },
+      isHeavy(c.method) ? ExchangeKind.Heavy : ExchangeKind.Light,
+    );
     return r.ok ? { ok: true, reply: r.value } : r;
   }
 
@@ -274,13 +343,20 @@ export class NetworkPool {
           : `{"jsonrpc":"2.0","id":${base + i},"method":${JSON.stringify(c.method)},"params":${paramsJson?.[i] ?? JSON.stringify(c.params)}}`;
     }
     const body = `[${parts.join(",")}]`;
-    const r = await this.exchangeWithFailover(body, first, (text) => {
-      const replies = parseBatchReply(text, base, calls.length);
-      if (replies !== REFUSED) return replies;
-      // A healthy node that does not take batches: no penalty; stop coalescing for this network.
-      this.batchesRefused = true;
-      return NOT_BAD;
-    });
+    let kind: ExchangeKind = ExchangeKind.Light;
+    for (const c of calls) if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+    const r = await this.exchangeWithFailover(
+      body,
+      first,
+      (text) => {
+        const replies = parseBatchReply(text, base, calls.length);
+        if (replies !== REFUSED) return replies;
+        // A healthy node that does not take batches: no penalty; stop coalescing for this network.
+        this.batchesRefused = true;
+        return NOT_BAD;
+      },
+      kind,
+    );
     if (r.ok) return r.value;
     const error = r.error;
     return calls.map(() => ({ ok: false as const, error }));
@@ -289,29 +365,49 @@ export class NetworkPool {
   /**
    * Sends `body` to `first` (else the best upstream), moving to another healthy upstream on a failed
    * exchange or an unusable reply, up to UPSTREAM_MAX_ATTEMPTS upstreams. `parse` turns the reply text
-   * into the answer, or returns undefined (a bad reply: the upstream is marked) or NOT_BAD (unusable here,
-   * but no fault of the upstream's).
+   * into the answer, or returns undefined (a bad reply: the upstream is marked), NOT_BAD (unusable here,
+   * but no fault of the upstream's) or RATE_LIMITED (the node's JSON-RPC "slow down": backed off).
+   *
+   * A timeout makes the pool probe that node (a node that also times out on eth_blockNumber is sick) and
+   * is failed over only for a Light call; a Heavy call's timeout is answered 504 at once. A 429 backs the
+   * node off (Upstream.backOff) and moves on without a breaker count.
    */
   private async exchangeWithFailover<T>(
     body: string,
     first: Upstream | undefined,
-    parse: (text: string) => T | undefined | typeof NOT_BAD,
+    parse: (text: string) => T | undefined | typeof NOT_BAD | typeof RATE_LIMITED,
+    kind: ExchangeKind,
   ): Promise<{ ok: true; value: T } | { ok: false; error: ErrorRow }> {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
     for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
-      const u = attempt === 0 && first !== undefined ? first : this.select(tried);
-      if (u === undefined) break;
+      const heavy = kind === ExchangeKind.Heavy;
+      const u =
+        attempt === 0 && first !== undefined && (!heavy || first.heavySlotFree())
+          ? first
+          : this.select(tried, heavy);
+      if (u === undefined) {
+        // Healthy nodes, but their heavy-call share is taken: the light calls keep the other connections.
+        if (heavy && lastFailure === undefined && this.healthyCount() > 0) {
+          return { ok: false, error: GatewayError.UpstreamBusy };
+        }
+        break;
+      }
       const start = performance.now();
-      const res = await u.exchange(body);
+      const res = await u.exchange(body, kind);
       if (res.ok) {
         const value = parse(res.text);
-        if (value !== undefined && value !== NOT_BAD) {
+        if (value !== undefined && value !== NOT_BAD && value !== RATE_LIMITED) {
           this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
           return { ok: true, value: value as T };
         }
-        if (value === undefined) u.markBadReply();
-        lastFailure = "bad";
+        if (value === RATE_LIMITED) {
+          u.backOff(undefined);
+          lastFailure = "rate_limited";
+        } else {
+          if (value === undefined) u.markBadReply();
+          lastFailure = "bad";
+        }
       } else {
         lastFailure = res.failure;
       }
@@ -321,6 +417,11 @@ export class NetworkPool {
         lastFailure === "timeout" ? "timeout" : "error",
         (performance.now() - start) / 1000,
       );
+      if (lastFailure === "timeout") {
+        // The call's timeout is no verdict on the node; a health probe (at most one at a time) gives one.
+        void this.probe(u);
+        if (kind === ExchangeKind.Heavy) break;
+      }
       if (tried === undefined) tried = [u];
       else tried.push(u);
     }
@@ -330,26 +431,38 @@ export class NetworkPool {
   /** One health-check round over every upstream (head height, latency; failures feed the breaker). */
   async healthCheck(): Promise<void> {
     const substrate = this.record.protocol === "SUBSTRATE";
-    const body = substrate
-      ? '{"jsonrpc":"2.0","id":1,"method":"chain_getHeader","params":[]}'
-      : '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
-    await Promise.all(
-      this.upstreams.map(async (u) => {
-        const now = Date.now();
-        // An open breaker is probed only once its cooldown has passed.
-        if (u.breakerOpen && !u.available(now)) {
-          this.reportHealth(u);
-          return;
-        }
-        const res = await u.exchange(body);
-        if (res.ok) {
-          const head = parseHead(res.text, substrate);
-          if (head === undefined) u.markBadReply();
-          else u.head = head;
-        }
-        this.reportHealth(u);
-      }),
-    );
+    const body = substrate ? SUBSTRATE_PROBE : EVM_PROBE;
+    await Promise.all(this.upstreams.map((u) => this.probe(u, body, substrate)));
+  }
+
+  /**
+   * One health probe of `u` (head height; every failure, timeouts included, counts toward its breaker),
+   * unless one is running already. Also run at once when a client call to `u` timed out.
+   */
+  private async probe(
+    u: Upstream,
+    body?: string,
+    substrate = this.record.protocol === "SUBSTRATE",
+  ): Promise<void> {
+    if (u.probeRunning) return;
+    // An open breaker is probed only once its cooldown has passed, a backed-off node once it has ended.
+    if (!u.available(Date.now())) {
+      this.reportHealth(u);
+      return;
+    }
+    u.probeRunning = true;
+    try {
+      const res = await u.exchange(body ?? (substrate ? SUBSTRATE_PROBE : EVM_PROBE), ExchangeKind.Probe);
+      if (res.ok) {
+        const head = parseHead(res.text, substrate);
+        if (head !== undefined) u.head = head;
+        else if (isRateLimitReply(res.text)) u.backOff(undefined);
+        else u.markBadReply(true);
+      }
+    } finally {
+      u.probeRunning = false;
+    }
+    this.reportHealth(u);
   }
 
   private reportHealth(u: Upstream): void {
@@ -379,9 +492,13 @@ function score(u: Upstream): number {
   return ((u.latencyEwmaMs + 1) * (u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
 }
 
+const EVM_PROBE = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+const SUBSTRATE_PROBE = '{"jsonrpc":"2.0","id":1,"method":"chain_getHeader","params":[]}';
+
 function failureRow(f: ExchangeFailure | undefined): ErrorRow {
   if (f === undefined) return GatewayError.NoUpstream;
   if (f === "timeout") return GatewayError.UpstreamTimeout;
+  if (f === "rate_limited") return GatewayError.UpstreamRateLimited;
   if (f === "unreachable") return GatewayError.UpstreamUnreachable;
   return GatewayError.UpstreamBadResponse;
 }
@@ -390,6 +507,9 @@ const REFUSED = Symbol("batch refused");
 
 /** A reply that cannot be used, through no fault of the upstream's (see exchangeWithFailover). */
 const NOT_BAD = Symbol("unusable, upstream not at fault");
+
+/** A reply that is the node's JSON-RPC rate-limit error (see isRateLimitTail). */
+const RATE_LIMITED = Symbol("rate limited by the node");
 
 function parseBatchReply(text: string, base: number, n: number): CallResult[] | undefined | typeof REFUSED {
   let value: unknown;
@@ -416,6 +536,12 @@ function parseBatchReply(text: string, base: number, n: number): CallResult[] | 
     if (out[i] === undefined) out[i] = { ok: false, error: GatewayError.UpstreamBadResponse };
   }
   return out;
+}
+
+/** A probe's answer that is the node's JSON-RPC rate-limit error (throttled, not sick). */
+function isRateLimitReply(text: string): boolean {
+  const reply = parseSingleReply(text, 1);
+  return reply !== undefined && reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail);
 }
 
 function parseHead(text: string, substrate: boolean): number | undefined {

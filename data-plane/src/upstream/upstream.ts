@@ -1,14 +1,50 @@
 import { type Dispatcher, Pool } from "undici";
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 
-export type ExchangeFailure = "timeout" | "unreachable" | "bad";
+/**
+ * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
+ * the node); `unreachable`: connection refused / reset; `bad`: 5xx or an invalid answer; `rate_limited`:
+ * HTTP 429 (the node throttles us: a back-off, not a sign of ill health).
+ */
+export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "rate_limited";
 export type ExchangeResult = { ok: true; text: string } | { ok: false; failure: ExchangeFailure };
+
+/**
+ * What an exchange carries, which decides what its failure says about the node:
+ * - `Light`: ordinary client calls. Connection errors, 5xx and invalid answers count toward the breaker;
+ *   a timeout does not (a client can make even an eth_call slow), it only schedules a health probe.
+ * - `Heavy`: client calls whose cost the client chooses (eth_getLogs, debug_*, trace_*, big state_* reads):
+ *   as Light, and a timeout is not failed over either (NetworkPool).
+ * - `Probe`: health checks (eth_blockNumber / chain_getHeader, cheap on any node): every failure counts,
+ *   timeouts included, with a shorter timeout. A node that cannot answer these is sick.
+ */
+export const ExchangeKind = { Light: 0, Heavy: 1, Probe: 2 } as const;
+export type ExchangeKind = (typeof ExchangeKind)[keyof typeof ExchangeKind];
+
+/** Label of the metrics counter of breaker openings, by what tripped it. */
+export type BreakerCause = "unreachable" | "bad_response" | "health_probe";
+
+export interface UpstreamEvents {
+  breakerOpened(upstream: Upstream, cause: BreakerCause): void;
+  backedOff(upstream: Upstream, ms: number): void;
+}
 
 export interface UpstreamOptions {
   timeoutMs: number;
   connections: number;
   breakerThreshold: number;
   breakerCooldownMs: number;
+  /** Timeout of a health probe (capped by timeoutMs; default 2 s). */
+  probeTimeoutMs?: number;
+  /** Back-off after a 429 without a usable Retry-After (default 1 s). */
+  backoffDefaultMs?: number;
+  /** Ceiling on any back-off, whatever Retry-After says (default 30 s). */
+  backoffMaxMs?: number;
+  /**
+   * Heavy calls this node may carry at once (a share of `connections`, so that a flood of slow heavy
+   * calls can never occupy every connection and queue the light calls behind it); 0 = no limit.
+   */
+  heavyMaxInFlight?: number;
 }
 
 const HEADERS = { "content-type": "application/json", accept: "application/json" };
@@ -16,11 +52,13 @@ const EWMA_ALPHA = 0.2;
 
 /**
  * One upstream node: a keep-alive connection pool plus the health state the selector reads (latency EWMA,
- * error-rate EWMA, in-flight count, head height, circuit breaker).
+ * error-rate EWMA, in-flight count, head height, circuit breaker, rate-limit back-off).
  *
- * Breaker: closed until `breakerThreshold` consecutive failures, then open for `breakerCooldownMs`; after
- * that one half-open probe (a request or a health check) is let through: success closes it, failure
- * re-opens it for another cooldown.
+ * Breaker: closed until `breakerThreshold` consecutive failures that say the node is unhealthy (see
+ * ExchangeKind), then open for `breakerCooldownMs`; after that one half-open probe (a request or a health
+ * check) is let through: success closes it, failure re-opens it for another cooldown. A client call's
+ * timeout and a 429 are neutral: they neither count nor reset the count, so one tenant's slow calls
+ * cannot open the breaker.
  */
 export class Upstream {
   readonly id: string;
@@ -32,18 +70,27 @@ export class Upstream {
   /** Last head height seen by a health check; -1 = unknown. */
   head = -1;
   consecutiveFailures = 0;
+  /** A health probe of this node is running (at most one; see NetworkPool.probe). */
+  probeRunning = false;
+  /** Heavy exchanges in flight (see UpstreamOptions.heavyMaxInFlight). */
+  heavyInFlight = 0;
   private openUntil = 0;
+  /** Epoch ms until which the node asked us (429) to send nothing. */
+  private backoffUntil = 0;
   private probing = false;
   private readonly pool: Pool;
   private readonly path: string;
+  private readonly probeTimeoutMs: number;
 
   constructor(
     record: UpstreamRecord,
     private readonly opts: UpstreamOptions,
+    private readonly events?: UpstreamEvents,
   ) {
     this.id = record.id;
     this.httpUrl = record.httpUrl;
     this.weight = record.weight;
+    this.probeTimeoutMs = Math.min(opts.probeTimeoutMs ?? 2_000, opts.timeoutMs);
     const url = new URL(record.httpUrl);
     this.path = `${url.pathname}${url.search}` || "/";
     this.pool = new Pool(url.origin, {
@@ -57,8 +104,9 @@ export class Upstream {
     });
   }
 
-  /** Whether the breaker lets a request through now (claims the half-open probe when due). */
+  /** Whether the breaker and any back-off let a request through now (claims the half-open probe when due). */
   available(nowMs: number): boolean {
+    if (nowMs < this.backoffUntil) return false;
     if (this.consecutiveFailures < this.opts.breakerThreshold) return true;
     if (nowMs < this.openUntil || this.probing) return false;
     return true;
@@ -68,47 +116,99 @@ export class Upstream {
     return this.consecutiveFailures >= this.opts.breakerThreshold;
   }
 
+  /** Whether another heavy call may go to this node now. */
+  heavySlotFree(): boolean {
+    const max = this.opts.heavyMaxInFlight ?? 0;
+    return max <= 0 || this.heavyInFlight < max;
+  }
+
+  /** Whether a 429 back-off is running now. */
+  backedOff(nowMs: number): boolean {
+    return nowMs < this.backoffUntil;
+  }
+
   /**
    * POSTs one JSON-RPC body. Never throws. Uses undici's dispatch API with a small handler (no Readable
    * stream per response), which is markedly cheaper than `request()` + `body.text()` on the hot path.
    */
-  exchange(body: string): Promise<ExchangeResult> {
+  exchange(body: string, kind: ExchangeKind = ExchangeKind.Light): Promise<ExchangeResult> {
     const halfOpen = this.breakerOpen;
     if (halfOpen) this.probing = true;
     this.inFlight++;
+    if (kind === ExchangeKind.Heavy) this.heavyInFlight++;
     return new Promise<ExchangeResult>((resolve) => {
-      const handler = new ExchangeHandler(this, halfOpen, resolve);
-      this.pool.dispatch({ path: this.path, method: "POST", headers: HEADERS, body }, handler);
+      const handler = new ExchangeHandler(this, halfOpen, kind, resolve);
+      if (kind === ExchangeKind.Probe) {
+        const t = this.probeTimeoutMs;
+        this.pool.dispatch(
+          { path: this.path, method: "POST", headers: HEADERS, body, headersTimeout: t, bodyTimeout: t },
+          handler,
+        );
+      } else {
+        this.pool.dispatch({ path: this.path, method: "POST", headers: HEADERS, body }, handler);
+      }
     });
   }
 
-  /** Called by the handler once per exchange. */
-  settle(ms: number, halfOpen: boolean, ok: boolean): void {
+  /** Called by the handler once per exchange with its outcome (undefined = success). */
+  settle(ms: number, halfOpen: boolean, kind: ExchangeKind, failure: ExchangeFailure | undefined): void {
     this.inFlight--;
+    if (kind === ExchangeKind.Heavy) this.heavyInFlight--;
     if (halfOpen) this.probing = false;
     this.latencyEwmaMs =
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
-    if (ok) this.recordSuccess();
-    else this.recordFailure();
+    if (failure === undefined) {
+      this.recordSuccess();
+    } else if (kind === ExchangeKind.Probe) {
+      this.recordFailure("health_probe");
+    } else if (failure === "unreachable") {
+      this.recordFailure("unreachable");
+    } else if (failure === "bad") {
+      this.recordFailure("bad_response");
+    } else if (failure === "timeout") {
+      // A client's call timing out says more about the call than the node: it steers selection (error
+      // EWMA) but does not count toward the breaker. The pool probes the node to find out.
+      this.errorRateEwma += EWMA_ALPHA * (1 - this.errorRateEwma);
+    }
+    // Anything else (rate_limited: see backOff) is no health verdict. Only the kinds above that a client
+    // cannot cause at will count; a new kind a client can provoke (an answer over a size cap, say) stays
+    // neutral unless it is added above on purpose.
   }
 
-  /** A response that arrived but was not a valid JSON-RPC answer counts as a failure too. */
-  recordFailure(): void {
+  /** A failure that says the node is unhealthy; opens the breaker at the threshold. */
+  recordFailure(cause: BreakerCause): void {
     this.errorRateEwma += EWMA_ALPHA * (1 - this.errorRateEwma);
     this.consecutiveFailures++;
     if (this.consecutiveFailures >= this.opts.breakerThreshold) {
+      const wasOpen = this.consecutiveFailures > this.opts.breakerThreshold;
       this.openUntil = Date.now() + this.opts.breakerCooldownMs;
+      if (!wasOpen) this.events?.breakerOpened(this, cause);
     }
   }
 
   private recordSuccess(): void {
     this.errorRateEwma -= EWMA_ALPHA * this.errorRateEwma;
     this.consecutiveFailures = 0;
+    this.openUntil = 0;
   }
 
   /** Undoes the success bookkeeping of an exchange whose body turned out invalid. */
-  markBadReply(): void {
-    this.recordFailure();
+  markBadReply(probe = false): void {
+    this.recordFailure(probe ? "health_probe" : "bad_response");
+  }
+
+  /**
+   * The node throttles us (HTTP 429, or a JSON-RPC rate-limit error): send it nothing for `ms` (Retry-After,
+   * else the default, capped). Not a breaker failure: the node is healthy, just busy.
+   */
+  backOff(ms: number | undefined): void {
+    const d = Math.min(
+      ms === undefined || ms <= 0 ? (this.opts.backoffDefaultMs ?? 1_000) : ms,
+      this.opts.backoffMaxMs ?? 30_000,
+    );
+    const until = Date.now() + d;
+    if (until > this.backoffUntil) this.backoffUntil = until;
+    this.events?.backedOff(this, d);
   }
 
   close(): Promise<void> {
@@ -120,6 +220,7 @@ export class Upstream {
 class ExchangeHandler implements Dispatcher.DispatchHandler {
   private readonly start = performance.now();
   private status = 0;
+  private retryAfter: string | string[] | undefined;
   private chunks: Buffer[] | undefined;
   private first: Buffer | undefined;
   private done = false;
@@ -127,13 +228,19 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   constructor(
     private readonly upstream: Upstream,
     private readonly halfOpen: boolean,
+    private readonly kind: ExchangeKind,
     private readonly resolve: (r: ExchangeResult) => void,
   ) {}
 
   onRequestStart(): void {}
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number): void {
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
     this.status = statusCode;
+    if (statusCode === 429) this.retryAfter = headers["retry-after"];
   }
 
   onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -145,11 +252,9 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     if (this.done) return;
     this.done = true;
-    const ok = this.status < 500 && this.status !== 429 && this.status >= 200;
+    const status = this.status;
     let result: ExchangeResult;
-    if (!ok) {
-      result = { ok: false, failure: "bad" };
-    } else {
+    if (status >= 200 && status < 300) {
       const text =
         this.chunks !== undefined
           ? Buffer.concat(this.chunks).toString("utf8")
@@ -157,27 +262,47 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
             ? this.first.toString("utf8")
             : "";
       result = { ok: true, text };
+    } else if (status === 429) {
+      result = { ok: false, failure: "rate_limited" };
+      this.upstream.backOff(retryAfterMs(this.retryAfter));
+    } else if (status === 408 || status === 504) {
+      // A proxy in front of the node gave up waiting: as a timeout of ours.
+      result = { ok: false, failure: "timeout" };
+    } else {
+      result = { ok: false, failure: "bad" };
     }
-    this.upstream.settle(performance.now() - this.start, this.halfOpen, ok);
+    this.upstream.settle(
+      performance.now() - this.start,
+      this.halfOpen,
+      this.kind,
+      result.ok ? undefined : result.failure,
+    );
     this.resolve(result);
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
     if (this.done) return;
     this.done = true;
-    this.upstream.settle(performance.now() - this.start, this.halfOpen, false);
-    this.resolve({ ok: false, failure: classify(err) });
+    const failure = classify(err);
+    this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, failure);
+    this.resolve({ ok: false, failure });
   }
+}
+
+/** Retry-After as milliseconds: delta-seconds or an HTTP date; undefined when absent or unusable. */
+export function retryAfterMs(v: string | string[] | undefined, nowMs = Date.now()): number | undefined {
+  const text = Array.isArray(v) ? v[0] : v;
+  if (text === undefined || text === "") return undefined;
+  if (/^\d+(\.\d+)?$/.test(text.trim())) return Math.ceil(Number(text.trim()) * 1000);
+  const at = Date.parse(text);
+  return Number.isFinite(at) ? Math.max(0, at - nowMs) : undefined;
 }
 
 function classify(err: unknown): ExchangeFailure {
   const code = (err as { code?: string }).code ?? "";
-  if (
-    code === "UND_ERR_HEADERS_TIMEOUT" ||
-    code === "UND_ERR_BODY_TIMEOUT" ||
-    code === "UND_ERR_CONNECT_TIMEOUT"
-  ) {
+  if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
     return "timeout";
   }
+  // Everything else, UND_ERR_CONNECT_TIMEOUT included (no connection at all), says the node is unreachable.
   return "unreachable";
 }

@@ -3,16 +3,18 @@ import type ipaddr from "ipaddr.js";
 import { Counter, Gauge } from "prom-client";
 import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import type { PlaneEvent } from "../../../shared/src/redis/records";
+import { maxLogsBlockRange, type PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
 import { keyIdentifier, nodeIdentifier } from "../limits/admission";
+import { Acquired, HEAVY_CONCURRENCY_MESSAGE } from "../limits/concurrency";
+import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
 import { nextRequestId, replyJson, STATUS } from "../server/respond";
-import type { NetworkPool } from "../upstream/network-pool";
+import { isHeavy, type NetworkPool } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
 import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
 import { SubscriptionHubs } from "./hub";
@@ -480,7 +482,12 @@ export class WsGateway {
         continue;
       }
       const blocked = (s.policy ?? this.ctx.policy).check(it.method, network);
-      if (blocked === undefined && !SUBSCRIBE.has(it.method) && !UNSUBSCRIBE.has(it.method)) {
+      if (
+        blocked === undefined &&
+        !SUBSCRIBE.has(it.method) &&
+        !UNSUBSCRIBE.has(it.method) &&
+        !hasLogsRange(it.method)
+      ) {
         forwardIdx.push(i);
         forward.push(it);
         continue;
@@ -492,13 +499,27 @@ export class WsGateway {
       );
     }
     if (forward.length > 0) {
-      pending.push(
-        pool.callBatch(forward).then((results) => {
-          for (let j = 0; j < results.length; j++) {
-            answers[forwardIdx[j]!] = this.fromResult(s, forward[j]!, results[j]!, requestId);
-          }
-        }),
-      );
+      const flight = this.flightId(s);
+      let heavy = 0;
+      for (const c of forward) if (isHeavy(c.method)) heavy++;
+      const got = this.ctx.flights.tryAcquire(flight, forward.length, heavy);
+      if (got === Acquired.Ok) {
+        pending.push(
+          pool
+            .callBatch(forward)
+            .finally(() => this.ctx.flights.release(flight, forward.length, heavy))
+            .then((results) => {
+              for (let j = 0; j < results.length; j++) {
+                answers[forwardIdx[j]!] = this.fromResult(s, forward[j]!, results[j]!, requestId);
+              }
+            }),
+        );
+      } else {
+        this.recordConcurrencyRefusal(s, forward.length);
+        for (let j = 0; j < forward.length; j++) {
+          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId, got);
+        }
+      }
     }
     await Promise.all(pending);
     const parts: string[] = [];
@@ -538,6 +559,16 @@ export class WsGateway {
         text: errorText(GatewayError.MethodBlocked, idText, { requestId, message: blocked }),
         category: ErrorCategory.ClientError,
       };
+    }
+    if (s.pool !== undefined && hasLogsRange(call.method)) {
+      const max = maxLogsBlockRange(s.pool.record);
+      const tooWide = checkLogsRange(call.method, call.params, s.pool.cacheHead(), max);
+      if (tooWide !== undefined) {
+        return {
+          text: errorText(tooWide.row, idText, { requestId, limit: tooWide.limit, message: tooWide.message }),
+          category: tooWide.row.category,
+        };
+      }
     }
     const spec = SUBSCRIBE.get(call.method);
     if (spec !== undefined) {
@@ -585,17 +616,52 @@ export class WsGateway {
         category: ErrorCategory.ServiceError,
       };
     }
-    return this.fromResult(s, call, await this.forward(s.pool, call), requestId);
+    const r = await this.forward(s, s.pool, call, requestId);
+    return "ok" in r ? this.fromResult(s, call, r, requestId) : r;
   }
 
-  /** The HTTP path's single-call forwarding: per-method cache (with in-flight merge), else the pool. */
-  private async forward(pool: NetworkPool, call: RpcCall): Promise<CallResult> {
+  /** The concurrency cap's tenant: the app key's limit id, else the client's address bucket (as on HTTP). */
+  private flightId(s: WsSession): string {
+    return s.key !== undefined ? keyIdentifier(s.key) : `ip:${s.ipBucket}`;
+  }
+
+  /** One message's refusal by MAX_IN_FLIGHT_PER_KEY in the limits metrics (`elements` request objects). */
+  private recordConcurrencyRefusal(s: WsSession, elements: number): void {
+    const reason = GatewayError.ConcurrencyLimit.reason;
+    this.ctx.metrics.limitRefused(s.key !== undefined ? "app" : "public", reason, elements);
+  }
+
+  /** Answer for a request object refused by MAX_IN_FLIGHT_PER_KEY. */
+  private concurrencyRefusal(call: RpcCall, requestId: string, got: Acquired): Answer {
+    const row = GatewayError.ConcurrencyLimit;
+    const overHeavy = got === Acquired.OverHeavy;
+    return {
+      text: errorText(row, call.idText ?? "null", {
+        requestId,
+        limit: overHeavy ? this.ctx.flights.maxHeavy : this.ctx.flights.max,
+        retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
+        message: overHeavy ? HEAVY_CONCURRENCY_MESSAGE : undefined,
+      }),
+      category: row.category,
+    };
+  }
+
+  /**
+   * The HTTP path's single-call forwarding: per-method cache (with in-flight merge), else the pool, holding
+   * one MAX_IN_FLIGHT_PER_KEY slot while the upstream call runs.
+   */
+  private async forward(
+    s: WsSession,
+    pool: NetworkPool,
+    call: RpcCall,
+    requestId: string,
+  ): Promise<CallResult | Answer> {
     const cache = this.ctx.cache;
     const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
-    if (rule === CacheRule.Never) return pool.call(call);
+    if (rule === CacheRule.Never) return this.held(s, call, requestId, () => pool.call(call));
     const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
     const head = rule === CacheRule.PerBlock ? pool.cacheHead() : 0;
-    if (head < 0) return pool.call(call);
+    if (head < 0) return this.held(s, call, requestId, () => pool.call(call));
     const slug = pool.record.slug;
     const cacheKey = `${slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
     const hit = cache.get(cacheKey);
@@ -604,7 +670,10 @@ export class WsGateway {
       return { ok: true, reply: hit };
     }
     this.ctx.metrics.cache(slug, false);
-    const result = await cache.merge(cacheKey, () => pool.call(call, paramsJson));
+    const result = await this.held(s, call, requestId, () =>
+      cache.merge(cacheKey, () => pool.call(call, paramsJson)),
+    );
+    if (!("ok" in result)) return result;
     if (result.ok && result.reply.kind === ReplyKind.Result) {
       cache.set(
         cacheKey,
@@ -613,6 +682,27 @@ export class WsGateway {
       );
     }
     return result;
+  }
+
+  /** Runs an upstream call holding one concurrency slot; the refusal answer when the cap is reached. */
+  private async held(
+    s: WsSession,
+    call: RpcCall,
+    requestId: string,
+    start: () => Promise<CallResult>,
+  ): Promise<CallResult | Answer> {
+    const id = this.flightId(s);
+    const heavy = isHeavy(call.method) ? 1 : 0;
+    const got = this.ctx.flights.tryAcquire(id, 1, heavy);
+    if (got !== Acquired.Ok) {
+      this.recordConcurrencyRefusal(s, 1);
+      return this.concurrencyRefusal(call, requestId, got);
+    }
+    try {
+      return await start();
+    } finally {
+      this.ctx.flights.release(id, 1, heavy);
+    }
   }
 
   // ---- key invalidation ----
@@ -852,6 +942,9 @@ function decrement(m: Map<string, number>, k: string): void {
   if (n > 0) m.set(k, n);
   else m.delete(k);
 }
+
+/** Retry hint on a concurrency refusal (as on HTTP: slots free up as calls end). */
+const CONCURRENCY_RETRY_AFTER_MS = 1000;
 
 function isErrorRow(d: SessionInit | ErrorRow): d is ErrorRow {
   return typeof (d as ErrorRow).code === "number" && typeof (d as ErrorRow).reason === "string";

@@ -177,6 +177,44 @@ export const GatewayError = Object.freeze({
     "ws_upstream_subscription_limit",
     "Too many requests: too many upstream subscriptions for this workspace on this network",
   ),
+  /** Every upstream tried answered 429 (or a JSON-RPC rate-limit error) and is backed off. */
+  UpstreamRateLimited: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_rate_limited",
+    "Upstream nodes are rate limiting the gateway; retry shortly",
+  ),
+  /**
+   * eth_getLogs / eth_newFilter over more blocks than the network's maxLogsBlockRange (`data.limit`); the
+   * message names the range asked for and the limit.
+   */
+  LogsRangeTooLarge: row(
+    400,
+    -32602,
+    ErrorCategory.ClientError,
+    "logs_range_too_large",
+    "eth_getLogs block range too large",
+  ),
+  /**
+   * Every healthy upstream carries its share of heavy calls (UPSTREAM_HEAVY_SHARE_PERCENT of its
+   * connections): a heavy call (eth_getLogs, debug_*, trace_*, ...) is refused rather than queued.
+   */
+  UpstreamBusy: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_busy",
+    "Upstream nodes are busy with heavy calls; retry shortly",
+  ),
+  /** The app key (or public client IP) has MAX_IN_FLIGHT_PER_KEY upstream calls in flight (`data.limit`). */
+  ConcurrencyLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "concurrency_limit",
+    "Too many requests: too many calls in flight for this key",
+  ),
 });
 export type GatewayErrorName = keyof typeof GatewayError;
 

@@ -53,6 +53,9 @@ export const UpstreamRecordSchema = z.object({
 });
 export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
 
+/** Default of a network's maxLogsBlockRange (the Postgres column default too). */
+export const DEFAULT_MAX_LOGS_BLOCK_RANGE = 10_000;
+
 export const NetworkRecordSchema = z.object({
   slug: z.string(),
   name: z.string(),
@@ -61,8 +64,18 @@ export const NetworkRecordSchema = z.object({
   /** Whether `debug_*` methods may reach this network's shared nodes. */
   allowDebug: z.boolean(),
   upstreams: z.array(UpstreamRecordSchema),
+  /**
+   * Most blocks one eth_getLogs (or eth_newFilter) may span; 0 = no limit. Absent (records published
+   * before the setting existed): DEFAULT_MAX_LOGS_BLOCK_RANGE applies (see maxLogsBlockRange()).
+   */
+  maxLogsBlockRange: z.number().int().min(0).optional(),
 });
 export type NetworkRecord = z.infer<typeof NetworkRecordSchema>;
+
+/** A network's eth_getLogs block-range limit, with the default for records that do not carry it. */
+export function maxLogsBlockRange(n: NetworkRecord): number {
+  return n.maxLogsBlockRange ?? DEFAULT_MAX_LOGS_BLOCK_RANGE;
+}
 
 export const WorkspaceRecordSchema = z.object({
   workspaceId: z.string(),

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type StubMode = "ok" | "error500" | "hang" | "garbage";
+export type StubMode = "ok" | "error500" | "hang" | "garbage" | "http429" | "rpc429";
 
 /**
  * A small JSON-RPC upstream for tests: counts calls per method, can proxy everything to a real node
@@ -13,6 +13,10 @@ export class StubUpstream {
   refuseBatches = false;
   /** Extra latency per exchange. */
   delayMs = 0;
+  /** Extra latency of exchanges carrying these methods (e.g. a slow eth_getLogs next to fast eth_chainId). */
+  readonly methodDelayMs = new Map<string, number>();
+  /** `Retry-After` header value in mode http429 ("" = none). */
+  retryAfter = "";
   head = 100;
   chainIdHex = "0x7a69";
   readonly calls = new Map<string, number>();
@@ -61,8 +65,27 @@ export class StubUpstream {
       params?: unknown;
     }[];
     for (const r of list) if (r?.method) this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
-    if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
+    let delay = this.delayMs;
+    for (const r of list) delay = Math.max(delay, this.methodDelayMs.get(r?.method ?? "") ?? 0);
+    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
     if (this.mode === "hang") return;
+    if (this.mode === "http429") {
+      const headers: Record<string, string> = { "content-type": "text/plain" };
+      if (this.retryAfter !== "") headers["retry-after"] = this.retryAfter;
+      res.writeHead(429, headers).end("too many requests");
+      return;
+    }
+    if (this.mode === "rpc429") {
+      const answers = list.map((r) => ({
+        jsonrpc: "2.0",
+        id: r?.id ?? null,
+        error: { code: -32005, message: "project ID request rate exceeded" },
+      }));
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
+      return;
+    }
     if (this.mode === "error500") {
       res.writeHead(500, { "content-type": "text/plain" }).end("internal error");
       return;

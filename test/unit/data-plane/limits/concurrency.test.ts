@@ -1,0 +1,75 @@
+import assert from "node:assert/strict";
+import { Acquired, ConcurrencyLimiter } from "../../../../data-plane/src/limits/concurrency";
+
+const { Ok, OverTotal, OverHeavy } = Acquired;
+
+describe("data plane: per-key concurrency limiter", () => {
+  it("admits up to the cap per id, independently per id, and frees slots on release", () => {
+    const l = new ConcurrencyLimiter(3);
+    assert.equal(l.tryAcquire("app:a", 1), Ok);
+    assert.equal(l.tryAcquire("app:a", 2), Ok);
+    assert.equal(l.tryAcquire("app:a", 1), OverTotal);
+    assert.equal(l.inFlight("app:a"), 3);
+    assert.equal(l.tryAcquire("app:b", 3), Ok, "another tenant is not affected");
+    l.release("app:a", 2);
+    assert.equal(l.inFlight("app:a"), 1);
+    assert.equal(l.tryAcquire("app:a", 2), Ok);
+    assert.equal(l.tryAcquire("app:a", 1), OverTotal);
+    l.release("app:a", 1);
+    l.release("app:a", 2);
+    l.release("app:b", 3);
+    assert.equal(l.inFlight("app:a"), 0);
+    assert.equal(l.size, 0, "ids at zero are forgotten (no growth with the number of tenants)");
+  });
+
+  it("a refused acquire takes nothing; a message larger than the cap passes only when nothing is in flight", () => {
+    const l = new ConcurrencyLimiter(10);
+    assert.equal(l.tryAcquire("k", 5), Ok);
+    assert.equal(l.tryAcquire("k", 6), OverTotal);
+    assert.equal(l.inFlight("k"), 5);
+    l.release("k", 5);
+    assert.equal(l.tryAcquire("k", 50), Ok, "a 50-element batch is not refused forever under a cap of 10");
+    assert.equal(l.tryAcquire("k", 1), OverTotal);
+    l.release("k", 50);
+    assert.equal(l.size, 0);
+  });
+
+  it("heavy calls have their own, smaller cap inside the total; refusals take nothing from either", () => {
+    const l = new ConcurrencyLimiter(10, 2);
+    assert.equal(l.tryAcquire("k", 1, 1), Ok);
+    assert.equal(l.tryAcquire("k", 1, 1), Ok);
+    assert.equal(l.tryAcquire("k", 1, 1), OverHeavy);
+    assert.equal(l.inFlight("k"), 2, "the refused heavy call took no total slot");
+    assert.equal(l.tryAcquire("k", 5, 0), Ok, "light calls still pass");
+    assert.equal(l.heavyInFlight("k"), 2);
+    assert.equal(l.tryAcquire("k", 4, 1), OverTotal);
+    assert.equal(l.heavyInFlight("k"), 2, "an over-total refusal took no heavy slot");
+    l.release("k", 1, 1);
+    assert.equal(l.tryAcquire("k", 1, 1), Ok);
+    l.release("k", 1, 1);
+    l.release("k", 1, 1);
+    l.release("k", 5, 0);
+    assert.equal(l.size, 0);
+    // A batch of 5 heavy calls with none in flight passes (not refused forever); then none more.
+    assert.equal(l.tryAcquire("k", 5, 5), Ok);
+    assert.equal(l.tryAcquire("k", 1, 1), OverHeavy);
+    l.release("k", 5, 5);
+    assert.equal(l.size, 0);
+  });
+
+  it("0 turns a cap off; stray releases never go negative", () => {
+    const off = new ConcurrencyLimiter(0, 0);
+    for (let i = 0; i < 1000; i++) assert.equal(off.tryAcquire("k", 100, 100), Ok);
+    assert.equal(off.size, 0);
+    const heavyOnly = new ConcurrencyLimiter(0, 1);
+    assert.equal(heavyOnly.tryAcquire("k", 1, 1), Ok);
+    assert.equal(heavyOnly.tryAcquire("k", 1, 1), OverHeavy);
+    assert.equal(heavyOnly.tryAcquire("k", 100, 0), Ok);
+    const l = new ConcurrencyLimiter(2);
+    l.release("never", 1);
+    assert.equal(l.inFlight("never"), 0);
+    assert.equal(l.tryAcquire("k", 1), Ok);
+    l.release("k", 5);
+    assert.equal(l.inFlight("k"), 0);
+  });
+});

@@ -1,0 +1,125 @@
+import assert from "node:assert/strict";
+import { isHeavy } from "../../../../data-plane/src/upstream/network-pool";
+import {
+  type BreakerCause,
+  ExchangeKind,
+  retryAfterMs,
+  Upstream,
+} from "../../../../data-plane/src/upstream/upstream";
+
+/** An Upstream whose outcomes are fed by hand (settle), never connected. */
+function upstream(threshold = 3) {
+  const opened: BreakerCause[] = [];
+  const backoffs: number[] = [];
+  const u = new Upstream(
+    { id: "u", httpUrl: "http://127.0.0.1:9", wsUrl: null, weight: 1 },
+    {
+      timeoutMs: 1000,
+      connections: 1,
+      breakerThreshold: threshold,
+      breakerCooldownMs: 60_000,
+      backoffDefaultMs: 500,
+      backoffMaxMs: 5_000,
+    },
+    { breakerOpened: (_u, c) => opened.push(c), backedOff: (_u, ms) => backoffs.push(ms) },
+  );
+  const feed = (kind: ExchangeKind, failure: Parameters<Upstream["settle"]>[3], n = 1) => {
+    for (let i = 0; i < n; i++) {
+      u.inFlight++;
+      u.settle(1, false, kind, failure);
+    }
+  };
+  return { u, opened, backoffs, feed };
+}
+
+describe("data plane: upstream breaker verdicts by failure kind", () => {
+  it("client-call timeouts (light or heavy) never open the breaker; they only steer selection", () => {
+    const { u, opened, feed } = upstream();
+    feed(ExchangeKind.Heavy, "timeout", 50);
+    feed(ExchangeKind.Light, "timeout", 50);
+    assert.equal(u.breakerOpen, false);
+    assert.equal(u.consecutiveFailures, 0);
+    assert.ok(u.errorRateEwma > 0.9, "the error EWMA still records them");
+    assert.deepEqual(opened, []);
+    void u.close();
+  });
+
+  it("connection errors, 5xx / invalid answers and failed health probes open it, counted by cause", () => {
+    for (const [kind, failure, cause] of [
+      [ExchangeKind.Light, "unreachable", "unreachable"],
+      [ExchangeKind.Heavy, "bad", "bad_response"],
+      [ExchangeKind.Probe, "timeout", "health_probe"],
+      [ExchangeKind.Probe, "unreachable", "health_probe"],
+    ] as const) {
+      const { u, opened, feed } = upstream();
+      feed(kind, failure, 2);
+      assert.equal(u.breakerOpen, false, `${failure}: not before the threshold`);
+      feed(kind, failure, 1);
+      assert.equal(u.breakerOpen, true, failure);
+      assert.equal(u.available(Date.now()), false);
+      feed(kind, failure, 3);
+      assert.deepEqual(opened, [cause], "one opening, however many failures follow");
+      void u.close();
+    }
+  });
+
+  it("a neutral outcome neither counts nor resets; a success resets", () => {
+    const { u, feed } = upstream();
+    feed(ExchangeKind.Light, "unreachable", 2);
+    feed(ExchangeKind.Light, "timeout", 5);
+    feed(ExchangeKind.Light, "rate_limited", 5);
+    assert.equal(u.consecutiveFailures, 2);
+    feed(ExchangeKind.Light, undefined);
+    assert.equal(u.consecutiveFailures, 0);
+    void u.close();
+  });
+
+  it("a 429 backs the node off (Retry-After, else the default, capped) without a breaker count", () => {
+    const { u, backoffs, opened, feed } = upstream(1);
+    u.backOff(undefined);
+    feed(ExchangeKind.Light, "rate_limited");
+    const now = Date.now();
+    assert.equal(u.available(now), false);
+    assert.equal(u.backedOff(now), true);
+    assert.equal(u.available(now + 600), true, "the default 500 ms back-off is over");
+    u.backOff(60_000);
+    assert.equal(u.available(Date.now() + 4_900), false);
+    assert.equal(u.available(Date.now() + 5_100), true, "capped at backoffMaxMs");
+    assert.deepEqual(backoffs, [500, 5_000]);
+    assert.equal(u.breakerOpen, false);
+    assert.deepEqual(opened, []);
+    void u.close();
+  });
+
+  it("parses Retry-After as seconds or an HTTP date", () => {
+    assert.equal(retryAfterMs("2"), 2_000);
+    assert.equal(retryAfterMs(["1.5"]), 1_500);
+    assert.equal(retryAfterMs(undefined), undefined);
+    assert.equal(retryAfterMs("soon"), undefined);
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    assert.equal(retryAfterMs("Thu, 01 Jan 2026 00:00:03 GMT", now), 3_000);
+    assert.equal(retryAfterMs("Wed, 31 Dec 2025 00:00:00 GMT", now), 0);
+  });
+
+  it("names heavy calls: getLogs, traces, debug, big state reads; not ordinary reads", () => {
+    for (const m of [
+      "eth_getLogs",
+      "eth_getFilterLogs",
+      "debug_traceTransaction",
+      "trace_block",
+      "state_getKeysPaged",
+      "state_queryStorage",
+    ]) {
+      assert.ok(isHeavy(m), m);
+    }
+    for (const m of [
+      "eth_call",
+      "eth_blockNumber",
+      "eth_getBalance",
+      "state_getStorage",
+      "chain_getHeader",
+    ]) {
+      assert.ok(!isHeavy(m), m);
+    }
+  });
+});

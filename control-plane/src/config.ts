@@ -29,6 +29,11 @@ const schema = z.object({
     .refine(validTrustedProxies, { error: "expected a comma-separated list of IP addresses or CIDR ranges" }),
   /** Period of the worker's full re-publish job. */
   REPUBLISH_INTERVAL_SECONDS: env.int(300, 5, 24 * 3600),
+  /** First wait before re-publishing after a failed publication (Redis down); doubles up to the max. */
+  PUBLICATION_RETRY_MIN_MS: env.int(250, 10, 60_000),
+  PUBLICATION_RETRY_MAX_MS: env.int(5_000, 10, 300_000),
+  /** How often the worker checks that Redis still holds the publication marker (lost: re-publish at once). */
+  REDIS_MARKER_CHECK_INTERVAL_MS: env.int(2_000, 100, 600_000),
 });
 
 export interface ControlPlaneConfig {
@@ -50,6 +55,9 @@ export interface ControlPlaneConfig {
   loginWindowSeconds: number;
   republishIntervalSeconds: number;
   trustedProxies: string[];
+  publicationRetryMinMs: number;
+  publicationRetryMaxMs: number;
+  redisMarkerCheckIntervalMs: number;
 }
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
@@ -72,5 +80,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): ControlPlan
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,
     republishIntervalSeconds: e.REPUBLISH_INTERVAL_SECONDS,
     trustedProxies: e.TRUSTED_PROXIES,
+    publicationRetryMinMs: e.PUBLICATION_RETRY_MIN_MS,
+    publicationRetryMaxMs: Math.max(e.PUBLICATION_RETRY_MIN_MS, e.PUBLICATION_RETRY_MAX_MS),
+    redisMarkerCheckIntervalMs: e.REDIS_MARKER_CHECK_INTERVAL_MS,
   };
 }

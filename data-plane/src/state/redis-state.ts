@@ -17,6 +17,14 @@ export interface PlaneState {
   getKey(keyHash: string): Promise<KeyRecord | null>;
   /** Reads every network record (malformed ones are skipped and logged). */
   getNetworks(): Promise<NetworkRecord[]>;
+  /**
+   * Reads the network records and, in the same transaction, whether the publication marker
+   * (`RedisNames.publishedAt`) is present. Absent = nothing was fully published into this Redis yet, or it
+   * lost its data.
+   */
+  getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }>;
+  /** Whether the publication marker is present. */
+  isPublished(): Promise<boolean>;
   /** Events from the control plane (and `reconnect` when cached state may be stale). */
   on(event: "event", listener: (e: PlaneEvent) => void): this;
   on(event: "reconnect", listener: () => void): this;
@@ -129,7 +137,30 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
   }
 
   async getNetworks(): Promise<NetworkRecord[]> {
-    const all = await this.cmd.hgetall(this.names.networks());
+    return this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
+  }
+
+  async getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }> {
+    const res = await this.cmd.multi().exists(this.names.publishedAt()).hgetall(this.names.networks()).exec();
+    if (res === null) throw new Error("redis transaction aborted");
+    const [[markerErr, marker], [netErr, all]] = res as [[Error | null, number], [Error | null, unknown]];
+    if (markerErr) throw markerErr;
+    if (netErr) throw netErr;
+    // HGETALL inside MULTI: an object when ioredis transforms the reply, a flat [field, value, ...] when not.
+    let map: Record<string, string> = {};
+    if (Array.isArray(all)) {
+      for (let i = 0; i + 1 < all.length; i += 2) map[String(all[i])] = String(all[i + 1]);
+    } else if (all !== null && typeof all === "object") {
+      map = all as Record<string, string>;
+    }
+    return { published: marker === 1, networks: this.parseNetworks(map) };
+  }
+
+  async isPublished(): Promise<boolean> {
+    return (await this.cmd.exists(this.names.publishedAt())) === 1;
+  }
+
+  private parseNetworks(all: Record<string, string>): NetworkRecord[] {
     const out: NetworkRecord[] = [];
     for (const [slug, raw] of Object.entries(all)) {
       try {

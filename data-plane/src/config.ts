@@ -87,6 +87,12 @@ export const dataPlaneEnvShape = {
   USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
   ...usageRecorderEnvShape,
+  /**
+   * On SIGTERM, after the drain: how long requests still arriving on open keep-alive connections are
+   * refused (503 `shutting_down`, counted, `Connection: close`) before every connection is closed and
+   * usage is flushed for the last time. 0 = close at once after the drain.
+   */
+  SHUTDOWN_LINGER_MS: env.int(500, 0, 60_000),
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

@@ -254,8 +254,13 @@ export async function startDataPlane(
     close() {
       closed ??= (async () => {
         // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS); sockets then close with 1001.
+        // Requests arriving meanwhile on kept-alive connections are served and counted; every answer
+        // carries `Connection: close`.
         await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.close(config.SHUTDOWN_DRAIN_MS)]);
-        // After the drain, so every unit served is in the final quota flush and every request object
+        // Then late requests are refused (503 shutting_down, counted) for SHUTDOWN_LINGER_MS, and every
+        // connection is closed: nothing can be answered after this point.
+        await server.finish(config.SHUTDOWN_LINGER_MS);
+        // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close()]);
         await upstreams.close();

@@ -6,8 +6,8 @@ import { freePort } from "./ports";
 import { type StartedProcess, startProcess } from "./process";
 
 /**
- * A private redis-server on a free loopback port (no persistence), which a test may shut down and start
- * again, empty, on the same port. Stopped by its own PID only.
+ * A private redis-server on a free loopback port (no automatic persistence), which a test may shut down
+ * and start again on the same port, empty or with its data. Stopped by its own PID only.
  */
 export class PrivateRedis {
   private proc: StartedProcess | undefined;
@@ -40,10 +40,23 @@ export class PrivateRedis {
   }
 
   /** `SHUTDOWN NOSAVE`: the process exits and its data is gone. */
-  async shutdownNoSave(): Promise<void> {
+  shutdownNoSave(): Promise<void> {
+    return this.shutdown("NOSAVE");
+  }
+
+  /**
+   * `SHUTDOWN SAVE`: the process exits after writing its data to the snapshot file, which the next
+   * `start()` loads (a restart with persistence).
+   */
+  shutdownSave(): Promise<void> {
+    return this.shutdown("SAVE");
+  }
+
+  private async shutdown(mode: "SAVE" | "NOSAVE"): Promise<void> {
     const proc = this.proc;
     if (proc === undefined) return;
-    spawnSync("redis-cli", ["-h", "127.0.0.1", "-p", String(this.port), "SHUTDOWN", "NOSAVE"]);
+    if (mode === "NOSAVE") rmSync(path.join(this.dir, "dump.rdb"), { force: true });
+    spawnSync("redis-cli", ["-h", "127.0.0.1", "-p", String(this.port), "SHUTDOWN", mode]);
     await proc.stop(3000);
     this.proc = undefined;
   }

@@ -74,49 +74,53 @@ describe("durability: Redis down and Redis restarted empty", function () {
     await redis?.stop();
   });
 
-  it("a key regenerated and an app deleted while Redis is down stop working within seconds of it coming back", async () => {
-    const a = await h.signUp();
-    const regen = await createApp(h, a.token, "regen");
-    const doomed = await createApp(h, a.token, "doomed");
-    const dp = await startDp();
-    assert.equal((await call(dp, regen.apiKey)).status, 200);
-    assert.equal((await call(dp, doomed.apiKey)).status, 200);
+  for (const withData of [false, true]) {
+    it(`a key regenerated and an app deleted while Redis is down stop working within seconds of it coming back (${withData ? "with its data" : "empty"})`, async () => {
+      const a = await h.signUp();
+      const regen = await createApp(h, a.token, "regen");
+      const doomed = await createApp(h, a.token, "doomed");
+      const dp = await startDp();
+      assert.equal((await call(dp, regen.apiKey)).status, 200);
+      assert.equal((await call(dp, doomed.apiKey)).status, 200);
 
-    await redis.shutdownNoSave();
-    // Postgres is the source of truth: both mutations succeed with Redis down; the publication is retried.
-    const r = await h.ok<Json>(
-      `mutation($id: ID!) { regenerateApiKey(appId: $id, gracePeriodSeconds: 0) { apiKey } }`,
-      { id: regen.id },
-      a.token,
-    );
-    const newKey: string = r.regenerateApiKey.apiKey;
-    assert.notEqual(newKey, regen.apiKey);
-    await h.ok(`mutation($id: ID!) { deleteApp(id: $id) }`, { id: doomed.id }, a.token);
-    assert.equal(h.cp.services.publication.pendingRetry, true, "the failed publication is pending");
-    // While Redis is down the data plane serves from its cache (old keys included: it cannot know).
-    assert.equal((await call(dp, regen.apiKey)).status, 200);
-    await sleep(1_000);
+      if (withData) await redis.shutdownSave();
+      else await redis.shutdownNoSave();
+      // Postgres is the source of truth: both mutations succeed with Redis down; the publication is retried.
+      const r = await h.ok<Json>(
+        `mutation($id: ID!) { regenerateApiKey(appId: $id, gracePeriodSeconds: 0) { apiKey } }`,
+        { id: regen.id },
+        a.token,
+      );
+      const newKey: string = r.regenerateApiKey.apiKey;
+      assert.notEqual(newKey, regen.apiKey);
+      await h.ok(`mutation($id: ID!) { deleteApp(id: $id) }`, { id: doomed.id }, a.token);
+      assert.equal(h.cp.services.publication.pendingRetry, true, "the failed publication is pending");
+      // While Redis is down the data plane serves from its cache (old keys included: it cannot know).
+      assert.equal((await call(dp, regen.apiKey)).status, 200);
+      await sleep(1_000);
 
-    await redis.start(); // same port, empty
-    const back = performance.now();
-    let oldRefusedMs = -1;
-    while (performance.now() - back < 10_000) {
-      const [o, d] = await Promise.all([call(dp, regen.apiKey), call(dp, doomed.apiKey)]);
-      if (o.status === 401 && d.status === 401) {
-        oldRefusedMs = performance.now() - back;
-        break;
+      await redis.start(); // same port, empty or with the old records (the old keys still in it)
+      const back = performance.now();
+      if (withData) assert.equal(await probe.exists(h.names.publishedAt()), 1, "restarted with its data");
+      let oldRefusedMs = -1;
+      while (performance.now() - back < 10_000) {
+        const [o, d] = await Promise.all([call(dp, regen.apiKey), call(dp, doomed.apiKey)]);
+        if (o.status === 401 && d.status === 401) {
+          oldRefusedMs = performance.now() - back;
+          break;
+        }
+        await sleep(50);
       }
-      await sleep(50);
-    }
-    assert.ok(oldRefusedMs >= 0, "the old keys were still accepted 10 s after Redis came back");
-    assert.ok(oldRefusedMs < 5_000, `old keys refused after ${oldRefusedMs} ms`);
-    assert.equal((await call(dp, newKey)).status, 200, "the regenerated key works");
-    assert.equal(h.cp.services.publication.pendingRetry, false);
-    assert.equal(await probe.exists(h.names.publishedAt()), 1, "the retry was a full re-publish");
-    console.log(
-      `      old key and deleted app's key refused ${Math.round(oldRefusedMs)} ms after Redis came back`,
-    );
-  });
+      assert.ok(oldRefusedMs >= 0, "the old keys were still accepted 10 s after Redis came back");
+      assert.ok(oldRefusedMs < 5_000, `old keys refused after ${oldRefusedMs} ms`);
+      assert.equal((await call(dp, newKey)).status, 200, "the regenerated key works");
+      assert.equal(h.cp.services.publication.pendingRetry, false);
+      assert.equal(await probe.exists(h.names.publishedAt()), 1, "the retry was a full re-publish");
+      console.log(
+        `      old key and deleted app's key refused ${Math.round(oldRefusedMs)} ms after Redis came back ${withData ? "with its data" : "empty"}`,
+      );
+    });
+  }
 
   it("Redis restarted empty mid-load: serving and counting recover without a hand", async () => {
     const a = await h.signUp();

@@ -18,9 +18,8 @@ export interface PlaneState {
   /** Reads every network record (malformed ones are skipped and logged). */
   getNetworks(): Promise<NetworkRecord[]>;
   /**
-   * Reads the network records and, in the same transaction, whether the publication marker
-   * (`RedisNames.publishedAt`) is present. Absent = nothing was fully published into this Redis yet, or it
-   * lost its data.
+   * Reads the network records, then whether the publication marker (`RedisNames.publishedAt`) is
+   * present. Absent = nothing was fully published into this Redis yet, or it lost its data.
    */
   getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }>;
   /** Whether the publication marker is present. */
@@ -141,19 +140,11 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
   }
 
   async getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }> {
-    const res = await this.cmd.multi().exists(this.names.publishedAt()).hgetall(this.names.networks()).exec();
-    if (res === null) throw new Error("redis transaction aborted");
-    const [[markerErr, marker], [netErr, all]] = res as [[Error | null, number], [Error | null, unknown]];
-    if (markerErr) throw markerErr;
-    if (netErr) throw netErr;
-    // HGETALL inside MULTI: an object when ioredis transforms the reply, a flat [field, value, ...] when not.
-    let map: Record<string, string> = {};
-    if (Array.isArray(all)) {
-      for (let i = 0; i + 1 < all.length; i += 2) map[String(all[i])] = String(all[i + 1]);
-    } else if (all !== null && typeof all === "object") {
-      map = all as Record<string, string>;
-    }
-    return { published: marker === 1, networks: this.parseNetworks(map) };
+    // Two commands, not a MULTI: the keys are in different Redis Cluster slots. Networks first: a Redis
+    // emptied between the two reads shows as "not published" (kept state), and one re-published between
+    // them is followed by a `resync` that reloads.
+    const networks = this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
+    return { published: await this.isPublished(), networks };
   }
 
   async isPublished(): Promise<boolean> {

@@ -36,6 +36,9 @@ export async function startGateway(
     HEALTH_CHECK_INTERVAL_MS: "200",
     RATE_LIMIT_MODE: "off",
     QUOTA_MODE: "off",
+    // No late keep-alive requests to refuse in these suites: close without the 500 ms wait (the
+    // durability suite tests the linger).
+    SHUTDOWN_LINGER_MS: "0",
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     ...env,
   });

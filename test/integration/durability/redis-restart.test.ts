@@ -37,6 +37,7 @@ describe("durability: Redis down and Redis restarted empty", function () {
         USAGE_FLUSH_INTERVAL_MS: "200",
         RATE_LIMIT_MODE: "off",
         QUOTA_MODE: "off",
+        SHUTDOWN_LINGER_MS: "0",
       }),
     );
     planes.push(dp);

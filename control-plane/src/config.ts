@@ -58,6 +58,11 @@ const schema = z.object({
   PLAN_CONTACT: z.string().trim().max(200, { error: "expected at most 200 characters" }).optional(),
   /** `production` makes KEY_ENCRYPTION_SECRET and ADMIN_TOKEN mandatory (see `productionShape`). */
   NODE_ENV: z.string().default("development"),
+  /** First wait before re-publishing after a failed publication (Redis down); doubles up to the max. */
+  PUBLICATION_RETRY_MIN_MS: env.int(250, 10, 60_000),
+  PUBLICATION_RETRY_MAX_MS: env.int(5_000, 10, 300_000),
+  /** How often the worker checks that Redis still holds the publication marker (lost: re-publish at once). */
+  REDIS_MARKER_CHECK_INTERVAL_MS: env.int(2_000, 100, 600_000),
 });
 
 /** Shortest KEY_ENCRYPTION_SECRET / ADMIN_TOKEN accepted with NODE_ENV=production: 32 bytes. */
@@ -112,6 +117,9 @@ export interface ControlPlaneConfig {
   usageMaxSeriesPoints: number;
   /** PLAN_CONTACT; null when unset or blank. */
   planContact: string | null;
+  publicationRetryMinMs: number;
+  publicationRetryMaxMs: number;
+  redisMarkerCheckIntervalMs: number;
 }
 
 /**
@@ -163,5 +171,8 @@ export function loadConfig(
     usageMaxRangeDays: e.USAGE_MAX_RANGE_DAYS,
     usageMaxSeriesPoints: e.USAGE_MAX_SERIES_POINTS,
     planContact: e.PLAN_CONTACT || null,
+    publicationRetryMinMs: e.PUBLICATION_RETRY_MIN_MS,
+    publicationRetryMaxMs: Math.max(e.PUBLICATION_RETRY_MIN_MS, e.PUBLICATION_RETRY_MAX_MS),
+    redisMarkerCheckIntervalMs: e.REDIS_MARKER_CHECK_INTERVAL_MS,
   };
 }

@@ -77,6 +77,13 @@ export async function createControlPlane(
   const ds = createDataSource(config.databaseUrl);
   await ds.initialize();
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
+  // Redis down: publications are retried (PublicationService); one line per 10 s, not an unhandled error.
+  let lastRedisError = 0;
+  redis.on("error", (err: Error) => {
+    if (Date.now() - lastRedisError < 10_000) return;
+    lastRedisError = Date.now();
+    log.warn({ err: err.message }, "redis connection error");
+  });
   let httpServer: Server | undefined;
   let apollo: ApolloServer<GqlContext> | undefined;
   try {
@@ -284,6 +291,7 @@ export async function createControlPlane(
           log.debug("http server closed");
           await server.stop();
           log.debug("apollo stopped");
+          services.publication.stop();
           await redis.quit().catch(() => redis.disconnect());
           log.debug("redis closed");
           await ds.destroy();

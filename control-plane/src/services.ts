@@ -37,7 +37,10 @@ export function createServices(
   log: Logger,
 ): Services {
   const names = new RedisNames(config.redisKeyPrefix);
-  const publication = new PublicationService(ds, redis, names, log);
+  const publication = new PublicationService(ds, redis, names, log, {
+    minMs: config.publicationRetryMinMs,
+    maxMs: config.publicationRetryMaxMs,
+  });
   const workspaces = new WorkspaceService(ds, publication);
   const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);
   return {

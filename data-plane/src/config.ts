@@ -130,6 +130,12 @@ export const dataPlaneEnvShape = {
   WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE: env.int(200, 1, 10_000_000),
   /** Namespaces shared nodes serve beyond the built-in allow-list (comma-separated, e.g. `bor,zks`). */
   SHARED_NODE_EXTRA_NAMESPACES: env.list(""),
+  /**
+   * On SIGTERM, after the drain: how long requests still arriving on open keep-alive connections are
+   * refused (503 `shutting_down`, counted, `Connection: close`) before every connection is closed and
+   * usage is flushed for the last time. 0 = close at once after the drain.
+   */
+  SHUTDOWN_LINGER_MS: env.int(500, 0, 60_000),
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

@@ -155,6 +155,13 @@ export async function startDataPlane(
 
   let networksLoaded = false;
   let networksFingerprint = "";
+  /**
+   * The publication marker was seen in Redis once. Its absence afterwards means Redis lost its data
+   * (restarted empty): the networks, pools and cached keys are then kept as they are (last known good
+   * state) until the control plane's re-publish, announced by `resync`, brings the marker back. Before
+   * it was ever seen (a fresh Redis, or a test seeding records directly) what Redis holds is applied.
+   */
+  let markerSeen = false;
   let reloading: Promise<void> | undefined;
   let reloadAgain = false;
   const reloadNetworks = (): Promise<void> => {
@@ -166,7 +173,16 @@ export async function startDataPlane(
       do {
         reloadAgain = false;
         try {
-          const records = await state.getNetworks();
+          const { published, networks: records } = await state.getPublishedNetworks();
+          if (published) {
+            markerSeen = true;
+          } else if (markerSeen && networksLoaded) {
+            logger.warn(
+              { networks: upstreams.slugs().length },
+              "redis holds no publication (restarted empty?): keeping the current networks until it is re-published",
+            );
+            continue;
+          }
           // Cached answers belong to a network's nodes: when a network's definition changes (it could
           // now point at another chain), drop the response cache. Rare, and always safe.
           const fingerprint = JSON.stringify(
@@ -198,10 +214,22 @@ export async function startDataPlane(
     if (event.type === "networks.update" || event.type === "resync") void reloadNetworks();
   });
   state.on("reconnect", () => {
-    verifier.clear();
-    nodeLookup.clear();
-    wsGateway?.revalidateAll();
-    void reloadNetworks();
+    // Cached keys may be stale after a blip (a change announced while we were away): drop them, unless
+    // Redis came back without its publication, where dropping them would turn every key into "unknown"
+    // until the re-publish; its `resync` drops them then.
+    void state
+      .isPublished()
+      .catch(() => true)
+      .then((published) => {
+        if (published || !markerSeen) {
+          verifier.clear();
+          nodeLookup.clear();
+          wsGateway?.revalidateAll();
+        } else {
+          logger.warn("redis reconnected without its publication: keeping cached keys until the re-publish");
+        }
+        return reloadNetworks();
+      });
   });
 
   await state.start();
@@ -238,8 +266,13 @@ export async function startDataPlane(
     close() {
       closed ??= (async () => {
         // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS); sockets then close with 1001.
+        // Requests arriving meanwhile on kept-alive connections are served and counted; every answer
+        // carries `Connection: close`.
         await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.close(config.SHUTDOWN_DRAIN_MS)]);
-        // After the drain, so every unit served is in the final quota flush and every request object
+        // Then late requests are refused (503 shutting_down, counted) for SHUTDOWN_LINGER_MS, and every
+        // connection is closed: nothing can be answered after this point.
+        await server.finish(config.SHUTDOWN_LINGER_MS);
+        // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close()]);
         await upstreams.close();

@@ -395,6 +395,8 @@ export interface NodeWorker {
   queue: Queue;
   worker: Worker;
   ops: NodeOperations;
+  /** (Re)creates the repeatable sweeps. */
+  ensureSchedulers(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -423,16 +425,20 @@ export async function startNodeWorker(deps: {
     log,
   );
   const sweepOpts = { removeOnComplete: 20, removeOnFail: 50 };
-  await queue.upsertJobScheduler(
-    NODE_SYNC_SCHEDULER_ID,
-    { every: cfg.syncIntervalMs },
-    { name: JobName.NodeSyncStatus, data: {}, opts: sweepOpts },
-  );
-  await queue.upsertJobScheduler(
-    NODE_VALIDATOR_SCHEDULER_ID,
-    { every: cfg.validatorIntervalMs },
-    { name: JobName.NodeValidatorStatus, data: {}, opts: sweepOpts },
-  );
+  // Idempotent: also called again when Redis lost its data (worker/recovery.service.ts).
+  const ensureSchedulers = async () => {
+    await queue.upsertJobScheduler(
+      NODE_SYNC_SCHEDULER_ID,
+      { every: cfg.syncIntervalMs },
+      { name: JobName.NodeSyncStatus, data: {}, opts: sweepOpts },
+    );
+    await queue.upsertJobScheduler(
+      NODE_VALIDATOR_SCHEDULER_ID,
+      { every: cfg.validatorIntervalMs },
+      { name: JobName.NodeValidatorStatus, data: {}, opts: sweepOpts },
+    );
+  };
+  await ensureSchedulers();
   const worker = new Worker(
     QueueName.Nodes,
     async (job: Job) => {
@@ -474,6 +480,7 @@ export async function startNodeWorker(deps: {
     queue,
     worker,
     ops,
+    ensureSchedulers,
     async close() {
       await worker.close();
       await queue.close();

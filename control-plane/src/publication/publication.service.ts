@@ -82,6 +82,13 @@ function planLimits(row: {
   };
 }
 
+export interface PublicationRetryOptions {
+  /** First wait before the re-publish that repairs a failed publication, ms; doubles after each failure. */
+  minMs: number;
+  /** Longest wait between two attempts, ms. */
+  maxMs: number;
+}
+
 export interface RepublishResult {
   keys: number;
   staleKeysRemoved: number;
@@ -95,8 +102,12 @@ export interface RepublishResult {
  * Postgres change is committed, and announces it on the events channel. Writes and the PUBLISH of the
  * matching event go in one MULTI, so a subscriber that reacts to an event always reads the new state.
  *
- * Publication failures (Redis down) are logged and do not fail the mutation that was already committed:
- * the worker's periodic full re-publish repairs Redis.
+ * Publication failures (Redis down) are logged and do not fail the mutation that was already committed.
+ * Postgres is the source of truth, so a failed step is not replayed: Redis is marked dirty and a full
+ * re-publish from Postgres is retried with backoff until one lands (see `retryLater`). It covers every
+ * failed step at once (stale key records are found by SCAN and deleted, then `resync` makes data planes
+ * drop their caches), so a key regenerated or deleted during a Redis blip stops working within one retry
+ * interval of Redis coming back. The worker's periodic full re-publish stays the backstop across processes.
  */
 export class PublicationService {
   constructor(
@@ -104,9 +115,66 @@ export class PublicationService {
     private readonly redis: Redis,
     private readonly names: RedisNames,
     private readonly log: Logger,
-  ) {}
+    private readonly retry: PublicationRetryOptions = { minMs: 250, maxMs: 5_000 },
+  ) {
+    // Redis is back: repair now instead of at the end of a backoff that grew while it was down.
+    redis.on("ready", () => {
+      if (!this.dirty || this.stopped || this.retryTimer === undefined) return;
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
+      this.retryDelayMs = 0;
+      this.retryLater(0);
+    });
+  }
 
   private queue: Promise<unknown> = Promise.resolve();
+  /** A publication failed and no full re-publish has landed since. */
+  private dirty = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDelayMs = 0;
+  private stopped = false;
+
+  /** True while a failed publication waits for its re-publish (for tests and diagnostics). */
+  get pendingRetry(): boolean {
+    return this.dirty;
+  }
+
+  /** Stops retrying (process shutdown). Whatever is still dirty is repaired by the next publisher. */
+  stop(): void {
+    this.stopped = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+  }
+
+  /**
+   * Schedules a full re-publish after the current backoff (min, doubling to max; `delayMs` overrides the
+   * wait). One timer at a time: failures while one is pending share it.
+   */
+  private retryLater(delayMs?: number): void {
+    this.dirty = true;
+    if (this.stopped || this.retryTimer !== undefined) return;
+    this.retryDelayMs =
+      this.retryDelayMs === 0 ? this.retry.minMs : Math.min(this.retry.maxMs, this.retryDelayMs * 2);
+    const wait = delayMs ?? this.retryDelayMs;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.stopped) return;
+      // Cleared before the attempt: a step failing meanwhile sets it again and schedules the next one.
+      this.dirty = false;
+      this.republishAllSerial().then(
+        (res) => {
+          if (this.dirty) return;
+          this.retryDelayMs = 0;
+          this.log.info({ ...res }, "re-published to Redis after a failed publication");
+        },
+        (err: Error) => {
+          this.log.warn({ err: err.message, retryInMs: this.retryDelayMs }, "re-publish failed; retrying");
+          this.retryLater();
+        },
+      );
+    }, wait);
+    this.retryTimer.unref();
+  }
 
   /**
    * Runs a publication step after the change is committed; logs instead of throwing (the committed change
@@ -118,7 +186,11 @@ export class PublicationService {
     const run = this.queue.then(fn).then(
       () => undefined,
       (err) => {
-        this.log.error({ err, what }, "publication to Redis failed; the periodic re-publish will repair it");
+        this.log.error(
+          { err, what },
+          "publication to Redis failed; re-publishing from Postgres until it lands",
+        );
+        this.retryLater();
       },
     );
     this.queue = run;

@@ -94,6 +94,18 @@ export class UsageIngestor {
         await this.pollOnce(this.opts.blockMs);
       } catch (err) {
         if (this.stopping) break;
+        if (String((err as Error).message).includes("NOGROUP")) {
+          // Redis lost the group (restarted empty): recreate it at the start of the stream, so entries the
+          // data planes added since are read too. Retried after the pause below if Redis is down again.
+          this.log.warn("usage consumer group missing (Redis restarted empty?): recreating it");
+          if (
+            await this.ensureGroup().then(
+              () => true,
+              () => false,
+            )
+          )
+            continue;
+        }
         this.log.error({ err }, "usage ingestion failed; retrying");
         await new Promise((r) => setTimeout(r, 1_000));
       }

@@ -14,6 +14,7 @@ import { PublicationService } from "../publication/publication.service";
 import { loadUsageWorkerConfig, UsageWorkerConfig } from "../usage/usage.config";
 import { UsageIngestor } from "../usage/usage.ingestor";
 import { createPublicationProcessor } from "./publication.processor";
+import { RedisRecoveryService } from "./recovery.service";
 import { createUsageProcessor } from "./usage.processor";
 
 /** Id of the repeatable full re-publish (upsertJobScheduler is idempotent on it). */
@@ -28,6 +29,8 @@ export interface ControlPlaneWorker {
   usageIngestor?: UsageIngestor;
   /** Dedicated nodes (QueueName.Nodes). */
   nodes: NodeWorker;
+  /** Watches the publication marker and repairs Redis when it lost its data. */
+  recovery: RedisRecoveryService;
   close(): Promise<void>;
 }
 
@@ -57,27 +60,46 @@ export async function startWorker(
   await migrate(ds);
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
   const bullConnection = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-  const publication = new PublicationService(ds, redis, names, logger);
+  // Redis down is an expected state (the connections reconnect, RedisRecoveryService repairs what it
+  // lost): log at most one line per connection per 10 s instead of an unhandled 'error' per attempt.
+  const quiet = (what: string) => {
+    let last = 0;
+    return (err: Error) => {
+      if (Date.now() - last < 10_000) return;
+      last = Date.now();
+      logger.warn({ err: err.message, connection: what }, "redis connection error");
+    };
+  };
+  redis.on("error", quiet("commands"));
+  bullConnection.on("error", quiet("bullmq"));
+  const publication = new PublicationService(ds, redis, names, logger, {
+    minMs: config.publicationRetryMinMs,
+    maxMs: config.publicationRetryMaxMs,
+  });
   const prefix = names.bullPrefix();
   const queue = new Queue<JobPayloads[JobName.RepublishAll]>(QueueName.Publication, {
     connection: bullConnection,
     prefix,
   });
-  await queue.upsertJobScheduler(
-    REPUBLISH_SCHEDULER_ID,
-    { every: config.republishIntervalSeconds * 1000 },
-    {
-      name: JobName.RepublishAll,
-      data: { reason: "periodic" },
-      opts: { removeOnComplete: 100, removeOnFail: 100 },
-    },
-  );
+  const ensurePublicationScheduler = () =>
+    queue.upsertJobScheduler(
+      REPUBLISH_SCHEDULER_ID,
+      { every: config.republishIntervalSeconds * 1000 },
+      {
+        name: JobName.RepublishAll,
+        data: { reason: "periodic" },
+        opts: { removeOnComplete: 100, removeOnFail: 100 },
+      },
+    );
+  await ensurePublicationScheduler();
   const worker = new Worker(QueueName.Publication, createPublicationProcessor(publication, logger), {
     connection: bullConnection,
     prefix,
     concurrency: 1,
   });
   worker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "publication job failed"));
+  worker.on("error", quiet("publication worker"));
+  queue.on("error", quiet("publication queue"));
   await worker.waitUntilReady();
 
   // Usage: stream ingestion (own blocking connection) and the repeatable retention job.
@@ -85,22 +107,27 @@ export async function startWorker(
     connection: bullConnection,
     prefix,
   });
-  await usageQueue.upsertJobScheduler(
-    USAGE_RETENTION_SCHEDULER_ID,
-    { every: usageCfg.retentionIntervalSeconds * 1000 },
-    { name: JobName.UsageRetention, data: {}, opts: { removeOnComplete: 100, removeOnFail: 100 } },
-  );
+  const ensureUsageScheduler = () =>
+    usageQueue.upsertJobScheduler(
+      USAGE_RETENTION_SCHEDULER_ID,
+      { every: usageCfg.retentionIntervalSeconds * 1000 },
+      { name: JobName.UsageRetention, data: {}, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+    );
+  await ensureUsageScheduler();
   const usageWorker = new Worker(QueueName.Usage, createUsageProcessor(ds, usageCfg, logger), {
     connection: bullConnection,
     prefix,
     concurrency: 1,
   });
   usageWorker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "usage job failed"));
+  usageWorker.on("error", quiet("usage worker"));
+  usageQueue.on("error", quiet("usage queue"));
   await usageWorker.waitUntilReady();
   let usageRedis: Redis | undefined;
   let usageIngestor: UsageIngestor | undefined;
   if (usageCfg.enabled) {
     usageRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+    usageRedis.on("error", quiet("usage stream"));
     usageIngestor = new UsageIngestor(ds, usageRedis, names, logger, {
       consumerName: usageCfg.consumerName,
       blockMs: usageCfg.blockMs,
@@ -124,12 +151,30 @@ export async function startWorker(
     cfg: nodeCfg,
     log: logger,
   });
+  const recovery = new RedisRecoveryService({
+    redis,
+    names,
+    log: logger,
+    intervalMs: config.redisMarkerCheckIntervalMs,
+    republish: () => publication.republishAllSerial(),
+    async recreate() {
+      await usageIngestor?.ensureGroup();
+      await ensurePublicationScheduler();
+      await ensureUsageScheduler();
+      await nodes.ensureSchedulers();
+    },
+  });
+  recovery.start();
+  nodes.queue.on("error", quiet("nodes queue"));
   return {
     queue,
     worker,
     usageIngestor,
     nodes,
+    recovery,
     async close() {
+      await recovery.stop();
+      publication.stop();
       await nodes.close();
       await usageIngestor?.stop();
       usageRedis?.disconnect();

@@ -20,6 +20,8 @@ export interface HttpServerHooks {
 export class HttpServer implements ExchangeTracker {
   readonly app: uWS.TemplatedApp;
   closing = false;
+  /** After the drain (see `finish`): requests are refused with 503 `shutting_down` before any work. */
+  private refusing = false;
   private live = 0;
   private readonly slowBodies = new Set<RpcExchange>();
   private listenSocket: uWS.us_listen_socket | undefined;
@@ -45,8 +47,12 @@ export class HttpServer implements ExchangeTracker {
     const nodes = ctx.nodes;
     if (nodes !== undefined) {
       const maxBody = ctx.config.MAX_BODY_BYTES;
-      app.any("/nodes/:nodeId/:key", (res, req) => serveNodeHttp(nodes, this, maxBody, res, req, true));
-      app.any("/nodes/:nodeId", (res, req) => serveNodeHttp(nodes, this, maxBody, res, req, false));
+      app.any("/nodes/:nodeId/:key", (res, req) =>
+        this.refusing ? this.shuttingDown(res, "") : serveNodeHttp(nodes, this, maxBody, res, req, true),
+      );
+      app.any("/nodes/:nodeId", (res, req) =>
+        this.refusing ? this.shuttingDown(res, "") : serveNodeHttp(nodes, this, maxBody, res, req, false),
+      );
     }
     app.get("/healthz", (res) => {
       res.cork(() => {
@@ -95,8 +101,25 @@ export class HttpServer implements ExchangeTracker {
       res.writeStatus(STATUS[row.httpStatus]!);
       res.writeHeader("x-request-id", requestId);
       res.writeHeader("content-type", "application/json");
-      res.end(errorJson(row, "null", { requestId }));
+      res.end(errorJson(row, "null", { requestId }), this.closing);
     });
+  }
+
+  /**
+   * 503 `shutting_down` with `Connection: close`, synchronously, before any work; recorded in usage (no
+   * key is looked up: under no workspace) so that the final flush, which comes after `finish`, counts it.
+   */
+  private shuttingDown(res: uWS.HttpResponse, network: string): void {
+    const pool = network === "" ? undefined : this.ctx.upstreams.get(network);
+    this.ctx.usage.record({
+      workspaceId: null,
+      appId: null,
+      network: pool?.slug ?? UNKNOWN_NETWORK,
+      method: OTHER_METHOD,
+      category: GatewayError.ShuttingDown.category,
+      latencyMs: 0,
+    });
+    this.plainError(res, GatewayError.ShuttingDown);
   }
 
   private rpc(
@@ -105,6 +128,10 @@ export class HttpServer implements ExchangeTracker {
     endpoint: Endpoint,
     method: "post" | "options" | "other",
   ): void {
+    if (this.refusing) {
+      this.shuttingDown(res, req.getParameter(0) ?? "");
+      return;
+    }
     const started = performance.now();
     const pool = this.ctx.upstreams.get(req.getParameter(0));
     if (pool === undefined) {
@@ -249,5 +276,19 @@ export class HttpServer implements ExchangeTracker {
       });
     }
     if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+  }
+
+  /**
+   * After the drain: for `lingerMs`, requests still arriving on connections opened before the signal are
+   * refused (503, `Connection: close`, counted) instead of served; then every connection (HTTP and
+   * WebSocket) is closed, so that no request can be answered after the final usage flush that follows.
+   */
+  async finish(lingerMs: number): Promise<void> {
+    this.closing = true;
+    this.refusing = true;
+    if (lingerMs > 0) await new Promise((r) => setTimeout(r, lingerMs));
+    // Present at runtime in this uWS build, missing from its typings: closes the listen socket and every
+    // open connection.
+    (this.app as unknown as { close?: () => void }).close?.();
   }
 }

@@ -17,6 +17,13 @@ export interface PlaneState {
   getKey(keyHash: string): Promise<KeyRecord | null>;
   /** Reads every network record (malformed ones are skipped and logged). */
   getNetworks(): Promise<NetworkRecord[]>;
+  /**
+   * Reads the network records, then whether the publication marker (`RedisNames.publishedAt`) is
+   * present. Absent = nothing was fully published into this Redis yet, or it lost its data.
+   */
+  getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }>;
+  /** Whether the publication marker is present. */
+  isPublished(): Promise<boolean>;
   /** Events from the control plane (and `reconnect` when cached state may be stale). */
   on(event: "event", listener: (e: PlaneEvent) => void): this;
   on(event: "reconnect", listener: () => void): this;
@@ -129,7 +136,22 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
   }
 
   async getNetworks(): Promise<NetworkRecord[]> {
-    const all = await this.cmd.hgetall(this.names.networks());
+    return this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
+  }
+
+  async getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }> {
+    // Two commands, not a MULTI: the keys are in different Redis Cluster slots. Networks first: a Redis
+    // emptied between the two reads shows as "not published" (kept state), and one re-published between
+    // them is followed by a `resync` that reloads.
+    const networks = this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
+    return { published: await this.isPublished(), networks };
+  }
+
+  async isPublished(): Promise<boolean> {
+    return (await this.cmd.exists(this.names.publishedAt())) === 1;
+  }
+
+  private parseNetworks(all: Record<string, string>): NetworkRecord[] {
     const out: NetworkRecord[] = [];
     for (const [slug, raw] of Object.entries(all)) {
       try {

@@ -44,6 +44,8 @@ export function createUsageRecorder(
       streamMaxLen: config.USAGE_STREAM_MAXLEN,
       maxMethodsPerNetwork: config.USAGE_MAX_METHODS_PER_NETWORK,
       closeTimeoutMs: config.USAGE_CLOSE_TIMEOUT_MS,
+      replayWindowMs: config.USAGE_REPLAY_WINDOW_MS,
+      replayMaxRows: config.USAGE_REPLAY_MAX_ROWS,
     },
     onError(err) {
       const now = Date.now();
@@ -51,6 +53,23 @@ export function createUsageRecorder(
       lastErrorLog = now;
       logger?.warn({ err: (err as Error).message }, "usage flush failed; rows kept for the next flush");
     },
+  });
+  // A Redis that restarted (new run_id) may have lost entries written just before (no persistence, or
+  // AOF's last second): write the recent ones again; the worker counts each batchId once.
+  let runId: string | undefined;
+  redis.on("ready", () => {
+    redis.info("server").then(
+      (text: string) => {
+        const id = /run_id:(\w+)/.exec(text)?.[1];
+        if (id === undefined) return;
+        if (runId !== undefined && id !== runId) {
+          const n = recorder.redeliverRecent();
+          logger?.warn({ entries: n }, "redis restarted: writing recent usage entries again");
+        }
+        runId = id;
+      },
+      () => undefined,
+    );
   });
   return {
     recorder,

@@ -61,6 +61,13 @@ export const usageRecorderEnvShape = {
   USAGE_MAX_METHODS_PER_NETWORK: env.int(DEFAULT_MAX_METHODS_PER_NETWORK_MINUTE, 0, 100_000),
   /** close(): how long to keep retrying the final flush. */
   USAGE_CLOSE_TIMEOUT_MS: env.int(5_000, 0, 600_000),
+  /**
+   * Written batches kept this long to be written again if Redis loses its data (restarted empty before
+   * the worker read them); the worker dedups on batchId. 0 = off.
+   */
+  USAGE_REPLAY_WINDOW_MS: env.int(30_000, 0, 3_600_000),
+  /** Cap on the rows kept for that replay (oldest batches go first). */
+  USAGE_REPLAY_MAX_ROWS: env.int(50_000, 0, 100_000_000),
 };
 
 export interface UsageRecorderConfig {
@@ -71,6 +78,8 @@ export interface UsageRecorderConfig {
   closeTimeoutMs: number;
   /** Rows per stream entry (a flush with more rows writes several entries). */
   maxRowsPerEntry: number;
+  replayWindowMs: number;
+  replayMaxRows: number;
 }
 
 export function loadUsageRecorderConfig(source: NodeJS.ProcessEnv = process.env): UsageRecorderConfig {
@@ -82,6 +91,8 @@ export function loadUsageRecorderConfig(source: NodeJS.ProcessEnv = process.env)
     maxMethodsPerNetwork: e.USAGE_MAX_METHODS_PER_NETWORK,
     closeTimeoutMs: e.USAGE_CLOSE_TIMEOUT_MS,
     maxRowsPerEntry: 2_000,
+    replayWindowMs: e.USAGE_REPLAY_WINDOW_MS,
+    replayMaxRows: e.USAGE_REPLAY_MAX_ROWS,
   };
 }
 
@@ -178,6 +189,13 @@ export class RedisUsageRecorder implements UsageRecorder {
   private readonly pendingGauge: Gauge | undefined;
   /** Rows dropped since start (also in the prom counter). */
   droppedRows = 0;
+  /** Entries written in the last `replayWindowMs` (oldest first), kept as written. */
+  private recent: { at: number; rows: number; payload: string }[] = [];
+  private recentRows = 0;
+  /** Entries to write again (before anything pending), after Redis lost its data. */
+  private replay: string[] = [];
+  /** Entries written again since start. */
+  replayedEntries = 0;
 
   constructor(private readonly deps: UsageRecorderDeps) {
     this.cfg = {
@@ -187,6 +205,8 @@ export class RedisUsageRecorder implements UsageRecorder {
       maxMethodsPerNetwork: DEFAULT_MAX_METHODS_PER_NETWORK_MINUTE,
       closeTimeoutMs: 5_000,
       maxRowsPerEntry: 2_000,
+      replayWindowMs: 30_000,
+      replayMaxRows: 50_000,
       ...deps.config,
     };
     this.now = deps.now ?? Date.now;
@@ -317,6 +337,34 @@ export class RedisUsageRecorder implements UsageRecorder {
     return network;
   }
 
+  /**
+   * Redis lost its data (it restarted empty): entries written in the last `replayWindowMs` may be gone
+   * before the worker read them. Writes them again, ahead of anything newer; entries the worker did read
+   * are recognised by their batchId and only acknowledged. Returns the number of entries queued.
+   */
+  redeliverRecent(): number {
+    const now = this.now();
+    const again = this.recent.filter((r) => now - r.at <= this.cfg.replayWindowMs).map((r) => r.payload);
+    this.recent = [];
+    this.recentRows = 0;
+    this.replay.push(...again);
+    if (again.length > 0) void this.flush();
+    return again.length;
+  }
+
+  private remember(rows: number, payload: string): void {
+    if (this.cfg.replayWindowMs <= 0 || rows > this.cfg.replayMaxRows) return;
+    const now = this.now();
+    this.recent.push({ at: now, rows, payload });
+    this.recentRows += rows;
+    while (
+      this.recent.length > 0 &&
+      (this.recentRows > this.cfg.replayMaxRows || now - this.recent[0]!.at > this.cfg.replayWindowMs)
+    ) {
+      this.recentRows -= this.recent.shift()!.rows;
+    }
+  }
+
   /** Rows waiting in memory (aggregating now + queued batches). */
   get pendingRowCount(): number {
     return this.current.length + this.pendingRows;
@@ -339,7 +387,7 @@ export class RedisUsageRecorder implements UsageRecorder {
     // A timer flush already running when close() was called joined above, but it cut before the latest
     // records: cut and write those too.
     if (this.current.length > 0) await this.flush();
-    while (this.pending.length > 0 && Date.now() < deadline) {
+    while ((this.pending.length > 0 || this.replay.length > 0) && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
       await this.flush();
     }
@@ -383,9 +431,34 @@ export class RedisUsageRecorder implements UsageRecorder {
     this.dropped?.inc(n);
   }
 
+  private xadd(stream: string, payload: string): Promise<string | null> {
+    return this.deps.redis.xadd(
+      stream,
+      "MAXLEN",
+      "~",
+      this.cfg.streamMaxLen,
+      "*",
+      USAGE_STREAM_FIELD,
+      payload,
+    );
+  }
+
   private async doFlush(): Promise<void> {
     this.cut();
     const stream = this.deps.names.usageStream();
+    while (this.replay.length > 0) {
+      const payload = this.replay[0]!;
+      try {
+        await this.xadd(stream, payload);
+      } catch (err) {
+        this.deps.onError?.(err);
+        this.pendingGauge?.set(this.pendingRowCount);
+        return; // replayed entries go first: retried on the next tick
+      }
+      this.replay.shift();
+      this.replayedEntries++;
+      this.remember(0, payload);
+    }
     while (this.pending.length > 0) {
       const b = this.pending[0]!;
       const batch: UsageBatch = {
@@ -395,20 +468,14 @@ export class RedisUsageRecorder implements UsageRecorder {
         createdAt: b.createdAt,
         rows: b.rows.map(toUsageRow),
       };
+      const payload = JSON.stringify(batch);
       try {
-        await this.deps.redis.xadd(
-          stream,
-          "MAXLEN",
-          "~",
-          this.cfg.streamMaxLen,
-          "*",
-          USAGE_STREAM_FIELD,
-          JSON.stringify(batch),
-        );
+        await this.xadd(stream, payload);
       } catch (err) {
         this.deps.onError?.(err);
         break; // keep it (and everything after it) for the next tick
       }
+      this.remember(b.rows.length, payload);
       // The batch may have been trimmed by the cap while the XADD was in flight.
       if (this.pending[0] === b) {
         this.pending.shift();

@@ -215,6 +215,18 @@ export const GatewayError = Object.freeze({
     "concurrency_limit",
     "Too many requests: too many calls in flight for this key",
   ),
+  /**
+   * The gateway instance is shutting down: a request that arrived on a kept-alive connection after the
+   * drain, refused before any work (no key lookup, nothing forwarded); retry, another instance answers.
+   * Service Error: the gateway's side, not the node's.
+   */
+  ShuttingDown: row(
+    503,
+    -32603,
+    ErrorCategory.ServiceError,
+    "shutting_down",
+    "Gateway instance is shutting down; retry the request",
+  ),
 });
 export type GatewayErrorName = keyof typeof GatewayError;
 

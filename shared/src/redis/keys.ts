@@ -38,7 +38,12 @@ export class RedisNames {
     return `${this.prefix}events`;
   }
 
-  /** String (ISO time): when the control plane last completed a full publish; readiness signal. */
+  /**
+   * String (ISO time): when the control plane last completed a full publish; readiness signal, and the
+   * marker that this Redis holds a publication. Only a full re-publish writes it, so its absence after it
+   * was once seen means Redis lost its data (restarted empty): data planes keep their last known good
+   * state and the worker re-publishes at once (control-plane/src/worker/recovery.service.ts).
+   */
   publishedAt(): string {
     return `${this.prefix}published-at`;
   }

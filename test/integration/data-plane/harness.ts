@@ -39,6 +39,9 @@ export async function startGateway(
     // The stub upstreams answer invented namespaces (lim_*, stub_*, test_slow, x_y, q_q): served here the
     // way an operator opens a chain's own namespaces. The policy tests use real unsafe names.
     SHARED_NODE_EXTRA_NAMESPACES: "lim,stub,test,x,q",
+    // No late keep-alive requests to refuse in these suites: close without the 500 ms wait (the
+    // durability suite tests the linger).
+    SHUTDOWN_LINGER_MS: "0",
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     ...env,
   });

@@ -32,6 +32,25 @@ describe("docker/compose.yml", () => {
     }
   });
 
+  it("persists Redis (AOF every second on a named volume) and restarts every service", () => {
+    const r = composeConfig({ ADMIN_TOKEN: "t", KEY_ENCRYPTION_SECRET: "s" });
+    assert.equal(r.status, 0, r.stderr);
+    // Services are the two-space-indented blocks under `services:` (v1 and v2 both render them so).
+    const services = r.stdout.slice(r.stdout.search(/^services:\n/m));
+    const blocks = new Map<string, string>();
+    for (const m of services.matchAll(/^ {2}([a-z-]+):\n((?: {4}.*\n| *\n)*)/gm)) blocks.set(m[1]!, m[2]!);
+    const redis = blocks.get("redis");
+    assert.ok(redis, "no redis service");
+    const args = redis.replace(/\s+-\s+/g, " ").replace(/["']/g, "");
+    assert.match(args, /--appendonly yes/, "Redis must run with AOF");
+    assert.match(args, /--appendfsync everysec/);
+    assert.match(redis, /redisdata:\/data/, "Redis data must live on the named volume");
+    assert.match(r.stdout, /^volumes:\n(?: {2}.*\n)*? {2}redisdata:/m, "volume redisdata not declared");
+    for (const svc of ["postgres", "redis", "control-plane", "worker", "data-plane"]) {
+      assert.match(blocks.get(svc) ?? "", /restart: unless-stopped/, `${svc} without restart policy`);
+    }
+  });
+
   it("refuses to render without ADMIN_TOKEN and KEY_ENCRYPTION_SECRET", () => {
     const r = composeConfig({});
     assert.notEqual(r.status, 0);

@@ -284,4 +284,42 @@ describe("data-plane: usage recorder", () => {
     assert.throws(() => loadUsageRecorderConfig({ USAGE_FLUSH_INTERVAL_MS: "x" }), /USAGE_FLUSH_INTERVAL_MS/);
     assert.equal(BUCKET_COUNT, 24);
   });
+
+  it("Redis lost its data: entries written within the replay window are written again, same batch ids, oldest first", async () => {
+    const { rec, redis, set } = setup({ replayWindowMs: 30_000, replayMaxRows: 1_000 });
+    rec.record(base);
+    await rec.flush(); // batch 1 at T0
+    set(T0 + 20_000);
+    rec.record({ ...base, method: "eth_chainId" });
+    await rec.flush(); // batch 2 at T0+20 s
+    set(T0 + 40_000); // batch 1 is now outside the window
+    rec.record({ ...base, method: "eth_blockNumber" });
+    redis.down = true;
+    await rec.flush(); // batch 3 fails: still pending, not yet written, so not a replay candidate
+    assert.equal(rec.redeliverRecent(), 1);
+    await rec.flush(); // the flush redeliverRecent started, still failing: nothing lost
+    redis.down = false;
+    await rec.flush();
+    assert.deepEqual(
+      redis.batches().map((b) => b.batchId),
+      ["inst:1", "inst:2", "inst:2", "inst:3"],
+      "the replay goes before what is newer",
+    );
+    assert.equal(rec.replayedEntries, 1);
+    // A second loss replays what was written since (the replayed entry included); a window of 0 keeps nothing.
+    assert.equal(rec.redeliverRecent(), 2);
+    const off = setup({ replayWindowMs: 0 });
+    off.rec.record(base);
+    await off.rec.flush();
+    assert.equal(off.rec.redeliverRecent(), 0);
+  });
+
+  it("the replay memory is capped in rows (oldest dropped)", async () => {
+    const { rec } = setup({ replayWindowMs: 60_000, replayMaxRows: 2 });
+    for (const method of ["a_1", "a_2", "a_3"]) {
+      rec.record({ ...base, method });
+      await rec.flush();
+    }
+    assert.equal(rec.redeliverRecent(), 2);
+  });
 });

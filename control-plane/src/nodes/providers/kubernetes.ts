@@ -9,6 +9,7 @@ import type {
 } from "@kubernetes/client-node";
 import type { Logger } from "../../../../shared/src/log/logger";
 import { NODE_SIZING } from "../catalog";
+import { vetLaunchArgs } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -183,13 +184,15 @@ export class KubernetesProvider implements NodeProvider {
   containerArgs(spec: NodeSpec): string[] {
     if (spec.protocol === "SUBSTRATE") {
       return [
-        ...launchArgs(spec, { port: spec.rpcPort, basePath: DATA_MOUNT }),
+        ...launchArgs(spec, { port: spec.rpcPort, basePath: DATA_MOUNT, dialect: "polkadot" }),
         "--rpc-external",
         "--node-key-file",
         `${SECRET_MOUNT}/node-key`,
       ];
     }
-    const api = spec.rpcMethods === "UNSAFE" ? "eth,net,web3,txpool,debug,admin" : "eth,net,web3";
+    // Never `admin` or `personal`: admin_startHTTP / admin_addPeer / admin_exportChain reach beyond the node.
+    const api = spec.rpcMethods === "UNSAFE" ? "eth,net,web3,txpool,debug" : "eth,net,web3";
+    const extra = vetLaunchArgs("geth", spec.extraArgs);
     return [
       "--datadir",
       DATA_MOUNT,
@@ -208,7 +211,7 @@ export class KubernetesProvider implements NodeProvider {
       "--ws.api",
       api,
       ...(spec.nodeType === "ARCHIVE" ? ["--gcmode", "archive", "--syncmode", "full"] : []),
-      ...spec.extraArgs,
+      ...extra,
     ];
   }
 
@@ -324,7 +327,8 @@ export class KubernetesProvider implements NodeProvider {
   }
 
   async stop(spec: NodeSpec, state: ProviderState): Promise<ProviderState> {
-    await this.applyStatefulSet(spec, 0);
+    // Scaled to zero nothing runs the args; a stored arg the allow-list refuses must not make a node unstoppable.
+    await this.applyStatefulSet({ ...spec, extraArgs: [] }, 0);
     return { ...state, stopped: true };
   }
 

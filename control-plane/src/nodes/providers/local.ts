@@ -4,6 +4,7 @@ import { mkdir, open, readdir, readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import type { Logger } from "../../../../shared/src/log/logger";
+import { launchDialect } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -36,6 +37,21 @@ interface LocalState {
   generation?: number;
   dir?: string;
   logFile?: string;
+}
+
+/**
+ * The whole environment of a node process. Never the worker's own: that holds DATABASE_URL, REDIS_URL,
+ * ADMIN_TOKEN, KEY_ENCRYPTION_SECRET, and a tenant with unsafe RPC or a log line could read it back. HOME and
+ * TMPDIR point into the node's own directory; PATH and LANG are all a node program needs besides its args.
+ */
+export function nodeEnv(nodeId: string, dir: string): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    LANG: "C.UTF-8",
+    HOME: dir,
+    TMPDIR: join(dir, "tmp"),
+    [NODE_ID_ENV]: nodeId,
+  };
 }
 
 /** Default programs: the Substrate test node CLI (built into dist/) and anvil from its npm package. */
@@ -238,10 +254,13 @@ export class LocalProcessProvider implements NodeProvider {
     const port = prev.port && (await portFree(prev.port, this.host)) ? prev.port : await freePort(this.host);
     const [cmd, ...lead] = spec.protocol === "EVM" ? this.opts.evmCommand : this.opts.substrateCommand;
     if (!cmd) throw new Error(`no program configured for ${spec.protocol} nodes`);
+    // Before anything is spawned: a stored arg outside the allow-list fails the job here.
+    const dialect = launchDialect(spec.protocol, this.name);
     const args =
       spec.protocol === "EVM"
-        ? ["--host", this.host, ...launchArgs(spec, { port, basePath })]
-        : [...launchArgs(spec, { port, basePath })];
+        ? ["--host", this.host, ...launchArgs(spec, { port, basePath, dialect })]
+        : [...launchArgs(spec, { port, basePath, dialect })];
+    await mkdir(join(dir, "tmp"), { recursive: true });
     const fd = openSync(logFile, "a");
     const logOffset = fstatSync(fd).size;
     let pid: number | undefined;
@@ -249,7 +268,7 @@ export class LocalProcessProvider implements NodeProvider {
       const child = spawn(cmd, [...lead, ...args], {
         detached: true,
         stdio: ["ignore", fd, fd],
-        env: { ...process.env, [NODE_ID_ENV]: spec.nodeId },
+        env: nodeEnv(spec.nodeId, dir),
         cwd: dir,
       });
       pid = child.pid;

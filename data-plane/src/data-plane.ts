@@ -87,6 +87,7 @@ export async function startDataPlane(
       connections: config.UPSTREAM_CONNECTIONS,
       breakerThreshold: config.BREAKER_FAILURE_THRESHOLD,
       breakerCooldownMs: config.BREAKER_COOLDOWN_MS,
+      maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
       maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,
@@ -123,6 +124,7 @@ export async function startDataPlane(
     nodes: nodeLookup,
     logger,
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,

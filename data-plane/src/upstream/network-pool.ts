@@ -314,6 +314,11 @@ export class NetworkPool {
         lastFailure = "bad";
       } else {
         lastFailure = res.failure;
+        if (lastFailure === "too_large") {
+          // Every upstream would send the same answer: no failover; the node stays healthy.
+          this.metrics.upstreamRequest(this.record.slug, u.id, "error", (performance.now() - start) / 1000);
+          return { ok: false, error: u.tooLargeRow };
+        }
       }
       this.metrics.upstreamRequest(
         this.record.slug,

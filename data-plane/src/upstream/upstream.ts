@@ -1,7 +1,9 @@
 import { type Dispatcher, Pool } from "undici";
+import { type ErrorRow, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 
-export type ExchangeFailure = "timeout" | "unreachable" | "bad";
+/** `too_large`: the answer crossed maxResponseBytes (the call's fault, not the node's: no breaker count). */
+export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "too_large";
 export type ExchangeResult = { ok: true; text: string } | { ok: false; failure: ExchangeFailure };
 
 export interface UpstreamOptions {
@@ -9,7 +11,11 @@ export interface UpstreamOptions {
   connections: number;
   breakerThreshold: number;
   breakerCooldownMs: number;
+  /** Most bytes buffered from one answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
+  maxResponseBytes?: number;
 }
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 const HEADERS = { "content-type": "application/json", accept: "application/json" };
 const EWMA_ALPHA = 0.2;
@@ -36,6 +42,9 @@ export class Upstream {
   private probing = false;
   private readonly pool: Pool;
   private readonly path: string;
+  readonly maxResponseBytes: number;
+  /** The error row of an answer over the cap (one object per upstream, none per call). */
+  readonly tooLargeRow: ErrorRow;
 
   constructor(
     record: UpstreamRecord,
@@ -44,6 +53,8 @@ export class Upstream {
     this.id = record.id;
     this.httpUrl = record.httpUrl;
     this.weight = record.weight;
+    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
     const url = new URL(record.httpUrl);
     this.path = `${url.pathname}${url.search}` || "/";
     this.pool = new Pool(url.origin, {
@@ -92,6 +103,12 @@ export class Upstream {
     else this.recordFailure();
   }
 
+  /** An exchange that ended without saying anything about the node's health (an answer over the cap). */
+  settleNeutral(halfOpen: boolean): void {
+    this.inFlight--;
+    if (halfOpen) this.probing = false;
+  }
+
   /** A response that arrived but was not a valid JSON-RPC answer counts as a failure too. */
   recordFailure(): void {
     this.errorRateEwma += EWMA_ALPHA * (1 - this.errorRateEwma);
@@ -122,6 +139,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   private status = 0;
   private chunks: Buffer[] | undefined;
   private first: Buffer | undefined;
+  private bytes = 0;
   private done = false;
 
   constructor(
@@ -132,14 +150,37 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
 
   onRequestStart(): void {}
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number): void {
+  onResponseStart(
+    c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
     this.status = statusCode;
+    const length = headers["content-length"];
+    if (typeof length === "string" && Number(length) > this.upstream.maxResponseBytes) this.tooLarge(c);
   }
 
-  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.done) return;
+    this.bytes += chunk.length;
+    if (this.bytes > this.upstream.maxResponseBytes) {
+      this.tooLarge(c);
+      return;
+    }
     if (this.first === undefined) this.first = chunk;
     else if (this.chunks === undefined) this.chunks = [this.first, chunk];
     else this.chunks.push(chunk);
+  }
+
+  /** Drops what was buffered and aborts the request, which destroys its connection: the body stops flowing. */
+  private tooLarge(c: Dispatcher.DispatchController): void {
+    if (this.done) return;
+    this.done = true;
+    this.first = undefined;
+    this.chunks = undefined;
+    c.abort(new Error("upstream answer over UPSTREAM_MAX_RESPONSE_BYTES"));
+    this.upstream.settleNeutral(this.halfOpen);
+    this.resolve({ ok: false, failure: "too_large" });
   }
 
   onResponseEnd(): void {

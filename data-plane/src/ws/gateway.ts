@@ -84,6 +84,7 @@ export class WsGateway {
         timeoutMs: c.UPSTREAM_TIMEOUT_MS,
         reconnectMaxMs: c.UPSTREAM_WS_RECONNECT_MAX_MS,
         pingIntervalMs: c.UPSTREAM_WS_PING_INTERVAL_MS,
+        maxResponseBytes: c.UPSTREAM_MAX_RESPONSE_BYTES,
         maxQueued: 256,
       },
       (session, data, method) => this.deliver(session, data, method),

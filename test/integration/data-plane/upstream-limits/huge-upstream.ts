@@ -114,8 +114,11 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
       track(
         stream(size, prefix, suffix, (b, last) => {
           if (gone || res.destroyed) return Promise.resolve(false);
-          const ok = last ? (res.end(b), true) : res.write(b);
-          if (ok) return Promise.resolve(true);
+          if (last) {
+            res.end(b);
+            return Promise.resolve(true);
+          }
+          if (res.write(b)) return Promise.resolve(true);
           return new Promise((resolve) => {
             const onDrain = () => {
               res.off("close", onClose);

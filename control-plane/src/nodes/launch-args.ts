@@ -153,7 +153,10 @@ const INT = /^(?:0|[1-9][0-9]{0,18})$/;
 
 export type LaunchArgsCheck = { ok: true; argv: string[] } | { ok: false; message: string };
 
-/** The dialect the given provider's node program speaks for a protocol. */
+/**
+ * The dialect a provider's default node program speaks for a protocol (the local provider speaks polkadot's
+ * when NODE_SUBSTRATE_COMMAND replaces the test node: see LocalProcessProvider.dialect).
+ */
 export function launchDialect(protocol: Protocol, providerName: string): LaunchDialect {
   if (protocol === "SUBSTRATE") return providerName === "kubernetes" ? "polkadot" : "substrate-test-node";
   return providerName === "kubernetes" ? "geth" : "anvil";

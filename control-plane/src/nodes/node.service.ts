@@ -13,7 +13,7 @@ import type { PublicationService } from "../publication/publication.service";
 import { Membership } from "../workspaces/membership.entity";
 import type { WorkspaceService } from "../workspaces/workspace.service";
 import { findImage, type Protocol } from "./catalog";
-import { checkLaunchArgs, type LaunchDialect, launchDialect } from "./launch-args";
+import { checkLaunchArgs, type LaunchDialect } from "./launch-args";
 import type { NodeConfig } from "./node.config";
 import { DedicatedNode, NODE_NAME_MAX } from "./node.entity";
 import { COUNTED_STATUSES, DesiredState, NodeStatus, NodeType, RpcMethods } from "./node.types";
@@ -185,7 +185,7 @@ export class NodeService {
     if (input.nodeType === NodeType.VALIDATOR && protocol !== "SUBSTRATE") {
       throw badInput("nodeType", "Validator nodes are available on Substrate networks only");
     }
-    const extra = validExtraArgs(input.launchArgs.extra, launchDialect(protocol, this.provider.name));
+    const extra = validExtraArgs(input.launchArgs.extra, this.provider.dialect(protocol));
     const key = generateApiKey();
     const node = await this.ds.transaction(async (m) => {
       // Serialises deployments of one workspace so the plan limit holds under concurrency.
@@ -248,7 +248,7 @@ export class NodeService {
     if (input.launchArgs != null) {
       const extra = validExtraArgs(
         input.launchArgs.extra,
-        launchDialect(node.network.protocol as Protocol, this.provider.name),
+        this.provider.dialect(node.network.protocol as Protocol),
       );
       if (
         input.launchArgs.rpcMethods !== node.rpcMethods ||

@@ -8,8 +8,8 @@ import type {
   V1StatefulSet,
 } from "@kubernetes/client-node";
 import type { Logger } from "../../../../shared/src/log/logger";
-import { NODE_SIZING } from "../catalog";
-import { vetLaunchArgs } from "../launch-args";
+import { NODE_SIZING, type Protocol } from "../catalog";
+import { type LaunchDialect, launchDialect, vetLaunchArgs } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -115,6 +115,10 @@ export class KubernetesProvider implements NodeProvider {
     private readonly opts: KubernetesProviderOptions,
   ) {}
 
+  dialect(protocol: Protocol): LaunchDialect {
+    return launchDialect(protocol, this.name);
+  }
+
   /** DNS-safe object name for a node: `node-<first 8 of id>-<rest>` is too long; the full uuid fits. */
   objectName(spec: Pick<NodeSpec, "nodeId">): string {
     return `rg-node-${spec.nodeId}`;
@@ -184,7 +188,7 @@ export class KubernetesProvider implements NodeProvider {
   containerArgs(spec: NodeSpec): string[] {
     if (spec.protocol === "SUBSTRATE") {
       return [
-        ...launchArgs(spec, { port: spec.rpcPort, basePath: DATA_MOUNT, dialect: "polkadot" }),
+        ...launchArgs(spec, { port: spec.rpcPort, basePath: DATA_MOUNT, dialect: this.dialect("SUBSTRATE") }),
         "--rpc-external",
         "--node-key-file",
         `${SECRET_MOUNT}/node-key`,
@@ -192,7 +196,7 @@ export class KubernetesProvider implements NodeProvider {
     }
     // Never `admin` or `personal`: admin_startHTTP / admin_addPeer / admin_exportChain reach beyond the node.
     const api = spec.rpcMethods === "UNSAFE" ? "eth,net,web3,txpool,debug" : "eth,net,web3";
-    const extra = vetLaunchArgs("geth", spec.extraArgs);
+    const extra = vetLaunchArgs(this.dialect("EVM"), spec.extraArgs);
     return [
       "--datadir",
       DATA_MOUNT,

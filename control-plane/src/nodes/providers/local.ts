@@ -4,7 +4,8 @@ import { mkdir, open, readdir, readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import type { Logger } from "../../../../shared/src/log/logger";
-import { launchDialect } from "../launch-args";
+import type { Protocol } from "../catalog";
+import type { LaunchDialect } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -25,6 +26,8 @@ export interface LocalProviderOptions {
   substrateCommand: string[];
   /** Program for EVM nodes. */
   evmCommand: string[];
+  /** What the SUBSTRATE program takes: the test node's flags (default program) or only polkadot's. */
+  substrateDialect?: LaunchDialect;
   /** How long a started node may take to answer RPC. */
   startTimeoutMs?: number;
   host?: string;
@@ -217,6 +220,10 @@ export class LocalProcessProvider implements NodeProvider {
     this.host = opts.host ?? "127.0.0.1";
   }
 
+  dialect(protocol: Protocol): LaunchDialect {
+    return protocol === "EVM" ? "anvil" : (this.opts.substrateDialect ?? "substrate-test-node");
+  }
+
   private dirOf(nodeId: string): string {
     return join(this.opts.dataDir, nodeId);
   }
@@ -255,7 +262,7 @@ export class LocalProcessProvider implements NodeProvider {
     const [cmd, ...lead] = spec.protocol === "EVM" ? this.opts.evmCommand : this.opts.substrateCommand;
     if (!cmd) throw new Error(`no program configured for ${spec.protocol} nodes`);
     // Before anything is spawned: a stored arg outside the allow-list fails the job here.
-    const dialect = launchDialect(spec.protocol, this.name);
+    const dialect = this.dialect(spec.protocol);
     const args =
       spec.protocol === "EVM"
         ? ["--host", this.host, ...launchArgs(spec, { port, basePath, dialect })]

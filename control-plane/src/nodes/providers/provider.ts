@@ -50,6 +50,8 @@ export type PersistState = (state: ProviderState) => Promise<void>;
  */
 export interface NodeProvider {
   readonly name: string;
+  /** Which allow-list the tenant's extra args are checked against (the program this provider runs). */
+  dialect(protocol: Protocol): LaunchDialect;
   /** Creates (or adopts) the node and waits until its RPC answers. */
   provision(spec: NodeSpec, state: ProviderState, persist: PersistState): Promise<ProvisionResult>;
   /** Restarts with the spec's (new) launch args. */

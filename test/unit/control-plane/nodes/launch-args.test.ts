@@ -6,6 +6,7 @@ import {
   launchDialect,
   vetLaunchArgs,
 } from "../../../../control-plane/src/nodes/launch-args";
+import { createNodeProvider, loadNodeConfig } from "../../../../control-plane/src/nodes/node.config";
 import { NodeType, RpcMethods } from "../../../../control-plane/src/nodes/node.types";
 import { type KubeApi, KubernetesProvider } from "../../../../control-plane/src/nodes/providers/kubernetes";
 import { launchArgs, type NodeSpec } from "../../../../control-plane/src/nodes/providers/provider";
@@ -127,6 +128,22 @@ describe("dedicated nodes: launch-arg allow-list", () => {
     assert.equal(launchDialect("EVM", "local"), "anvil");
     assert.equal(launchDialect("SUBSTRATE", "kubernetes"), "polkadot");
     assert.equal(launchDialect("EVM", "kubernetes"), "geth");
+  });
+
+  it("providers say which list applies; another local SUBSTRATE program gets polkadot's list only", () => {
+    const local = (env: NodeJS.ProcessEnv) => createNodeProvider(loadNodeConfig(env));
+    assert.equal(local({}).dialect("SUBSTRATE"), "substrate-test-node");
+    assert.equal(local({}).dialect("EVM"), "anvil");
+    assert.equal(local({ NODE_SUBSTRATE_COMMAND: "/opt/polkadot" }).dialect("SUBSTRATE"), "polkadot");
+    assert.equal(
+      local({ NODE_SUBSTRATE_COMMAND: "/opt/wrapper.sh", NODE_SUBSTRATE_FLAGS: "test-node" }).dialect(
+        "SUBSTRATE",
+      ),
+      "substrate-test-node",
+    );
+    const k8s = local({ NODE_PROVIDER: "kubernetes" });
+    assert.equal(k8s.dialect("SUBSTRATE"), "polkadot");
+    assert.equal(k8s.dialect("EVM"), "geth");
   });
 
   const spec = (over: Partial<NodeSpec>): NodeSpec => ({

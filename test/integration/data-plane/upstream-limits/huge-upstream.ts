@@ -8,12 +8,15 @@ import { type WebSocket, WebSocketServer } from "ws";
  * on the fly in 1 MiB chunks with backpressure (never held in memory), optionally with a Content-Length.
  * Over WebSocket, `eth_subscribe` `["logs", { "hugeBytes": N }]` answers with one N-byte message sent as
  * 1 MiB fragments. Records how much of each huge answer it managed to send before the reader hung up.
+ * `eth_call` with `[{ "sizedBytes": N }, ...]` gets an N-byte result built in memory (for coalescing tests).
  */
 export interface HugeUpstream {
   readonly httpUrl: string;
   readonly wsUrl: string;
   /** Per huge answer: bytes written, and whether it was complete when the connection closed. */
   readonly huge: { written: number; complete: boolean }[];
+  /** Number of eth_call elements of each HTTP request that carried any. */
+  readonly ethCallBatches: number[];
   /** Resolves once every huge answer started so far has ended (finished or cut off). */
   settled(): Promise<void>;
   close(): Promise<void>;
@@ -33,6 +36,12 @@ function hugeBytesOf(req: RpcReq, index: number): number {
   return typeof n === "number" ? n : 0;
 }
 
+function sizedBytesOf(req: RpcReq): number {
+  const p = Array.isArray(req.params) ? req.params[0] : undefined;
+  const n = (p as { sizedBytes?: unknown } | undefined)?.sizedBytes;
+  return typeof n === "number" ? n : 0;
+}
+
 function small(req: RpcReq): unknown {
   const id = req.id ?? null;
   switch (req.method) {
@@ -42,6 +51,8 @@ function small(req: RpcReq): unknown {
       return { jsonrpc: "2.0", id, result: "0x100" };
     case "eth_getLogs":
       return { jsonrpc: "2.0", id, result: [] };
+    case "eth_call":
+      return { jsonrpc: "2.0", id, result: `0x${"b".repeat(sizedBytesOf(req))}` };
     default:
       return { jsonrpc: "2.0", id, error: { code: -32601, message: "Method not found" } };
   }
@@ -49,6 +60,7 @@ function small(req: RpcReq): unknown {
 
 export async function startHugeUpstream(): Promise<HugeUpstream> {
   const huge: { written: number; complete: boolean }[] = [];
+  const ethCallBatches: number[] = [];
   const pending = new Set<Promise<void>>();
   const track = (p: Promise<void>) => {
     pending.add(p);
@@ -91,6 +103,8 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
         return;
       }
       const list = Array.isArray(body) ? body : [body];
+      const calls = list.filter((r) => r?.method === "eth_call").length;
+      if (calls > 0) ethCallBatches.push(calls);
       const first = list[0] ?? {};
       const size = first.method === "eth_getLogs" ? hugeBytesOf(first, 0) : 0;
       if (size === 0) {
@@ -178,6 +192,7 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
     httpUrl: `http://127.0.0.1:${port}`,
     wsUrl: `ws://127.0.0.1:${port}`,
     huge,
+    ethCallBatches,
     async settled() {
       await Promise.all([...pending]);
     },

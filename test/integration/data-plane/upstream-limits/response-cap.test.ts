@@ -87,6 +87,8 @@ describe("data plane: upstream answers above UPSTREAM_MAX_RESPONSE_BYTES", funct
           BREAKER_COOLDOWN_MS: "600000",
           UPSTREAM_MAX_ATTEMPTS: "1",
           USAGE_MODE: "off",
+          // The coalescing test answers one WebSocket client with 4 x 3 MiB at once.
+          WS_MAX_BUFFERED_BYTES: String(32 * MiB),
         },
         ready: async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.status === 200,
       },
@@ -200,6 +202,40 @@ describe("data plane: upstream answers above UPSTREAM_MAX_RESPONSE_BYTES", funct
       ws.close();
     }
     await assertStillServing();
+  });
+
+  it("calls coalesced into one upstream batch whose sum is over the cap are retried one by one and succeed", async () => {
+    const ws = await TestWsClient.open(`ws://${base.slice("http://".length)}/eth/rpc?apikey=${appKey}`);
+    try {
+      const n = 4;
+      const each = 3 * MiB; // 4 x 3 MiB > CAP; each one alone fits
+      const from = up.ethCallBatches.length;
+      // Sent back to back on one socket: they arrive in one event-loop turn and are coalesced.
+      for (let i = 0; i < n; i++) {
+        ws.sendRaw(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            id: 1000 + i,
+            method: "eth_call",
+            params: [{ sizedBytes: each, i }, "0x1"],
+          }),
+        );
+      }
+      await ws.until(() => ws.messages.filter((m) => m.id >= 1000 && m.id < 1000 + n).length === n, 20_000);
+      for (let i = 0; i < n; i++) {
+        const m = ws.messages.find((x) => x.id === 1000 + i);
+        assert.equal(m.error, undefined, JSON.stringify(m.error));
+        assert.equal(m.result.length, 2 + each);
+      }
+      const batches = up.ethCallBatches.slice(from);
+      assert.ok(
+        batches.some((b) => b > 1),
+        `the calls were coalesced: ${JSON.stringify(batches)}`,
+      );
+      assert.equal(batches.filter((b) => b === 1).length, n, "then sent one by one");
+    } finally {
+      ws.close();
+    }
   });
 
   it("the default cap is 32 MiB", () => {

@@ -23,8 +23,9 @@ export interface UpstreamWsClientOptions {
   /** How long notifications for a subscription id not (yet) known are kept (they can overtake the answer). */
   orphanTtlMs?: number;
   /**
-   * Largest message accepted (UPSTREAM_MAX_RESPONSE_BYTES, default 32 MiB). ws checks a frame's declared length
-   * before buffering it, so a larger message costs no memory: it closes the socket (1009).
+   * Largest message accepted (UPSTREAM_MAX_RESPONSE_BYTES, default 32 MiB). ws refuses a frame from its declared
+   * length and a fragmented message once its fragments add up past the cap, so at most the cap is buffered;
+   * then it closes the socket (1009) and the hub reconnects.
    */
   maxPayloadBytes?: number;
 }

@@ -77,6 +77,11 @@ export const dataPlaneEnvShape = {
   UPSTREAM_WS_RECONNECT_MAX_MS: env.int(5_000, 50, 600_000),
   /** Upstream WebSockets are pinged this often; no pong by the next ping drops and replaces the socket. */
   UPSTREAM_WS_PING_INTERVAL_MS: env.int(15_000, 100, 600_000),
+  /**
+   * Most bytes buffered from one upstream or dedicated-node answer (HTTP body or WebSocket message); a larger
+   * answer fails the call with upstream_response_too_large and its connection is closed. 32 MiB.
+   */
+  UPSTREAM_MAX_RESPONSE_BYTES: env.int(32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   /** On SIGTERM, how long in-flight requests may take to finish. */
   SHUTDOWN_DRAIN_MS: env.int(10_000, 0, 600_000),
   /**

@@ -98,6 +98,7 @@ export async function startDataPlane(
               1,
               Math.floor((config.UPSTREAM_CONNECTIONS * config.UPSTREAM_HEAVY_SHARE_PERCENT) / 100),
             ),
+      maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
       maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,
@@ -134,6 +135,7 @@ export async function startDataPlane(
     nodes: nodeLookup,
     logger,
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,

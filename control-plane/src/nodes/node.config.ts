@@ -3,6 +3,7 @@ import { z } from "zod";
 import { env, parseEnv } from "../../../shared/src/config/env";
 import type { Logger } from "../../../shared/src/log/logger";
 import { DEFAULT_REGIONS } from "./catalog";
+import { launchDialect } from "./launch-args";
 import { KubernetesProvider, kubeApiFromDefaultConfig } from "./providers/kubernetes";
 import { defaultLocalCommands, LocalProcessProvider } from "./providers/local";
 import type { NodeProvider } from "./providers/provider";
@@ -17,6 +18,12 @@ const schema = z.object({
     .default(join(process.cwd(), ".data", "nodes")),
   /** Local provider: program for SUBSTRATE nodes (space-separated; default: the Substrate test node CLI). */
   NODE_SUBSTRATE_COMMAND: z.string().optional(),
+  /**
+   * Launch-arg allow-list of the local SUBSTRATE program: `test-node` (polkadot's flags plus the test node's
+   * integer knobs) or `polkadot`. Default: `test-node` with the default program, `polkadot` when
+   * NODE_SUBSTRATE_COMMAND names another.
+   */
+  NODE_SUBSTRATE_FLAGS: z.enum(["test-node", "polkadot"]).optional(),
   /** Local provider: program for EVM nodes (default: anvil from @foundry-rs/anvil-linux-amd64). */
   NODE_EVM_COMMAND: z.string().optional(),
   /** How long a started node may take to answer RPC. */
@@ -46,6 +53,8 @@ export interface NodeConfig {
   dataDir: string;
   substrateCommand: string[];
   evmCommand: string[];
+  /** False when NODE_SUBSTRATE_COMMAND names another program (then only polkadot's flags are allowed). */
+  substrateIsTestNode: boolean;
   startTimeoutMs: number;
   regions: string[];
   syncIntervalMs: number;
@@ -73,6 +82,9 @@ export function loadNodeConfig(source: NodeJS.ProcessEnv = process.env): NodeCon
     dataDir: e.NODES_DATA_DIR,
     substrateCommand: split(e.NODE_SUBSTRATE_COMMAND, defaults.substrate),
     evmCommand: split(e.NODE_EVM_COMMAND, defaults.evm),
+    substrateIsTestNode: e.NODE_SUBSTRATE_FLAGS
+      ? e.NODE_SUBSTRATE_FLAGS === "test-node"
+      : !e.NODE_SUBSTRATE_COMMAND,
     startTimeoutMs: e.NODE_START_TIMEOUT_MS,
     regions: e.NODE_REGIONS,
     syncIntervalMs: e.NODE_SYNC_INTERVAL_MS,
@@ -105,6 +117,7 @@ export function createNodeProvider(cfg: NodeConfig, log?: Logger): NodeProvider 
     };
     return {
       name: "kubernetes",
+      dialect: (protocol) => launchDialect(protocol, "kubernetes"),
       provision: async (...a) => (await get()).provision(...a),
       roll: async (...a) => (await get()).roll(...a),
       stop: async (...a) => (await get()).stop(...a),
@@ -118,6 +131,7 @@ export function createNodeProvider(cfg: NodeConfig, log?: Logger): NodeProvider 
     dataDir: cfg.dataDir,
     substrateCommand: cfg.substrateCommand,
     evmCommand: cfg.evmCommand,
+    substrateDialect: cfg.substrateIsTestNode === false ? "polkadot" : "substrate-test-node",
     startTimeoutMs: cfg.startTimeoutMs,
     log,
   });

@@ -30,7 +30,8 @@ export class LaunchArgsInput {
 
   @Field(() => [String], {
     defaultValue: [],
-    description: "Extra command-line arguments for the node program.",
+    description:
+      "Extra command-line arguments for the node program, from a per-program allow-list of flags with numeric or enumerated values (--flag, --flag value or --flag=value, each flag once); anything else is refused with the flag named.",
   })
   extra: string[];
 }

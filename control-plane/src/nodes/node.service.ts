@@ -15,24 +15,13 @@ import type { PublicationService } from "../publication/publication.service";
 import { Membership } from "../workspaces/membership.entity";
 import type { WorkspaceService } from "../workspaces/workspace.service";
 import { findImage, type Protocol } from "./catalog";
+import { checkLaunchArgs, type LaunchDialect } from "./launch-args";
 import type { NodeConfig } from "./node.config";
 import { DedicatedNode, NODE_NAME_MAX } from "./node.entity";
 import { COUNTED_STATUSES, DesiredState, NodeStatus, NodeType, RpcMethods } from "./node.types";
 import { DedicatedNodeEvent } from "./node-event.entity";
 import { NodeStatusHub } from "./node-status";
 import type { NodeProvider, NodeSpec } from "./providers/provider";
-
-/** Launch-arg flags the platform sets itself; tenants may not override them through `extra`. */
-const MANAGED_FLAGS = [
-  "--rpc-port",
-  "--rpc-methods",
-  "--base-path",
-  "-d",
-  "--port",
-  "--host",
-  "--node-key-file",
-];
-const MAX_EXTRA_ARGS = 32;
 
 export interface LaunchArgsInput {
   rpcMethods: RpcMethods;
@@ -62,18 +51,11 @@ function validName(raw: string): string {
   return name;
 }
 
-export function validExtraArgs(extra: string[] | null | undefined): string[] {
+/** Tenant extra args checked against the allow-list of the program that will run them (see launch-args.ts). */
+export function validExtraArgs(extra: string[] | null | undefined, dialect: LaunchDialect): string[] {
   const args = extra ?? [];
-  if (args.length > MAX_EXTRA_ARGS) throw badInput("launchArgs", `At most ${MAX_EXTRA_ARGS} extra arguments`);
-  for (const a of args) {
-    if (a.length === 0 || a.length > 256 || /[\0\n\r]/.test(a)) {
-      throw badInput("launchArgs", "Each extra argument must be 1-256 characters on one line");
-    }
-    const flag = a.split("=")[0]!;
-    if (MANAGED_FLAGS.includes(flag)) {
-      throw badInput("launchArgs", `${flag} is set by the platform and cannot be overridden`);
-    }
-  }
+  const r = checkLaunchArgs(dialect, args);
+  if (!r.ok) throw badInput("launchArgs", r.message);
   return args;
 }
 
@@ -205,7 +187,7 @@ export class NodeService {
     if (input.nodeType === NodeType.VALIDATOR && protocol !== "SUBSTRATE") {
       throw badInput("nodeType", "Validator nodes are available on Substrate networks only");
     }
-    const extra = validExtraArgs(input.launchArgs.extra);
+    const extra = validExtraArgs(input.launchArgs.extra, this.provider.dialect(protocol));
     const key = generateApiKey();
     const node = await this.ds.transaction(async (m) => {
       // Serialises deployments of one workspace so the plan limit holds under concurrency.
@@ -269,7 +251,10 @@ export class NodeService {
     if (input.displayName != null) node.displayName = validName(input.displayName);
     let roll = false;
     if (input.launchArgs != null) {
-      const extra = validExtraArgs(input.launchArgs.extra);
+      const extra = validExtraArgs(
+        input.launchArgs.extra,
+        this.provider.dialect(node.network.protocol as Protocol),
+      );
       if (
         input.launchArgs.rpcMethods !== node.rpcMethods ||
         JSON.stringify(extra) !== JSON.stringify(node.extraArgs)

@@ -3,6 +3,7 @@ import {
   ErrorCategory,
   type ErrorRow,
   GatewayError,
+  responseTooLargeRow,
 } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { NodeRecord } from "../../../shared/src/redis/records";
@@ -52,6 +53,8 @@ export interface NodeGatewayOptions {
   nodes: NodeLookup;
   logger: Logger;
   timeoutMs: number;
+  /** Most bytes read from one node answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
+  maxResponseBytes?: number;
   /**
    * Per-second limit (LimitsGate.admit: a node key is limited per node at its plan's requestsPerSecond,
    * with no daily quota); none when absent.
@@ -66,7 +69,13 @@ export interface NodeGatewayOptions {
  * `authorize` once (HTTP: per request; WS: at upgrade), then `handle` each JSON-RPC text.
  */
 export class NodeGateway {
-  constructor(private readonly opts: NodeGatewayOptions) {}
+  private readonly maxResponseBytes: number;
+  private readonly tooLargeRow: ErrorRow;
+
+  constructor(private readonly opts: NodeGatewayOptions) {
+    this.maxResponseBytes = opts.maxResponseBytes ?? 32 * 1024 * 1024;
+    this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
+  }
 
   /** Only the node's own key opens its endpoint (an app key, or another node's key, is 401). */
   async authorize(nodeId: string, apiKey: string): Promise<NodeAuthResult> {
@@ -255,7 +264,9 @@ export class NodeGateway {
         body,
         signal: AbortSignal.timeout(this.opts.timeoutMs),
       });
-      text = await res.text();
+      const answer = await readCapped(res, this.maxResponseBytes);
+      if (answer === undefined) return { ok: false, error: this.tooLargeRow };
+      text = answer;
     } catch (err) {
       const e = err as Error;
       return {
@@ -283,6 +294,35 @@ export class NodeGateway {
     }
     return { ok: true, replies };
   }
+}
+
+/**
+ * The body as text, or undefined once it crosses `max` bytes: then the stream is cancelled, which aborts the
+ * fetch and destroys its connection, so nothing more is read or kept.
+ */
+async function readCapped(res: Response, max: number): Promise<string | undefined> {
+  const declared = Number(res.headers.get("content-length") ?? 0);
+  const body = res.body;
+  if (declared > max) {
+    await body?.cancel().catch(() => undefined);
+    return undefined;
+  }
+  if (body === null) return "";
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      chunks.length = 0;
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, total).toString("utf8");
 }
 
 function fail(row: ErrorRow, idText: string, requestId: string, limit?: number, message?: string): NodeReply {

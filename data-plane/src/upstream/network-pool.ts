@@ -276,8 +276,12 @@ export class NetworkPool {
       part.map((e) => e.call),
       part.map((e) => e.paramsJson),
     );
-    // A node that does not take batches: send these calls one by one instead.
-    if (results.every((r) => !r.ok && r.error === GatewayError.UpstreamBadResponse)) {
+    // A node that does not take batches, or a combined answer over the size cap (each of the calls may fit):
+    // send these calls one by one instead, so only a call whose own answer is too large fails.
+    if (
+      results.every((r) => !r.ok && r.error === GatewayError.UpstreamBadResponse) ||
+      (results[0]?.ok === false && results[0].error.reason === GatewayError.UpstreamResponseTooLarge.reason)
+    ) {
       await Promise.all(part.map((e) => this.callDirect(e.call, e.paramsJson).then(e.resolve)));
       return;
     }
@@ -410,6 +414,11 @@ export class NetworkPool {
         }
       } else {
         lastFailure = res.failure;
+        if (lastFailure === "too_large") {
+          // Every upstream would send the same answer: no failover; the node stays healthy.
+          this.metrics.upstreamRequest(this.record.slug, u.id, "error", (performance.now() - start) / 1000);
+          return { ok: false, error: u.tooLargeRow };
+        }
       }
       this.metrics.upstreamRequest(
         this.record.slug,

@@ -1,12 +1,14 @@
 import { type Dispatcher, Pool } from "undici";
+import { type ErrorRow, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 
 /**
  * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
  * the node); `unreachable`: connection refused / reset; `bad`: 5xx or an invalid answer; `rate_limited`:
- * HTTP 429 (the node throttles us: a back-off, not a sign of ill health).
+ * HTTP 429 (the node throttles us: a back-off, not a sign of ill health); `too_large`: the answer crossed
+ * maxResponseBytes (the call's fault, not the node's: no breaker count).
  */
-export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "rate_limited";
+export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "rate_limited" | "too_large";
 export type ExchangeResult = { ok: true; text: string } | { ok: false; failure: ExchangeFailure };
 
 /**
@@ -45,7 +47,11 @@ export interface UpstreamOptions {
    * calls can never occupy every connection and queue the light calls behind it); 0 = no limit.
    */
   heavyMaxInFlight?: number;
+  /** Most bytes buffered from one answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
+  maxResponseBytes?: number;
 }
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 const HEADERS = { "content-type": "application/json", accept: "application/json" };
 const EWMA_ALPHA = 0.2;
@@ -81,6 +87,9 @@ export class Upstream {
   private readonly pool: Pool;
   private readonly path: string;
   private readonly probeTimeoutMs: number;
+  readonly maxResponseBytes: number;
+  /** The error row of an answer over the cap (one object per upstream, none per call). */
+  readonly tooLargeRow: ErrorRow;
 
   constructor(
     record: UpstreamRecord,
@@ -91,6 +100,8 @@ export class Upstream {
     this.httpUrl = record.httpUrl;
     this.weight = record.weight;
     this.probeTimeoutMs = Math.min(opts.probeTimeoutMs ?? 2_000, opts.timeoutMs);
+    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
     const url = new URL(record.httpUrl);
     this.path = `${url.pathname}${url.search}` || "/";
     this.pool = new Pool(url.origin, {
@@ -223,6 +234,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   private retryAfter: string | string[] | undefined;
   private chunks: Buffer[] | undefined;
   private first: Buffer | undefined;
+  private bytes = 0;
   private done = false;
 
   constructor(
@@ -235,18 +247,37 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
   onRequestStart(): void {}
 
   onResponseStart(
-    _c: Dispatcher.DispatchController,
+    c: Dispatcher.DispatchController,
     statusCode: number,
     headers: Record<string, string | string[] | undefined>,
   ): void {
     this.status = statusCode;
     if (statusCode === 429) this.retryAfter = headers["retry-after"];
+    const length = headers["content-length"];
+    if (typeof length === "string" && Number(length) > this.upstream.maxResponseBytes) this.tooLarge(c);
   }
 
-  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.done) return;
+    this.bytes += chunk.length;
+    if (this.bytes > this.upstream.maxResponseBytes) {
+      this.tooLarge(c);
+      return;
+    }
     if (this.first === undefined) this.first = chunk;
     else if (this.chunks === undefined) this.chunks = [this.first, chunk];
     else this.chunks.push(chunk);
+  }
+
+  /** Drops what was buffered and aborts the request, which destroys its connection: the body stops flowing. */
+  private tooLarge(c: Dispatcher.DispatchController): void {
+    if (this.done) return;
+    this.done = true;
+    this.first = undefined;
+    this.chunks = undefined;
+    c.abort(new Error("upstream answer over UPSTREAM_MAX_RESPONSE_BYTES"));
+    this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, "too_large");
+    this.resolve({ ok: false, failure: "too_large" });
   }
 
   onResponseEnd(): void {

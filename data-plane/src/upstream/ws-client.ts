@@ -1,11 +1,12 @@
 import WebSocket from "ws";
+import { type ErrorRow, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import { InFlightMap } from "../memory/in-flight-map";
 
 /** What one upstream WebSocket request ended with. */
 export type WsCallResult =
   | { ok: true; result: unknown }
   | { ok: false; nodeError: { code?: unknown; message?: unknown; data?: unknown } }
-  | { ok: false; nodeError?: undefined; failure: "timeout" | "unreachable" };
+  | { ok: false; nodeError?: undefined; failure: "timeout" | "unreachable" | "too_large" };
 
 /** A subscription notification as the node sent it (`params.subscription` is the node's id). */
 export interface UpstreamNotification {
@@ -21,6 +22,12 @@ export interface UpstreamWsClientOptions {
   pingIntervalMs: number;
   /** How long notifications for a subscription id not (yet) known are kept (they can overtake the answer). */
   orphanTtlMs?: number;
+  /**
+   * Largest message accepted (UPSTREAM_MAX_RESPONSE_BYTES, default 32 MiB). ws refuses a frame from its declared
+   * length and a fragmented message once its fragments add up past the cap, so at most the cap is buffered;
+   * then it closes the socket (1009) and the hub reconnects.
+   */
+  maxPayloadBytes?: number;
 }
 
 interface Pending {
@@ -42,6 +49,9 @@ export class UpstreamWsClient {
   private pingTimer: NodeJS.Timeout | undefined;
   private awaitingPong = false;
   private closed = false;
+  /** The socket is being dropped because a message crossed maxPayloadBytes. */
+  private oversize = false;
+  readonly tooLargeRow: ErrorRow;
   /** Notifications whose subscription id nobody claimed yet (answer and first notification can race). */
   private readonly orphans = new Map<string, { at: number; items: UpstreamNotification[] }>();
 
@@ -52,7 +62,13 @@ export class UpstreamWsClient {
     readonly upstreamId: string,
     readonly url: string,
     private readonly opts: UpstreamWsClientOptions,
-  ) {}
+  ) {
+    this.tooLargeRow = responseTooLargeRow(this.maxPayload);
+  }
+
+  private get maxPayload(): number {
+    return this.opts.maxPayloadBytes ?? 32 * 1024 * 1024;
+  }
 
   get isOpen(): boolean {
     return !this.closed && this.ws?.readyState === WebSocket.OPEN;
@@ -65,7 +81,7 @@ export class UpstreamWsClient {
       const ws = new WebSocket(this.url, {
         handshakeTimeout: this.opts.timeoutMs,
         perMessageDeflate: false,
-        maxPayload: 64 * 1024 * 1024,
+        maxPayload: this.maxPayload,
       });
       this.ws = ws;
       ws.on("open", () => {
@@ -80,7 +96,9 @@ export class UpstreamWsClient {
       ws.on("pong", () => {
         this.awaitingPong = false;
       });
-      ws.on("error", () => {});
+      ws.on("error", (err) => {
+        if ((err as { code?: string }).code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") this.oversize = true;
+      });
       ws.on("close", () => {
         if (!settled) {
           settled = true;
@@ -190,9 +208,12 @@ export class UpstreamWsClient {
     const pending = [...this.pending.values()];
     this.pending.clear();
     this.orphans.clear();
+    // Which call the oversized message answered is unknowable (it was never read): every call in flight on
+    // the socket fails with the cap row, which is at least the truth about why the socket went away.
+    const failure = this.oversize ? "too_large" : "unreachable";
     for (const p of pending) {
       clearTimeout(p.timer);
-      p.resolve({ ok: false, failure: "unreachable" });
+      p.resolve({ ok: false, failure });
     }
     this.onClose();
   }

@@ -113,6 +113,7 @@ export class WsGateway {
         timeoutMs: c.UPSTREAM_TIMEOUT_MS,
         reconnectMaxMs: c.UPSTREAM_WS_RECONNECT_MAX_MS,
         pingIntervalMs: c.UPSTREAM_WS_PING_INTERVAL_MS,
+        maxResponseBytes: c.UPSTREAM_MAX_RESPONSE_BYTES,
         maxQueued: 256,
         maxUpstreamPerTenant: c.WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE,
       },

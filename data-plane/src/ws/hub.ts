@@ -19,6 +19,8 @@ export interface HubOptions {
   /** Reconnect backoff ceiling. */
   reconnectMaxMs: number;
   pingIntervalMs: number;
+  /** Largest upstream WebSocket message (UPSTREAM_MAX_RESPONSE_BYTES); a larger one drops the socket. */
+  maxResponseBytes?: number;
   /** Notifications queued for a client whose subscribe answer is not sent yet. */
   maxQueued: number;
   /**
@@ -336,7 +338,12 @@ export class NetworkSubscriptions {
             return answer;
           }
         } else {
-          failure = r.failure === "timeout" ? GatewayError.UpstreamTimeout : GatewayError.UpstreamUnreachable;
+          failure =
+            r.failure === "timeout"
+              ? GatewayError.UpstreamTimeout
+              : r.failure === "too_large"
+                ? client.tooLargeRow
+                : GatewayError.UpstreamUnreachable;
         }
       }
       if (!persistent && attempts >= 2) {
@@ -489,6 +496,7 @@ export class NetworkSubscriptions {
       const client = new UpstreamWsClient(up.id, up.wsUrl, {
         timeoutMs: this.opts.timeoutMs,
         pingIntervalMs: this.opts.pingIntervalMs,
+        maxPayloadBytes: this.opts.maxResponseBytes,
       });
       client.onNotification = (n) => {
         const sub = slot.byUpstreamId.get(n.subscription);

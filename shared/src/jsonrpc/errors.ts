@@ -227,7 +227,24 @@ export const GatewayError = Object.freeze({
     "shutting_down",
     "Gateway instance is shutting down; retry the request",
   ),
+  /**
+   * An upstream or dedicated-node answer above UPSTREAM_MAX_RESPONSE_BYTES: the client's heavy call fails, the
+   * node is not marked unhealthy. The data plane sends it with the cap in the message (responseTooLargeRow).
+   */
+  UpstreamResponseTooLarge: row(
+    502,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_response_too_large",
+    "Upstream node answer is larger than the gateway's response size cap",
+  ),
 });
+
+/** UpstreamResponseTooLarge with the cap in its message (built once per upstream / gateway, not per call). */
+export function responseTooLargeRow(maxBytes: number): ErrorRow {
+  const r = GatewayError.UpstreamResponseTooLarge;
+  return Object.freeze({ ...r, message: `${r.message} of ${maxBytes} bytes` });
+}
 export type GatewayErrorName = keyof typeof GatewayError;
 
 /** Category of a JSON-RPC error object answered by a node and passed through unchanged. */

@@ -415,11 +415,11 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     // Deploy (no worker runs here, so the node stays PENDING): its page, then the list with its status.
     await form.getByLabel("Name").fill("archive-1");
     await form.getByLabel("Node type").selectOption("ARCHIVE");
-    await form.getByLabel("Extra arguments, one per line").fill("--rpc-cors=all");
+    await form.getByLabel("Extra arguments, one per line").fill("--block-time=2");
     await form.getByRole("button", { name: "Deploy" }).click();
     await page.getByRole("heading", { name: "archive-1" }).waitFor();
     assert.equal(await page.getByTestId("node-status").textContent(), "PENDING");
-    await page.getByText("--rpc-cors=all").waitFor();
+    await page.getByText("--block-time=2").waitFor();
     await page.getByRole("heading", { name: "Validator checklist" }).waitFor({ state: "detached" });
     await page.getByRole("heading", { name: "Logs" }).waitFor();
     await shot("node");

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { join } from "node:path";
+import { pidsWithArgument } from "../../helpers/process";
 import { ADMIN_TOKEN, code, createApp, type Json } from "../control-plane/harness";
 import {
   DEPLOY,
@@ -6,6 +8,8 @@ import {
   gatewayUrl,
   internalUrl,
   type NodesEnv,
+  pidAlive,
+  providerPid,
   rpcPost,
   setPlan,
   startNodesEnv,
@@ -193,39 +197,44 @@ describe("dedicated nodes: EVM on anvil, isolation, plan limit, sync and failure
     assert.equal(r.status, 200);
   });
 
-  it("a node that cannot start goes to ERROR with the reason visible (after retries)", async () => {
+  it("a stored launch arg the allow-list refuses (row from before it): ERROR with the reason, no process", async () => {
     await env.h.ok(`mutation($id: ID!) { deleteDedicatedNode(id: $id) { id } }`, { id: evm.id }, owner.token);
     await waitNode(env.h, owner.token, evm.id, (x) => x.status === "DELETED", 30_000, "status");
     const d = await env.h.ok<{ deployDedicatedNode: Json }>(
       DEPLOY,
-      {
-        i: input({
-          displayName: "broken",
-          launchArgs: { rpcMethods: "SAFE", extra: ["--sync-rate", "not-a-number"] },
-        }),
-      },
+      { i: input({ displayName: "broken" }) },
       owner.token,
     );
+    const id = d.deployDedicatedNode.id as string;
+    await waitNode(env.h, owner.token, id, (x) => x.status === "SYNCED");
+    const before = await providerPid(env.h, id);
+    assert.ok(before && pidAlive(before));
+    // Written straight to Postgres, as an old row would be: the GraphQL boundary never saw it.
+    await env.h.cp.dataSource.query("UPDATE dedicated_nodes SET extra_args = $2 WHERE id = $1", [
+      id,
+      JSON.stringify(["--unsafe-rpc-external", "--rpc-cors", "all"]),
+    ]);
+    await env.h.ok(`mutation($id: ID!) { restartDedicatedNode(id: $id) { id } }`, { id }, owner.token);
     const n = await waitNode(
       env.h,
       owner.token,
-      d.deployDedicatedNode.id,
+      id,
       (x) => x.status === "ERROR",
       60_000,
       "status statusReason events { type message }",
     );
-    assert.match(
-      n.statusReason,
-      /node process exited during start: .*--sync-rate: expected a non-negative integer/,
-    );
+    assert.match(n.statusReason, /launch args refused: Launch flag --unsafe-rpc-external is not allowed/);
+    // Refused before spawning: the old process was stopped for the roll and nothing replaced it.
+    assert.ok(!pidAlive(before!));
+    assert.deepEqual(pidsWithArgument(join(env.dataDir, id)), []);
     const types = (n.events as { type: string }[]).map((e) => e.type);
-    assert.ok(types.includes("RETRY"), JSON.stringify(types));
+    assert.ok(!types.includes("RETRY"), `a refused arg is not retried: ${JSON.stringify(types)}`);
     // Fixing the launch args rolls it back to life.
     await env.h.ok(
       `mutation($id: ID!, $i: UpdateDedicatedNodeInput!) { updateDedicatedNode(id: $id, input: $i) { id } }`,
-      { id: d.deployDedicatedNode.id, i: { launchArgs: { rpcMethods: "SAFE", extra: FAST_SUBSTRATE } } },
+      { id, i: { launchArgs: { rpcMethods: "SAFE", extra: FAST_SUBSTRATE } } },
       owner.token,
     );
-    await waitNode(env.h, owner.token, d.deployDedicatedNode.id, (x) => x.status === "SYNCED");
+    await waitNode(env.h, owner.token, id, (x) => x.status === "SYNCED");
   });
 });

@@ -67,6 +67,8 @@ describe("dedicated nodes: a worker killed mid-provisioning", function () {
       LOG_LEVEL: "info",
       NODES_DATA_DIR: env.dataDir,
       NODE_SUBSTRATE_COMMAND: slow,
+      // The wrapper runs the test node, so its test-only flags (FAST_SUBSTRATE) are allowed.
+      NODE_SUBSTRATE_FLAGS: "test-node",
       NODE_JOB_LOCK_MS: "2000",
       NODE_SYNC_INTERVAL_MS: "200",
       NODE_VALIDATOR_INTERVAL_MS: "1000",

@@ -8,7 +8,8 @@ import type {
   V1StatefulSet,
 } from "@kubernetes/client-node";
 import type { Logger } from "../../../../shared/src/log/logger";
-import { NODE_SIZING } from "../catalog";
+import { NODE_SIZING, type Protocol } from "../catalog";
+import { type LaunchDialect, launchDialect, vetLaunchArgs } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -114,6 +115,10 @@ export class KubernetesProvider implements NodeProvider {
     private readonly opts: KubernetesProviderOptions,
   ) {}
 
+  dialect(protocol: Protocol): LaunchDialect {
+    return launchDialect(protocol, this.name);
+  }
+
   /** DNS-safe object name for a node: `node-<first 8 of id>-<rest>` is too long; the full uuid fits. */
   objectName(spec: Pick<NodeSpec, "nodeId">): string {
     return `rg-node-${spec.nodeId}`;
@@ -183,13 +188,15 @@ export class KubernetesProvider implements NodeProvider {
   containerArgs(spec: NodeSpec): string[] {
     if (spec.protocol === "SUBSTRATE") {
       return [
-        ...launchArgs(spec, { port: spec.rpcPort, basePath: DATA_MOUNT }),
+        ...launchArgs(spec, { port: spec.rpcPort, basePath: DATA_MOUNT, dialect: this.dialect("SUBSTRATE") }),
         "--rpc-external",
         "--node-key-file",
         `${SECRET_MOUNT}/node-key`,
       ];
     }
-    const api = spec.rpcMethods === "UNSAFE" ? "eth,net,web3,txpool,debug,admin" : "eth,net,web3";
+    // Never `admin` or `personal`: admin_startHTTP / admin_addPeer / admin_exportChain reach beyond the node.
+    const api = spec.rpcMethods === "UNSAFE" ? "eth,net,web3,txpool,debug" : "eth,net,web3";
+    const extra = vetLaunchArgs(this.dialect("EVM"), spec.extraArgs);
     return [
       "--datadir",
       DATA_MOUNT,
@@ -208,7 +215,7 @@ export class KubernetesProvider implements NodeProvider {
       "--ws.api",
       api,
       ...(spec.nodeType === "ARCHIVE" ? ["--gcmode", "archive", "--syncmode", "full"] : []),
-      ...spec.extraArgs,
+      ...extra,
     ];
   }
 
@@ -324,7 +331,8 @@ export class KubernetesProvider implements NodeProvider {
   }
 
   async stop(spec: NodeSpec, state: ProviderState): Promise<ProviderState> {
-    await this.applyStatefulSet(spec, 0);
+    // Scaled to zero nothing runs the args; a stored arg the allow-list refuses must not make a node unstoppable.
+    await this.applyStatefulSet({ ...spec, extraArgs: [] }, 0);
     return { ...state, stopped: true };
   }
 

@@ -4,6 +4,8 @@ import { mkdir, open, readdir, readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import type { Logger } from "../../../../shared/src/log/logger";
+import type { Protocol } from "../catalog";
+import type { LaunchDialect } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -24,6 +26,8 @@ export interface LocalProviderOptions {
   substrateCommand: string[];
   /** Program for EVM nodes. */
   evmCommand: string[];
+  /** What the SUBSTRATE program takes: the test node's flags (default program) or only polkadot's. */
+  substrateDialect?: LaunchDialect;
   /** How long a started node may take to answer RPC. */
   startTimeoutMs?: number;
   host?: string;
@@ -36,6 +40,21 @@ interface LocalState {
   generation?: number;
   dir?: string;
   logFile?: string;
+}
+
+/**
+ * The whole environment of a node process. Never the worker's own: that holds DATABASE_URL, REDIS_URL,
+ * ADMIN_TOKEN, KEY_ENCRYPTION_SECRET, and a tenant with unsafe RPC or a log line could read it back. HOME and
+ * TMPDIR point into the node's own directory; PATH and LANG are all a node program needs besides its args.
+ */
+export function nodeEnv(nodeId: string, dir: string): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    LANG: "C.UTF-8",
+    HOME: dir,
+    TMPDIR: join(dir, "tmp"),
+    [NODE_ID_ENV]: nodeId,
+  };
 }
 
 /** Default programs: the Substrate test node CLI (built into dist/) and anvil from its npm package. */
@@ -201,6 +220,10 @@ export class LocalProcessProvider implements NodeProvider {
     this.host = opts.host ?? "127.0.0.1";
   }
 
+  dialect(protocol: Protocol): LaunchDialect {
+    return protocol === "EVM" ? "anvil" : (this.opts.substrateDialect ?? "substrate-test-node");
+  }
+
   private dirOf(nodeId: string): string {
     return join(this.opts.dataDir, nodeId);
   }
@@ -238,10 +261,13 @@ export class LocalProcessProvider implements NodeProvider {
     const port = prev.port && (await portFree(prev.port, this.host)) ? prev.port : await freePort(this.host);
     const [cmd, ...lead] = spec.protocol === "EVM" ? this.opts.evmCommand : this.opts.substrateCommand;
     if (!cmd) throw new Error(`no program configured for ${spec.protocol} nodes`);
+    // Before anything is spawned: a stored arg outside the allow-list fails the job here.
+    const dialect = this.dialect(spec.protocol);
     const args =
       spec.protocol === "EVM"
-        ? ["--host", this.host, ...launchArgs(spec, { port, basePath })]
-        : [...launchArgs(spec, { port, basePath })];
+        ? ["--host", this.host, ...launchArgs(spec, { port, basePath, dialect })]
+        : [...launchArgs(spec, { port, basePath, dialect })];
+    await mkdir(join(dir, "tmp"), { recursive: true });
     const fd = openSync(logFile, "a");
     const logOffset = fstatSync(fd).size;
     let pid: number | undefined;
@@ -249,7 +275,7 @@ export class LocalProcessProvider implements NodeProvider {
       const child = spawn(cmd, [...lead, ...args], {
         detached: true,
         stdio: ["ignore", fd, fd],
-        env: { ...process.env, [NODE_ID_ENV]: spec.nodeId },
+        env: nodeEnv(spec.nodeId, dir),
         cwd: dir,
       });
       pid = child.pid;

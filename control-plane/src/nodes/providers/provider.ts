@@ -1,4 +1,5 @@
 import type { Protocol } from "../catalog";
+import { type LaunchDialect, vetLaunchArgs } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import type { NodeType, RpcMethods } from "../node.types";
 
@@ -49,6 +50,8 @@ export type PersistState = (state: ProviderState) => Promise<void>;
  */
 export interface NodeProvider {
   readonly name: string;
+  /** Which allow-list the tenant's extra args are checked against (the program this provider runs). */
+  dialect(protocol: Protocol): LaunchDialect;
   /** Creates (or adopts) the node and waits until its RPC answers. */
   provision(spec: NodeSpec, state: ProviderState, persist: PersistState): Promise<ProvisionResult>;
   /** Restarts with the spec's (new) launch args. */
@@ -61,8 +64,16 @@ export interface NodeProvider {
   resources(spec: NodeSpec, state: ProviderState): Promise<NodeResources>;
 }
 
-/** The node program's launch arguments derived from the spec (same for every provider). */
-export function launchArgs(spec: NodeSpec, opts: { port: number; basePath: string }): string[] {
+/**
+ * The node program's launch arguments derived from the spec (same for every provider). The tenant's extra
+ * args are re-checked against the dialect's allow-list here (throws LaunchArgsRefusedError) and passed in
+ * canonical `--flag=value` form; the display name goes as `--name=<name>` so it can never be read as a flag.
+ */
+export function launchArgs(
+  spec: NodeSpec,
+  opts: { port: number; basePath: string; dialect: LaunchDialect },
+): string[] {
+  const extra = vetLaunchArgs(opts.dialect, spec.extraArgs);
   if (spec.protocol === "SUBSTRATE") {
     const args = [
       "--rpc-port",
@@ -71,13 +82,12 @@ export function launchArgs(spec: NodeSpec, opts: { port: number; basePath: strin
       spec.rpcMethods === "UNSAFE" ? "Unsafe" : "Safe",
       "--base-path",
       opts.basePath,
-      "--name",
-      spec.displayName,
+      `--name=${spec.displayName}`,
     ];
     if (spec.nodeType === "VALIDATOR") args.push("--validator");
     if (spec.nodeType === "ARCHIVE") args.push("--state-pruning", "archive", "--blocks-pruning", "archive");
-    return [...args, ...spec.extraArgs];
+    return [...args, ...extra];
   }
   // EVM (anvil locally; geth-style flags on Kubernetes are added by that provider).
-  return ["--port", String(opts.port), ...spec.extraArgs];
+  return ["--port", String(opts.port), ...extra];
 }

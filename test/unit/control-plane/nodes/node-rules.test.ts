@@ -16,16 +16,16 @@ describe("dedicated nodes: rules", () => {
   });
 
   it("extra launch args: platform-managed flags refused, limits enforced", () => {
-    assert.deepEqual(validExtraArgs(["--chain", "kusama"]), ["--chain", "kusama"]);
-    assert.deepEqual(validExtraArgs(null), []);
+    assert.deepEqual(validExtraArgs(["--chain", "kusama"], "polkadot"), ["--chain", "kusama"]);
+    assert.deepEqual(validExtraArgs(null, "anvil"), []);
     for (const bad of [
       ["--rpc-methods", "Unsafe"],
       ["--base-path=/"],
       ["a\nb"],
       [""],
-      Array(33).fill("-x"),
+      Array(33).fill("--no-mdns"),
     ]) {
-      assert.throws(() => validExtraArgs(bad), /launch|argument|overridden/i);
+      assert.throws(() => validExtraArgs(bad, "polkadot"), /launch|argument|overridden/i);
     }
   });
 
@@ -40,12 +40,12 @@ describe("dedicated nodes: rules", () => {
       rpcPort: 9944,
       region: "local",
       lightningRestore: false,
-      extraArgs: ["--x"],
+      extraArgs: ["--chain", "westend"],
       generation: 1,
     };
     const v = launchArgs(
       { ...base, nodeType: NodeType.VALIDATOR, rpcMethods: RpcMethods.SAFE },
-      { port: 1, basePath: "/d" },
+      { port: 1, basePath: "/d", dialect: "polkadot" },
     );
     assert.deepEqual(v, [
       "--rpc-port",
@@ -54,14 +54,13 @@ describe("dedicated nodes: rules", () => {
       "Safe",
       "--base-path",
       "/d",
-      "--name",
-      "v",
+      "--name=v",
       "--validator",
-      "--x",
+      "--chain=westend",
     ]);
     const a = launchArgs(
       { ...base, nodeType: NodeType.ARCHIVE, rpcMethods: RpcMethods.UNSAFE },
-      { port: 1, basePath: "/d" },
+      { port: 1, basePath: "/d", dialect: "polkadot" },
     );
     assert.ok(a.includes("Unsafe") && a.includes("archive") && !a.includes("--validator"));
   });

@@ -158,7 +158,7 @@ describe("KubernetesProvider against a recording API stub", () => {
       "--rpc-methods",
       "Unsafe",
     ]);
-    for (const a of ["--validator", "--rpc-external", "--chain", "polkadot", "--base-path", "/data"])
+    for (const a of ["--validator", "--rpc-external", "--chain=polkadot", "--base-path", "/data"])
       assert.ok(args.includes(a), a);
     assert.deepEqual(args.slice(args.indexOf("--node-key-file"), args.indexOf("--node-key-file") + 2), [
       "--node-key-file",

@@ -1,0 +1,244 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
+import type { NodeRecord } from "../../../../shared/src/redis/records";
+import { freePort } from "../../../helpers/ports";
+import { type StartedProcess, startProcess } from "../../../helpers/process";
+import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
+import { RedisSeeder } from "../../../helpers/seed-redis";
+import { post, sleep } from "../harness";
+import { TestWsClient, wsNetwork } from "../ws/ws-client";
+import { type HugeUpstream, startHugeUpstream } from "./huge-upstream";
+
+const MiB = 1024 * 1024;
+/** Cap under test (small, so the RSS bound is sharp); the answers are 16x larger. */
+const CAP = 8 * MiB;
+const HUGE = 128 * MiB;
+const NODE_ID = "0b7e3a52-9c1d-4e8f-a2b3-c4d5e6f70819";
+
+function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "latin1"));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** Runs `fn` while sampling `pid`'s RSS every 20 ms; returns fn's result and the peak seen. */
+async function withPeakRss<T>(pid: number, fn: () => Promise<T>): Promise<{ value: T; peak: number }> {
+  let peak = rssBytes(pid);
+  const timer = setInterval(() => {
+    peak = Math.max(peak, rssBytes(pid));
+  }, 20);
+  try {
+    const value = await fn();
+    await sleep(100);
+    peak = Math.max(peak, rssBytes(pid));
+    return { value, peak };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+describe("data plane: upstream answers above UPSTREAM_MAX_RESPONSE_BYTES", function () {
+  this.timeout(90_000);
+  let ns: TestRedisNamespace;
+  let seeder: RedisSeeder;
+  let redis: Redis;
+  let up: HugeUpstream;
+  let dp: StartedProcess;
+  let base: string;
+  let appKey: string;
+  let nodeKey: string;
+  let baseline = 0;
+
+  before(async () => {
+    ns = createTestRedisNamespace();
+    seeder = new RedisSeeder(ns.prefix);
+    redis = new Redis(TEST_REDIS_URL);
+    up = await startHugeUpstream();
+    await seeder.putNetwork(wsNetwork("eth", "EVM", [{ id: "u1", httpUrl: up.httpUrl, wsUrl: up.wsUrl }]));
+    appKey = await seeder.putKey({
+      plan: { name: "t", requestsPerSecond: 1000, dailyRequestLimit: 1_000_000, monthlyRequestLimit: null },
+    });
+    nodeKey = await seeder.putKey({ kind: "node", appId: null, nodeId: NODE_ID, rpcMethods: "UNSAFE" });
+    const rec: NodeRecord = {
+      nodeId: NODE_ID,
+      workspaceId: "ws-test",
+      protocol: "EVM",
+      httpUrl: up.httpUrl,
+      wsUrl: up.wsUrl,
+      status: "SYNCED",
+    };
+    await redis.set(seeder.names.node(NODE_ID), JSON.stringify(rec));
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    dp = await startProcess(
+      process.execPath,
+      [path.resolve(__dirname, "../../../../data-plane/src/main.js")],
+      {
+        env: {
+          DATA_PLANE_PORT: String(port),
+          DATA_PLANE_HOST: "127.0.0.1",
+          REDIS_KEY_PREFIX: ns.prefix,
+          LOG_LEVEL: "silent",
+          UPSTREAM_MAX_RESPONSE_BYTES: String(CAP),
+          // One failure would open the breaker: proves an over-cap answer is not counted as one.
+          BREAKER_FAILURE_THRESHOLD: "1",
+          BREAKER_COOLDOWN_MS: "600000",
+          UPSTREAM_MAX_ATTEMPTS: "1",
+          USAGE_MODE: "off",
+          // The coalescing test answers one WebSocket client with 4 x 3 MiB at once.
+          WS_MAX_BUFFERED_BYTES: String(32 * MiB),
+        },
+        ready: async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.status === 200,
+      },
+    );
+    // Warm up every path once so the baseline includes what they allocate on first use.
+    assert.equal((await post(`${base}/eth/rpc?apikey=${appKey}`, call("eth_chainId"))).status, 200);
+    assert.equal((await post(`${base}/nodes/${NODE_ID}/${nodeKey}`, call("eth_chainId"))).status, 200);
+    await sleep(300);
+    baseline = rssBytes(dp.pid);
+  });
+  after(async () => {
+    await dp?.stop();
+    await up?.close();
+    redis?.disconnect();
+    await seeder?.close();
+    await ns?.cleanup();
+  });
+
+  let nextId = 1;
+  function call(method: string, params: unknown[] = []): object {
+    return { jsonrpc: "2.0", id: nextId++, method, params };
+  }
+  const hugeLogs = (declareLength = false) => call("eth_getLogs", [{ hugeBytes: HUGE, declareLength }]);
+
+  function assertTooLarge(err: { code: number; message: string; data?: { reason?: string } }): void {
+    assert.equal(err.code, -32603);
+    assert.equal(err.data?.reason, "upstream_response_too_large", JSON.stringify(err));
+    assert.match(err.message, new RegExp(`response size cap of ${CAP} bytes`));
+  }
+
+  async function assertStillServing(): Promise<void> {
+    const r = await post(`${base}/eth/rpc?apikey=${appKey}`, call("eth_chainId"));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.result, "0x7a69", "same upstream, breaker not opened");
+  }
+
+  function assertCutOff(from: number): void {
+    const cut = up.huge.slice(from);
+    assert.ok(cut.length >= 1, "the upstream was asked for the huge answer");
+    for (const h of cut) {
+      assert.equal(h.complete, false, "the connection was closed before the answer ended");
+      assert.ok(h.written < HUGE / 2, `upstream sent ${h.written} bytes before the reader hung up`);
+    }
+  }
+
+  it("shared network over HTTP (streamed, no length): 502 row naming the cap, RSS flat, next call fine", async () => {
+    const from = up.huge.length;
+    const { value: r, peak } = await withPeakRss(dp.pid, () =>
+      post(`${base}/eth/rpc?apikey=${appKey}`, hugeLogs()),
+    );
+    assert.equal(r.status, 502, r.text.slice(0, 300));
+    assertTooLarge(r.json.error);
+    await up.settled();
+    assertCutOff(from);
+    assert.ok(peak - baseline < 48 * MiB, `RSS grew ${((peak - baseline) / MiB).toFixed(1)} MiB`);
+    await assertStillServing();
+  });
+
+  it("a declared Content-Length over the cap fails before the body is read; repeated calls never trip the breaker", async () => {
+    const from = up.huge.length;
+    for (let i = 0; i < 3; i++) {
+      const r = await post(`${base}/eth/rpc?apikey=${appKey}`, hugeLogs(i % 2 === 0));
+      assert.equal(r.status, 502);
+      assertTooLarge(r.json.error);
+      await assertStillServing();
+    }
+    await up.settled();
+    assertCutOff(from);
+    // A batch goes upstream as one exchange, so its one (too large) answer fails the batch as a whole.
+    const b = await post(`${base}/eth/rpc?apikey=${appKey}`, [hugeLogs(), call("eth_blockNumber")]);
+    assert.equal(b.status, 502);
+    assertTooLarge(b.json.error);
+    await assertStillServing();
+    assert.ok(rssBytes(dp.pid) - baseline < 48 * MiB);
+  });
+
+  it("dedicated-node endpoint: same row, RSS flat, the node answers the next call", async () => {
+    const from = up.huge.length;
+    const url = `${base}/nodes/${NODE_ID}/${nodeKey}`;
+    const { value: r, peak } = await withPeakRss(dp.pid, () => post(url, hugeLogs()));
+    assert.equal(r.status, 502, r.text.slice(0, 300));
+    assertTooLarge(r.json.error);
+    await up.settled();
+    assertCutOff(from);
+    assert.ok(peak - baseline < 48 * MiB, `RSS grew ${((peak - baseline) / MiB).toFixed(1)} MiB`);
+    const ok = await post(url, call("eth_chainId"));
+    assert.equal(ok.status, 200);
+    assert.equal(ok.json.result, "0x7a69");
+  });
+
+  it("WebSocket: a call, and a subscribe answered over the upstream socket, get the row; then all is well", async () => {
+    const ws = await TestWsClient.open(`ws://${base.slice("http://".length)}/eth/rpc?apikey=${appKey}`);
+    try {
+      const from = up.huge.length;
+      const { value: a, peak } = await withPeakRss(dp.pid, async () => {
+        const c = await ws.call("eth_getLogs", [{ hugeBytes: HUGE }], 20_000);
+        const s = await ws.call("eth_subscribe", ["logs", { hugeBytes: HUGE }], 20_000);
+        return { c, s };
+      });
+      assertTooLarge(a.c.error);
+      assertTooLarge(a.s.error);
+      await up.settled();
+      assertCutOff(from);
+      assert.ok(peak - baseline < 48 * MiB, `RSS grew ${((peak - baseline) / MiB).toFixed(1)} MiB`);
+      // The upstream socket was replaced: an ordinary subscription and call work on the same connection.
+      const sub = await ws.call("eth_subscribe", ["newHeads"], 10_000);
+      assert.equal(typeof sub.result, "string", JSON.stringify(sub));
+      const id = await ws.call("eth_chainId");
+      assert.equal(id.result, "0x7a69");
+    } finally {
+      ws.close();
+    }
+    await assertStillServing();
+  });
+
+  it("calls coalesced into one upstream batch whose sum is over the cap are retried one by one and succeed", async () => {
+    const ws = await TestWsClient.open(`ws://${base.slice("http://".length)}/eth/rpc?apikey=${appKey}`);
+    try {
+      const n = 4;
+      const each = 3 * MiB; // 4 x 3 MiB > CAP; each one alone fits
+      const from = up.ethCallBatches.length;
+      // Sent back to back on one socket: they arrive in one event-loop turn and are coalesced.
+      for (let i = 0; i < n; i++) {
+        ws.sendRaw(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            id: 1000 + i,
+            method: "eth_call",
+            params: [{ sizedBytes: each, i }, "0x1"],
+          }),
+        );
+      }
+      await ws.until(() => ws.messages.filter((m) => m.id >= 1000 && m.id < 1000 + n).length === n, 20_000);
+      for (let i = 0; i < n; i++) {
+        const m = ws.messages.find((x) => x.id === 1000 + i);
+        assert.equal(m.error, undefined, JSON.stringify(m.error));
+        assert.equal(m.result.length, 2 + each);
+      }
+      const batches = up.ethCallBatches.slice(from);
+      assert.ok(
+        batches.some((b) => b > 1),
+        `the calls were coalesced: ${JSON.stringify(batches)}`,
+      );
+      assert.equal(batches.filter((b) => b === 1).length, n, "then sent one by one");
+    } finally {
+      ws.close();
+    }
+  });
+
+  it("the default cap is 32 MiB", () => {
+    assert.equal(loadDataPlaneConfig({}).UPSTREAM_MAX_RESPONSE_BYTES, 32 * MiB);
+  });
+});

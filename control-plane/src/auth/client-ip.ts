@@ -53,3 +53,15 @@ export function clientIp(
   }
   return last.toString();
 }
+
+/**
+ * The subject of per-address throttles (sign-up, login): an IPv4 address as is, an IPv6 address by its
+ * /64 (one subscriber usually holds a whole /64, so per address would be 2^64 buckets for one client,
+ * the same rule as the data plane's public endpoint). Anything unparsable is its own subject.
+ */
+export function throttleSubject(ip: string): string {
+  const a = parseAddr(ip);
+  if (!a || a.kind() === "ipv4") return a ? a.toString() : ip;
+  const p = (a as ipaddr.IPv6).parts;
+  return `${p[0]!.toString(16)}:${p[1]!.toString(16)}:${p[2]!.toString(16)}:${p[3]!.toString(16)}::/64`;
+}

@@ -2,9 +2,10 @@ import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { tooManyRequests } from "../common/errors";
+import { throttleSubject } from "./client-ip";
 
 /**
- * Fixed-window counters in Redis: every login attempt counts against the email and against the client IP;
+ * Fixed-window counters in Redis: every login attempt counts against the email and against the client IP (IPv6: its /64);
  * once either exceeds `maxAttempts` within `windowSeconds` the attempt is refused (TOO_MANY_REQUESTS)
  * before the password is checked.
  */
@@ -23,7 +24,7 @@ export class LoginRateLimiter {
   async hit(email: string, ip: string): Promise<void> {
     const keys = [
       this.names.loginAttempts("email", LoginRateLimiter.subject(email)),
-      this.names.loginAttempts("ip", LoginRateLimiter.subject(ip)),
+      this.names.loginAttempts("ip", LoginRateLimiter.subject(throttleSubject(ip))),
     ];
     const multi = this.redis.multi();
     for (const k of keys) {

@@ -2,9 +2,10 @@ import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { tooManyRequests } from "../common/errors";
+import { throttleSubject } from "./client-ip";
 
 /**
- * Fixed-window counter in Redis per client IP (as LoginRateLimiter): every signUp call counts, valid or
+ * Fixed-window counter in Redis per client IP (IPv6: per /64; as LoginRateLimiter): every signUp call counts, valid or
  * not, so a flood of account creations from one address is refused (TOO_MANY_REQUESTS) before any
  * password hashing or database write.
  */
@@ -17,7 +18,9 @@ export class SignUpRateLimiter {
   ) {}
 
   async hit(ip: string): Promise<void> {
-    const key = this.names.signUpAttempts(createHash("sha256").update(ip, "utf8").digest("hex").slice(0, 32));
+    const key = this.names.signUpAttempts(
+      createHash("sha256").update(throttleSubject(ip), "utf8").digest("hex").slice(0, 32),
+    );
     const res =
       (await this.redis.multi().incr(key).expire(key, this.windowSeconds, "NX").pttl(key).exec()) ?? [];
     const count = Number(res[0]?.[1] ?? 0);

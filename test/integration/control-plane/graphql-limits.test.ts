@@ -196,4 +196,25 @@ describe("control-plane: GraphQL limits (HTTP)", function () {
     assert.equal(keys.length, 2);
     assert.ok(keys.every((k) => !k.includes("203.0.113.7") && !k.includes("198.51.100.9")));
   });
+
+  it("throttles sign-ups from IPv6 clients per /64: new addresses in one /64 share the limit", async () => {
+    const signUp = (email: string, ip: string) =>
+      post(
+        {
+          query: SIGN_UP,
+          variables: { i: { email, password: "correct horse battery", workspaceName: "Flood6" } },
+        },
+        { "x-forwarded-for": ip },
+      );
+    // A client holding 2001:db8:6:1::/64 rotates its address on every call.
+    for (let i = 0; i < 3; i++) {
+      const r = await signUp(`v6flood${i}@example.com`, `2001:db8:6:1::${i + 1}`);
+      assert.equal(r.status, 200, r.raw);
+    }
+    const refused = await signUp("v6flood3@example.com", "2001:db8:6:1:ffff::42");
+    assert.equal(code(refused), "TOO_MANY_REQUESTS", refused.raw);
+    const otherNet = await signUp("v6other@example.com", "2001:db8:6:2::1");
+    assert.equal(otherNet.status, 200, otherNet.raw);
+    assert.ok(otherNet.data?.signUp.token);
+  });
 });

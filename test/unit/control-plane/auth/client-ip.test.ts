@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   clientIp,
   parseTrustedProxies,
+  throttleSubject,
   validTrustedProxies,
 } from "../../../../control-plane/src/auth/client-ip";
 import { loadConfig } from "../../../../control-plane/src/config";
@@ -31,5 +32,15 @@ describe("control-plane: client IP behind trusted proxies", () => {
       "127.0.0.1",
     ]);
     assert.throws(() => loadConfig({ TRUSTED_PROXIES: "nope" }), /TRUSTED_PROXIES/);
+  });
+
+  it("throttles IPv6 clients per /64, IPv4 (and IPv4-mapped) per address", () => {
+    assert.equal(throttleSubject("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+    assert.equal(throttleSubject("2001:0db8:0001:0002:ffff:ffff:ffff:ffff"), "2001:db8:1:2::/64");
+    assert.notEqual(throttleSubject("2001:db8:1:3::1"), throttleSubject("2001:db8:1:2::1"));
+    assert.equal(throttleSubject("203.0.113.7"), "203.0.113.7");
+    assert.equal(throttleSubject("::ffff:203.0.113.7"), "203.0.113.7");
+    assert.notEqual(throttleSubject("203.0.113.8"), throttleSubject("203.0.113.7"));
+    assert.equal(throttleSubject("cli"), "cli");
   });
 });

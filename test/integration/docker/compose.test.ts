@@ -51,6 +51,29 @@ describe("docker/compose.yml", () => {
     }
   });
 
+  it("gives the secrets to the control plane only, and runs every process with NODE_ENV=production", () => {
+    const admin = "admin-token-for-the-compose-test-0123456789";
+    const secret = "key-secret-for-the-compose-test-0123456789";
+    const r = composeConfig({ ADMIN_TOKEN: admin, KEY_ENCRYPTION_SECRET: secret });
+    assert.equal(r.status, 0, r.stderr);
+    const services = r.stdout.slice(r.stdout.search(/^services:\n/m));
+    const blocks = new Map<string, string>();
+    for (const m of services.matchAll(/^ {2}([a-z-]+):\n((?: {4}.*\n| *\n)*)/gm)) blocks.set(m[1]!, m[2]!);
+    assert.ok(blocks.get("control-plane")?.includes(admin), "control plane without ADMIN_TOKEN");
+    assert.ok(blocks.get("control-plane")?.includes(secret), "control plane without KEY_ENCRYPTION_SECRET");
+    for (const svc of ["worker", "data-plane"]) {
+      const block = blocks.get(svc) ?? "";
+      assert.ok(block.length > 0, `no ${svc} service`);
+      assert.ok(
+        !block.includes(admin) && !block.includes(secret),
+        `${svc} is given a secret it does not use`,
+      );
+    }
+    for (const svc of ["control-plane", "worker", "data-plane"]) {
+      assert.match(blocks.get(svc) ?? "", /NODE_ENV: production/, `${svc} not in production mode`);
+    }
+  });
+
   it("refuses to render without ADMIN_TOKEN and KEY_ENCRYPTION_SECRET", () => {
     const r = composeConfig({});
     assert.notEqual(r.status, 0);

@@ -87,6 +87,14 @@ export const dataPlaneEnvShape = {
   USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
   ...usageRecorderEnvShape,
+  /**
+   * Largest WebSocket message the server reads in full (uWS's maxPayloadLength; the larger of this and
+   * MAX_BODY_BYTES). A message above MAX_BODY_BYTES but within this is read, then answered with close
+   * 1009 "message too big"; a larger one is refused at its frame header by uWS, which drops the TCP
+   * connection without a close frame (the client sees 1006). Memory: a sender can make the server hold
+   * up to this many bytes per socket while its frame arrives.
+   */
+  WS_MAX_FRAME_BYTES: env.int(16 * 1024 * 1024, 2, 256 * 1024 * 1024),
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

@@ -1,4 +1,4 @@
-import { Gauge, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 
 /** What the data plane measures. The hot path calls these; implementations must be cheap. */
 export interface Metrics {
@@ -19,6 +19,11 @@ export interface Metrics {
   limitRefused(endpoint: string, reason: string, elements: number): void;
   /** Registers the probe read at scrape time for the limits' Redis health gauge. */
   limitsHealth(probe: () => LimitsRedisHealth): void;
+  /**
+   * An exception a uWS handler (or the process) let through, caught by the guard: `handler` names the
+   * route / WebSocket callback (`rpc`, `node`, `ws.message`, ..., `process.unhandledRejection`).
+   */
+  handlerException(handler: string): void;
   /** Prometheus text exposition; `undefined` when metrics are off. */
   render(): Promise<string | undefined>;
   readonly contentType: string;
@@ -38,6 +43,7 @@ export class NoopMetrics implements Metrics {
   upstreamHealth(): void {}
   limitRefused(_endpoint: string, _reason: string, _elements: number): void {}
   limitsHealth(): void {}
+  handlerException(_handler: string): void {}
   async render(): Promise<string | undefined> {
     return undefined;
   }
@@ -112,6 +118,7 @@ export class PromMetrics implements Metrics {
   private readonly refusals = new Map<string, [number, number]>();
   private limitsProbe: (() => LimitsRedisHealth) | undefined;
   private readonly limitsRedisUp: Gauge<"component">;
+  private readonly handlerExceptions: Counter<"handler">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -146,6 +153,16 @@ export class PromMetrics implements Metrics {
         if (h.quota !== null) this.limitsRedisUp.labels("quota").set(h.quota ? 1 : 0);
       },
     });
+    this.handlerExceptions = new Counter({
+      name: "rpcgw_handler_exceptions_total",
+      help: "Exceptions a request / WebSocket handler let through, caught by the guard (answered 500 or socket closed with 1011), by handler",
+      labelNames: ["handler"],
+      registers,
+    });
+  }
+
+  handlerException(handler: string): void {
+    this.handlerExceptions.labels(handler).inc();
   }
 
   limitRefused(endpoint: string, reason: string, elements: number): void {

@@ -151,6 +151,7 @@ export class RpcExchange {
   }
 
   private pipelineError(err: unknown): void {
+    this.ctx.metrics.handlerException("rpc.pipeline");
     this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
     this.fail(GatewayError.Internal, "null");
   }

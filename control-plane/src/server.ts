@@ -99,7 +99,16 @@ export async function createControlPlane(
     const trustedProxies = parseTrustedProxies(config.trustedProxies);
 
     const handle = async (req: IncomingMessage, res: ServerResponse) => {
-      const url = new URL(req.url ?? "/", "http://localhost");
+      // The target is origin-form ("/path?query"): appended to the origin, so "//host/x" stays a path and
+      // "/\\" cannot throw (as a relative reference it became a protocol-relative URL without a host:
+      // TypeError, answered 500). Anything still unparsable (e.g. "*") is a bad request.
+      let url: URL;
+      try {
+        url = new URL(`http://localhost${req.url ?? "/"}`);
+      } catch {
+        res.writeHead(400, { "content-type": "application/json" }).end('{"error":"bad request target"}');
+        return;
+      }
       if (url.pathname === "/healthz" && req.method === "GET") {
         res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
         return;

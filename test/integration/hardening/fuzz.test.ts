@@ -31,12 +31,12 @@ import {
 const root = path.resolve(__dirname, "../../../..");
 const NODE_ID = "9c1d2e3f-1b2c-4d5e-8f90-a1b2c3d4e5f6";
 /** Cases per round (two rounds: the second measures RSS growth against the first). */
-const HTTP_CASES = 1000;
-const WS_CASES = 120;
-const WS_RAW_CASES = 120;
-const TCP_CASES = 200;
-const CP_HTTP_CASES = 500;
-const CP_TCP_CASES = 100;
+const HTTP_CASES = 800;
+const WS_CASES = 100;
+const WS_RAW_CASES = 100;
+const TCP_CASES = 150;
+const CP_HTTP_CASES = 400;
+const CP_TCP_CASES = 80;
 const CONCURRENCY = 8;
 /** RSS may grow this much from the end of round 1 to the end of round 2 (same workload). */
 const RSS_GROWTH_BOUND_BYTES = 48 * 1024 * 1024;
@@ -515,17 +515,20 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
     }
   });
 
-  for (const round of [1, 2]) {
+  const rounds = Array.from({ length: Math.max(2, Number(process.env.FUZZ_ROUNDS ?? 2)) }, (_, i) => i + 1);
+  for (const round of rounds) {
     it(`round ${round}: thousands of hostile HTTP requests, WebSocket sessions, raw frames and TCP garbage; both processes keep serving`, async () => {
       // Each round has its own case stream, reproducible from the seed.
       const r = new Rand(seed + round);
+      // TCP garbage first: most of what uWS leaves to its idle timeout (see STALL_LIMIT_MS) is sent early
+      // and settles while the other phases run.
+      await dataPlaneTcpRound(r);
+      await assertAlive(`round ${round} after TCP garbage`);
       await dataPlaneHttpRound(r);
       await assertAlive(`round ${round} after data-plane HTTP`);
       await dataPlaneWsRound(r);
       await dataPlaneWsRawRound(r);
       await assertAlive(`round ${round} after WebSocket`);
-      await dataPlaneTcpRound(r);
-      await assertAlive(`round ${round} after TCP garbage`);
       await controlPlaneRound(r);
       await settleStalled();
       await assertAlive(`round ${round} after control plane`);
@@ -536,9 +539,9 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
     });
   }
 
-  it("data plane RSS after round 2 is within a bound of round 1 (the same workload again)", () => {
-    assert.equal(rssAfterRound.length, 2);
-    const growth = rssAfterRound[1]! - rssAfterRound[0]!;
+  it("data plane RSS after the last round is within a bound of round 1 (the same workload again)", () => {
+    assert.equal(rssAfterRound.length, rounds.length);
+    const growth = rssAfterRound.at(-1)! - rssAfterRound[0]!;
     assert.ok(
       growth < RSS_GROWTH_BOUND_BYTES,
       `RSS grew ${(growth / 1048576).toFixed(1)} MiB from round 1 to round 2 (${rssAfterRound.map((b) => (b / 1048576).toFixed(1)).join(" -> ")} MiB)`,

@@ -223,6 +223,9 @@ export class WsGateway {
       d.then(decide, (err: unknown) => {
         this.ctx.logger.error({ err }, "websocket upgrade authorize failed");
         decide(GatewayError.Internal);
+      }).catch((err: unknown) => {
+        // `decide` threw (after the guard's try/catch had returned): answered like a throwing handler.
+        if (!aborted) this.guard.httpFailed("ws.upgrade", res, err);
       });
     } else {
       decide(d);

@@ -51,7 +51,7 @@ describe("npm start (scripts/start.js)", function () {
         DEMO_ANVIL_PORT: String(ports.anvil),
         LOG_LEVEL: "warn",
         START_RESTART_BASE_MS: "200",
-        START_RESTART_MAX_MS: "800",
+        START_RESTART_MAX_MS: "300",
       },
       readyLine: /Ctrl-C stops everything/,
       timeoutMs: 60_000,
@@ -77,7 +77,8 @@ describe("npm start (scripts/start.js)", function () {
     assert.equal(((await bad.json()) as { error: { code: number } }).error.code, -32016);
 
     // A child that dies is restarted (with a note on stderr) while the others keep running: kill the data
-    // plane by its PID, twice in a row (the second delay doubles), and it comes back serving the same key.
+    // plane by its PID, twice in a row (the second delay doubles, 400 ms, capped at 300), and it comes back
+    // serving the same key.
     const pidOf = (name: string): number[] =>
       [...proc!.output().matchAll(new RegExp(`\\[start\\] ${name} started \\(pid (\\d+)\\)`, "g"))].map((m) =>
         Number(m[1]),
@@ -87,7 +88,7 @@ describe("npm start (scripts/start.js)", function () {
     assert.ok(cpPid && workerPid, proc.output());
     for (const [round, delay] of [
       [1, 200],
-      [2, 400],
+      [2, 300],
     ] as const) {
       const dpPids = pidOf("data-plane");
       const victim = dpPids.at(-1)!;

@@ -227,7 +227,7 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
     await db?.drop();
     const list = [...counts.entries()].sort(([a], [b]) => a.localeCompare(b));
     console.log(
-      `      fuzz seed ${seed}: ${list.map(([k, v]) => `${k}=${v}`).join(", ")}; total ${list.reduce((n, [, v]) => n + v, 0)}; data plane RSS after rounds: ${rssAfterRound.map((b) => `${(b / 1048576).toFixed(1)} MiB`).join(", ")}`,
+      `      fuzz seed ${seed}: ${list.map(([k, v]) => `${k}=${v}`).join(", ")}; cases sent ${list.reduce((n, [k, v]) => (/\.(stalled|unanswered)$/.test(k) ? n : n + v), 0)}; data plane RSS after rounds: ${rssAfterRound.map((b) => `${(b / 1048576).toFixed(1)} MiB`).join(", ")}`,
     );
   });
 

@@ -3,6 +3,10 @@
 // control plane, worker and data plane as child processes, a local anvil as the demo network's
 // upstream (unless DEMO_UPSTREAM_URL is set), and a demo workspace + app whose endpoint is printed.
 // Ctrl-C (SIGINT) or SIGTERM stops every child it started, by PID, and waits for them.
+// A child that dies on its own is restarted with exponential backoff (START_RESTART_BASE_MS, doubling
+// per consecutive crash up to START_RESTART_MAX_MS; a child that ran START_RESTART_RESET_MS counts as
+// healthy again), saying so on stderr. Production deployments rely on their supervisor instead
+// (compose `restart:`, Kubernetes).
 
 const { spawn, spawnSync } = require("node:child_process");
 const { randomBytes } = require("node:crypto");
@@ -10,11 +14,24 @@ const { existsSync } = require("node:fs");
 const path = require("node:path");
 
 const root = path.resolve(__dirname, "..");
+/** { name, child, restarts, timer } per supervised process, in start order. */
 const children = [];
 let stopping = false;
 
+function msEnv(name, fallback) {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && v >= 0 ? v : fallback;
+}
+const RESTART_BASE_MS = msEnv("START_RESTART_BASE_MS", 1000);
+const RESTART_MAX_MS = msEnv("START_RESTART_MAX_MS", 30_000);
+const RESTART_RESET_MS = msEnv("START_RESTART_RESET_MS", 60_000);
+
 function log(msg) {
   process.stdout.write(`[start] ${msg}\n`);
+}
+
+function warn(msg) {
+  process.stderr.write(`[start] ${msg}\n`);
 }
 
 function build() {
@@ -51,7 +68,18 @@ async function ensureDatabase(url) {
 }
 
 function run(name, file, args, env) {
+  const entry = { name, child: undefined, restarts: 0, timer: undefined };
+  children.push(entry);
+  spawnChild(entry, file, args, env);
+  return entry;
+}
+
+function spawnChild(entry, file, args, env) {
+  const { name } = entry;
+  const startedAt = Date.now();
   const child = spawn(file, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  entry.child = child;
+  log(`${name} started (pid ${child.pid})`);
   const prefix = (line) => `${name.padEnd(13)}| ${line}\n`;
   const pipe = (stream, out) => {
     let buf = "";
@@ -68,13 +96,20 @@ function run(name, file, args, env) {
   pipe(child.stdout, process.stdout);
   pipe(child.stderr, process.stderr);
   child.on("exit", (code, signal) => {
-    if (!stopping) {
-      log(`${name} exited (${signal ?? code}); stopping everything`);
-      void shutdown(1);
-    }
+    if (stopping) return;
+    // A child that stayed up a while crashed for a new reason: start the backoff over.
+    if (Date.now() - startedAt >= RESTART_RESET_MS) entry.restarts = 0;
+    const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** Math.min(entry.restarts, 30));
+    entry.restarts++;
+    const how = signal !== null ? `signal ${signal}` : `exit code ${code}`;
+    warn(`${name} (pid ${child.pid}) died (${how}); restarting in ${delay} ms (restart #${entry.restarts})`);
+    entry.timer = setTimeout(() => {
+      entry.timer = undefined;
+      if (!stopping) spawnChild(entry, file, args, env);
+    }, delay);
   });
-  children.push({ name, child });
-  return child;
+  // A spawn failure (binary missing) is logged; the "exit" that may follow it is retried as above.
+  child.on("error", (err) => warn(`${name}: ${err.message}`));
 }
 
 async function waitFor(name, check, timeoutMs = 30_000) {
@@ -99,9 +134,10 @@ async function shutdown(code) {
   if (stopping) return;
   stopping = true;
   log("stopping…");
+  for (const entry of children) clearTimeout(entry.timer);
   // Reverse start order: data plane drains first, anvil last.
   for (const { name, child } of [...children].reverse()) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) continue;
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGTERM");
     const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);

@@ -30,6 +30,13 @@ const schema = z.object({
     .refine(validTrustedProxies, { error: "expected a comma-separated list of IP addresses or CIDR ranges" }),
   /** Period of the worker's full re-publish job. */
   REPUBLISH_INTERVAL_SECONDS: env.int(300, 5, 24 * 3600),
+  /**
+   * Slow clients: whole headers must arrive within CONTROL_PLANE_HEADERS_TIMEOUT_MS and the whole request
+   * within CONTROL_PLANE_REQUEST_TIMEOUT_MS (Node's defaults, 60 s / 300 s, let a dribbling client hold a
+   * socket for minutes); a late request is answered 408 and its socket closed.
+   */
+  CONTROL_PLANE_HEADERS_TIMEOUT_MS: env.int(10_000, 100, 600_000),
+  CONTROL_PLANE_REQUEST_TIMEOUT_MS: env.int(30_000, 100, 3_600_000),
   /** GraphQL operation limits (GraphQL Armor), over HTTP and graphql-ws alike. */
   GRAPHQL_MAX_DEPTH: env.int(10, 2, 100),
   GRAPHQL_MAX_ALIASES: env.int(15, 0, 1000),
@@ -105,6 +112,8 @@ export interface ControlPlaneConfig {
   loginMaxAttempts: number;
   loginWindowSeconds: number;
   republishIntervalSeconds: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
   trustedProxies: string[];
   graphqlLimits: GraphqlLimits;
   graphqlMaxBodyBytes: number;
@@ -154,6 +163,8 @@ export function loadConfig(
     loginMaxAttempts: e.LOGIN_MAX_ATTEMPTS,
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,
     republishIntervalSeconds: e.REPUBLISH_INTERVAL_SECONDS,
+    headersTimeoutMs: e.CONTROL_PLANE_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: Math.max(e.CONTROL_PLANE_HEADERS_TIMEOUT_MS, e.CONTROL_PLANE_REQUEST_TIMEOUT_MS),
     trustedProxies: e.TRUSTED_PROXIES,
     graphqlLimits: {
       maxDepth: e.GRAPHQL_MAX_DEPTH,

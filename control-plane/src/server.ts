@@ -119,7 +119,16 @@ export async function createControlPlane(
     const trustedProxies = parseTrustedProxies(config.trustedProxies);
 
     const handle = async (req: IncomingMessage, res: ServerResponse) => {
-      const url = new URL(req.url ?? "/", "http://localhost");
+      // The target is origin-form ("/path?query"): appended to the origin, so "//host/x" stays a path and
+      // "/\\" cannot throw (as a relative reference it became a protocol-relative URL without a host:
+      // TypeError, answered 500). Anything still unparsable (e.g. "*") is a bad request.
+      let url: URL;
+      try {
+        url = new URL(`http://localhost${req.url ?? "/"}`);
+      } catch {
+        res.writeHead(400, { "content-type": "application/json" }).end('{"error":"bad request target"}');
+        return;
+      }
       if (url.pathname === "/healthz" && req.method === "GET") {
         res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
         return;
@@ -177,7 +186,11 @@ export async function createControlPlane(
       }
     };
 
-    httpServer = createServer((req, res) => {
+    // Slow clients (headers dribbled in, a declared body that never comes) are cut off after
+    // CONTROL_PLANE_HEADERS_TIMEOUT_MS / _REQUEST_TIMEOUT_MS; Node checks the deadlines every
+    // connectionsCheckingInterval (its default, 30 s, would add up to 30 s to each).
+    const checkMs = Math.min(1000, config.headersTimeoutMs);
+    httpServer = createServer({ connectionsCheckingInterval: checkMs }, (req, res) => {
       handle(req, res).catch((err: { status?: number }) => {
         if (err?.status !== 413) log.error({ err }, "HTTP handler failed");
         if (!res.headersSent) {
@@ -197,6 +210,8 @@ export async function createControlPlane(
       });
     });
     const srv = httpServer;
+    srv.headersTimeout = config.headersTimeoutMs;
+    srv.requestTimeout = config.requestTimeoutMs;
     await new Promise<void>((resolve, reject) => {
       srv.once("error", reject);
       srv.listen(config.port, opts.host ?? "0.0.0.0", () => resolve());

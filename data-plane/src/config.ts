@@ -141,6 +141,17 @@ export const dataPlaneEnvShape = {
    * usage is flushed for the last time. 0 = close at once after the drain.
    */
   SHUTDOWN_LINGER_MS: env.int(500, 0, 60_000),
+  /**
+   * Largest WebSocket message the server reads in full (uWS's maxPayloadLength; the larger of this and
+   * MAX_BODY_BYTES). A message above MAX_BODY_BYTES but within this is read, then answered with close
+   * 1009 "message too big"; a larger one is refused at its frame header by uWS, which drops the TCP
+   * connection without a close frame (the client sees 1006). Memory: a sender can make the server hold
+   * up to this many bytes per socket while its frame arrives (measured: 20 sockets each 1 byte short of a
+   * 16 MiB frame held 16.0 MiB each, released at the 1009 close). The 2 MiB default bounds that to 2 MiB
+   * per socket (x WS_MAX_CONNECTIONS_PER_IP per client address); MAX_BODY_BYTES here = nothing above it is
+   * ever buffered, and every larger message gets 1006.
+   */
+  WS_MAX_FRAME_BYTES: env.int(2 * 1024 * 1024, 2, 256 * 1024 * 1024),
 };
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);

@@ -7,6 +7,8 @@ import { createTestRedisNamespace, type TestRedisNamespace } from "../helpers/re
 
 const root = path.resolve(__dirname, "../../..");
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 async function portOpen(port: number): Promise<boolean> {
   try {
     await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(500) });
@@ -37,7 +39,7 @@ describe("npm start (scripts/start.js)", function () {
     await db.drop();
   });
 
-  it("serves the printed demo key on the keyed endpoint, refuses a wrong one, and stops everything on SIGTERM", async () => {
+  it("serves the printed demo key, refuses a wrong one, restarts a killed child with backoff, and stops everything on SIGTERM", async () => {
     proc = await startProcess(process.execPath, ["scripts/start.js"], {
       cwd: root,
       env: {
@@ -48,6 +50,8 @@ describe("npm start (scripts/start.js)", function () {
         DATA_PLANE_PORT: String(ports.dp),
         DEMO_ANVIL_PORT: String(ports.anvil),
         LOG_LEVEL: "warn",
+        START_RESTART_BASE_MS: "200",
+        START_RESTART_MAX_MS: "300",
       },
       readyLine: /Ctrl-C stops everything/,
       timeoutMs: 60_000,
@@ -71,6 +75,46 @@ describe("npm start (scripts/start.js)", function () {
     const bad = await call(`http://127.0.0.1:${ports.dp}/local-evm/rpc?apikey=wrong`);
     assert.equal(bad.status, 401);
     assert.equal(((await bad.json()) as { error: { code: number } }).error.code, -32016);
+
+    // A child that dies is restarted (with a note on stderr) while the others keep running: kill the data
+    // plane by its PID, twice in a row (the second delay doubles, 400 ms, capped at 300), and it comes back
+    // serving the same key.
+    const pidOf = (name: string): number[] =>
+      [...proc!.output().matchAll(new RegExp(`\\[start\\] ${name} started \\(pid (\\d+)\\)`, "g"))].map((m) =>
+        Number(m[1]),
+      );
+    const [cpPid] = pidOf("control-plane");
+    const [workerPid] = pidOf("worker");
+    assert.ok(cpPid && workerPid, proc.output());
+    for (const [round, delay] of [
+      [1, 200],
+      [2, 300],
+    ] as const) {
+      const dpPids = pidOf("data-plane");
+      const victim = dpPids.at(-1)!;
+      process.kill(victim, "SIGKILL");
+      const deadline = Date.now() + 20_000;
+      while (pidOf("data-plane").length === dpPids.length && Date.now() < deadline) await sleep(100);
+      assert.match(
+        proc.output(),
+        new RegExp(
+          `data-plane \\(pid ${victim}\\) died \\(signal SIGKILL\\); restarting in ${delay} ms \\(restart #${round}\\)`,
+        ),
+      );
+      const fresh = pidOf("data-plane").at(-1)!;
+      assert.notEqual(fresh, victim);
+      let back: Response | undefined;
+      while (Date.now() < deadline) {
+        back = await call(url).catch(() => undefined);
+        if (back?.status === 200) break;
+        await sleep(100);
+      }
+      assert.equal(back?.status, 200, `data plane not back after restart #${round}:\n${proc.output()}`);
+    }
+    // The others were not restarted.
+    assert.deepEqual(pidOf("control-plane"), [cpPid]);
+    assert.deepEqual(pidOf("worker"), [workerPid]);
+    for (const pid of [cpPid, workerPid]) process.kill(pid, 0);
 
     const code = await proc.stop(20_000);
     assert.equal(code, 0, proc.output());

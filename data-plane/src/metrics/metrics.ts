@@ -23,6 +23,11 @@ export interface Metrics {
   upstreamBreakerOpened(network: string, upstream: string, cause: string): void;
   /** An upstream answered 429 (or a JSON-RPC rate-limit error) and is sent nothing for `ms`. */
   upstreamBackoff(network: string, upstream: string, ms: number): void;
+  /**
+   * An exception a uWS handler (or the process) let through, caught by the guard: `handler` names the
+   * route / WebSocket callback (`rpc`, `node`, `ws.message`, ..., `process.unhandledRejection`).
+   */
+  handlerException(handler: string): void;
   /** Prometheus text exposition; `undefined` when metrics are off. */
   render(): Promise<string | undefined>;
   readonly contentType: string;
@@ -44,6 +49,7 @@ export class NoopMetrics implements Metrics {
   limitsHealth(): void {}
   upstreamBreakerOpened(): void {}
   upstreamBackoff(): void {}
+  handlerException(_handler: string): void {}
   async render(): Promise<string | undefined> {
     return undefined;
   }
@@ -120,6 +126,7 @@ export class PromMetrics implements Metrics {
   private readonly limitsRedisUp: Gauge<"component">;
   private readonly breakerOpens: Counter<"network" | "upstream" | "cause">;
   private readonly backoffs: Counter<"network" | "upstream">;
+  private readonly handlerExceptions: Counter<"handler">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -166,6 +173,16 @@ export class PromMetrics implements Metrics {
         if (h.quota !== null) this.limitsRedisUp.labels("quota").set(h.quota ? 1 : 0);
       },
     });
+    this.handlerExceptions = new Counter({
+      name: "rpcgw_handler_exceptions_total",
+      help: "Exceptions a request / WebSocket handler let through, caught by the guard (answered 500 or socket closed with 1011), by handler",
+      labelNames: ["handler"],
+      registers,
+    });
+  }
+
+  handlerException(handler: string): void {
+    this.handlerExceptions.labels(handler).inc();
   }
 
   limitRefused(endpoint: string, reason: string, elements: number): void {

@@ -2,6 +2,7 @@ import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
+import type { HandlerGuard } from "../server/guard";
 import { errorJson, nextRequestId, STATUS } from "../server/respond";
 import type { NodeGateway } from "./node-gateway";
 
@@ -18,6 +19,7 @@ export interface NodeHttpTracker {
 export function serveNodeHttp(
   gateway: NodeGateway,
   tracker: NodeHttpTracker,
+  guard: HandlerGuard,
   maxBodyBytes: number,
   res: HttpResponse,
   req: HttpRequest,
@@ -26,7 +28,7 @@ export function serveNodeHttp(
   const requestId = nextRequestId();
   const nodeId = req.getParameter(0) ?? "";
   const apiKey = keyInPath
-    ? decodeURIComponent(req.getParameter(1) ?? "")
+    ? decodePathKey(req.getParameter(1) ?? "")
     : req.getQuery("apikey") || req.getHeader("apikey");
   const origin = req.getHeader("origin");
   const method = req.getMethod();
@@ -105,22 +107,48 @@ export function serveNodeHttp(
     return;
   }
 
+  // A rejected step answers 500 Internal (logged and counted by the guard) unless already answered.
+  const pipelineError = (err: unknown) => {
+    guard.report("node.pipeline", err, requestId);
+    failWith(GatewayError.Internal);
+  };
   const auth = gateway.authorize(nodeId, apiKey);
+  // Awaited once the body is in; handled here too so a failed lookup of an aborted request is not an
+  // unhandled rejection.
+  auth.catch(() => {});
   const chunks: Buffer[] = [];
   let bytes = 0;
   res.onData((chunk, isLast) => {
-    if (done) return;
-    bytes += chunk.byteLength;
-    if (bytes > maxBodyBytes) return failWith(GatewayError.BodyTooLarge);
-    chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-    if (!isLast) return;
-    const text = Buffer.concat(chunks).toString("utf8");
-    void (async () => {
-      const a = await auth;
-      if (aborted) return;
-      if (!a.ok) return failWith(a.error);
-      const reply = await gateway.handle(a, text, requestId);
-      send(reply.status, reply.body, reply.retryAfterSeconds, reply.rate);
-    })().catch(() => failWith(GatewayError.Internal));
+    try {
+      if (done) return;
+      bytes += chunk.byteLength;
+      if (bytes > maxBodyBytes) return failWith(GatewayError.BodyTooLarge);
+      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      if (!isLast) return;
+      const text = Buffer.concat(chunks).toString("utf8");
+      void (async () => {
+        const a = await auth;
+        if (aborted) return;
+        if (!a.ok) return failWith(a.error);
+        const reply = await gateway.handle(a, text, requestId);
+        send(reply.status, reply.body, reply.retryAfterSeconds, reply.rate);
+      })().catch(pipelineError);
+    } catch (err) {
+      pipelineError(err);
+    }
   });
+}
+
+/**
+ * The key as sent in the path, percent-decoded. A malformed escape (`%`, `%zz`, an overlong UTF-8
+ * sequence such as `%C0%AF`) cannot be anyone's key: it is kept as sent, so the lookup finds no such
+ * key and the request gets the 401 row like any unknown key.
+ */
+export function decodePathKey(raw: string): string {
+  if (!raw.includes("%")) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }

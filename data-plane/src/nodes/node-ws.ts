@@ -5,6 +5,7 @@ import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
 import type { SubscriptionTarget } from "../ws/hub";
 import type { CustomSessionInit } from "../ws/session";
 import type { NodeGateway } from "./node-gateway";
+import { decodePathKey } from "./node-http";
 
 /**
  * Where a node's subscriptions go: one live target per node (the WS gateway keeps one subscription hub
@@ -74,7 +75,7 @@ export function registerNodeWsRoutes(
     (keyInPath: boolean): Authorize =>
     async (info): Promise<CustomSessionInit | ErrorRow> => {
       const nodeId = info.params[0] ?? "";
-      const apiKey = keyInPath ? decodeKey(info.params[1] ?? "") : info.apiKey;
+      const apiKey = keyInPath ? decodePathKey(info.params[1] ?? "") : info.apiKey;
       const a = await gateway.authorize(nodeId, apiKey);
       if (!a.ok) return a.error;
       if (!accepted.has(info)) {
@@ -117,12 +118,4 @@ export function registerNodeWsRoutes(
       clearInterval(sweep);
     },
   };
-}
-
-function decodeKey(raw: string): string {
-  try {
-    return decodeURIComponent(raw);
-  } catch {
-    return raw;
-  }
 }

@@ -4,6 +4,7 @@ import { OTHER_METHOD, UNKNOWN_NETWORK } from "../../../shared/src/usage/contrac
 import { serveNodeHttp } from "../nodes/node-http";
 import { Endpoint, type GatewayContext } from "./context";
 import { type ExchangeTracker, RpcExchange } from "./exchange";
+import { HandlerGuard } from "./guard";
 import { errorJson, nextRequestId, STATUS } from "./respond";
 
 const ALLOW_METHODS = "POST, OPTIONS";
@@ -19,6 +20,8 @@ export interface HttpServerHooks {
  */
 export class HttpServer implements ExchangeTracker {
   readonly app: uWS.TemplatedApp;
+  /** Every route below is registered through it: no exception escapes into uWS (see guard.ts). */
+  readonly guard: HandlerGuard;
   closing = false;
   /** After the drain (see `finish`): requests are refused with 503 `shutting_down` before any work. */
   private refusing = false;
@@ -34,65 +37,98 @@ export class HttpServer implements ExchangeTracker {
   ) {
     const app = uWS.App();
     this.app = app;
+    const guard = new HandlerGuard(ctx.logger, ctx.metrics);
+    this.guard = guard;
     // One route per method (uWS prefers a method's own route over `any`): the POST path reads no method.
     for (const [path, endpoint] of [
       ["/:network/rpc", Endpoint.App],
       ["/:network/jsonrpc", Endpoint.App],
       ["/:network/public", Endpoint.Public],
     ] as const) {
-      app.post(path, (res, req) => this.rpc(res, req, endpoint, "post"));
-      app.options(path, (res, req) => this.rpc(res, req, endpoint, "options"));
-      app.any(path, (res, req) => this.rpc(res, req, endpoint, "other"));
+      app.post(
+        path,
+        guard.http("rpc", (res, req) => this.rpc(res, req, endpoint, "post")),
+      );
+      app.options(
+        path,
+        guard.http("rpc", (res, req) => this.rpc(res, req, endpoint, "options")),
+      );
+      app.any(
+        path,
+        guard.http("rpc", (res, req) => this.rpc(res, req, endpoint, "other")),
+      );
     }
     const nodes = ctx.nodes;
     if (nodes !== undefined) {
       const maxBody = ctx.config.MAX_BODY_BYTES;
-      app.any("/nodes/:nodeId/:key", (res, req) =>
-        this.refusing ? this.shuttingDown(res, "") : serveNodeHttp(nodes, this, maxBody, res, req, true),
+      app.any(
+        "/nodes/:nodeId/:key",
+        guard.http("node", (res, req) =>
+          this.refusing
+            ? this.shuttingDown(res, "")
+            : serveNodeHttp(nodes, this, guard, maxBody, res, req, true),
+        ),
       );
-      app.any("/nodes/:nodeId", (res, req) =>
-        this.refusing ? this.shuttingDown(res, "") : serveNodeHttp(nodes, this, maxBody, res, req, false),
+      app.any(
+        "/nodes/:nodeId",
+        guard.http("node", (res, req) =>
+          this.refusing
+            ? this.shuttingDown(res, "")
+            : serveNodeHttp(nodes, this, guard, maxBody, res, req, false),
+        ),
       );
     }
-    app.get("/healthz", (res) => {
-      res.cork(() => {
-        res.writeStatus(STATUS[200]!);
-        res.writeHeader("x-request-id", nextRequestId());
-        res.writeHeader("content-type", "application/json");
-        res.end('{"status":"ok"}');
-      });
-    });
-    app.get("/readyz", (res) => {
-      const ok = this.hooks.ready() && !this.closing;
-      res.cork(() => {
-        res.writeStatus(STATUS[ok ? 200 : 503]!);
-        res.writeHeader("x-request-id", nextRequestId());
-        res.writeHeader("content-type", "application/json");
-        res.end(ok ? '{"status":"ready"}' : '{"status":"not ready"}');
-      });
-    });
-    app.get("/metrics", (res) => {
-      const requestId = nextRequestId();
-      let aborted = false;
-      res.onAborted(() => {
-        aborted = true;
-      });
-      void this.ctx.metrics.render().then(
-        (text) => {
-          if (aborted) return;
-          res.cork(() => {
-            res.writeStatus(STATUS[text === undefined ? 404 : 200]!);
-            res.writeHeader("x-request-id", requestId);
-            res.writeHeader("content-type", this.ctx.metrics.contentType);
-            res.end(text ?? "");
-          });
-        },
-        () => {
-          if (!aborted) res.cork(() => res.writeStatus(STATUS[500]!).end());
-        },
-      );
-    });
-    app.any("/*", (res) => this.plainError(res, GatewayError.NotFound));
+    app.get(
+      "/healthz",
+      guard.http("healthz", (res) => {
+        res.cork(() => {
+          res.writeStatus(STATUS[200]!);
+          res.writeHeader("x-request-id", nextRequestId());
+          res.writeHeader("content-type", "application/json");
+          res.end('{"status":"ok"}');
+        });
+      }),
+    );
+    app.get(
+      "/readyz",
+      guard.http("readyz", (res) => {
+        const ok = this.hooks.ready() && !this.closing;
+        res.cork(() => {
+          res.writeStatus(STATUS[ok ? 200 : 503]!);
+          res.writeHeader("x-request-id", nextRequestId());
+          res.writeHeader("content-type", "application/json");
+          res.end(ok ? '{"status":"ready"}' : '{"status":"not ready"}');
+        });
+      }),
+    );
+    app.get(
+      "/metrics",
+      guard.http("metrics", (res) => {
+        const requestId = nextRequestId();
+        let aborted = false;
+        res.onAborted(() => {
+          aborted = true;
+        });
+        void this.ctx.metrics.render().then(
+          (text) => {
+            if (aborted) return;
+            res.cork(() => {
+              res.writeStatus(STATUS[text === undefined ? 404 : 200]!);
+              res.writeHeader("x-request-id", requestId);
+              res.writeHeader("content-type", this.ctx.metrics.contentType);
+              res.end(text ?? "");
+            });
+          },
+          (err: unknown) => {
+            if (!aborted) guard.httpFailed("metrics", res, err, requestId);
+          },
+        );
+      }),
+    );
+    app.any(
+      "/*",
+      guard.http("notFound", (res) => this.plainError(res, GatewayError.NotFound)),
+    );
   }
 
   private plainError(res: uWS.HttpResponse, row: typeof GatewayError.NotFound): void {
@@ -209,9 +245,11 @@ export class HttpServer implements ExchangeTracker {
     res.onAborted(() => {
       aborted = true;
     });
-    void v.then((r) => {
+    v.then((r) => {
       if (!aborted)
         answer(!r.ok || !r.key.allowlist.restrictsOrigin || r.key.allowlist.originAllowed(origin));
+    }).catch((err: unknown) => {
+      if (!aborted) this.guard.httpFailed("rpc.preflight", res, err, requestId);
     });
   }
 

@@ -119,7 +119,14 @@ export class RpcExchange {
       // Starts the key lookup while the body streams in (sync on a cache hit).
       this.verification = this.ctx.verifier.verify(this.apiKey, Date.now());
     }
-    this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+    // uWS calls this outside the route handler's guard: an exception must not reach it (see guard.ts).
+    this.res.onData((chunk, isLast) => {
+      try {
+        this.onData(chunk, isLast);
+      } catch (err) {
+        this.pipelineError(err);
+      }
+    });
   }
 
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
@@ -160,6 +167,7 @@ export class RpcExchange {
   }
 
   private pipelineError(err: unknown): void {
+    this.ctx.metrics.handlerException("rpc.pipeline");
     this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
     this.fail(GatewayError.Internal, "null");
   }

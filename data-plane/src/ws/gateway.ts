@@ -13,6 +13,7 @@ import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
+import { HandlerGuard } from "../server/guard";
 import { nextRequestId, replyJson, STATUS } from "../server/respond";
 import { isHeavy, type NetworkPool } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
@@ -100,6 +101,8 @@ export class WsGateway {
   private readonly openByKey = new Map<string, number>();
   private readonly openByIp = new Map<string, number>();
   private readonly capRefusals = new Map<string, number>();
+  /** Wraps every WebSocket handler: an exception closes that one socket (1011) or answers 500. */
+  private readonly guard: HandlerGuard;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -107,6 +110,7 @@ export class WsGateway {
     private readonly hooks: WsHooks = NOOP_WS_HOOKS,
   ) {
     const c = ctx.config;
+    this.guard = new HandlerGuard(ctx.logger, ctx.metrics);
     this.hubs = new SubscriptionHubs(
       {
         connections: c.UPSTREAM_WS_CONNECTIONS,
@@ -139,18 +143,33 @@ export class WsGateway {
   route(pattern: string, authorize: Authorize): void {
     const paramCount = (pattern.match(/\/:/g) ?? []).length;
     const c = this.ctx.config;
-    this.app.ws<UserData>(pattern, {
-      compression: uWS.DISABLED,
-      maxPayloadLength: c.MAX_BODY_BYTES,
-      idleTimeout: c.WS_IDLE_TIMEOUT_S,
-      sendPingsAutomatically: true,
-      maxBackpressure: c.WS_MAX_BUFFERED_BYTES * 2 + 64 * 1024,
-      closeOnBackpressureLimit: 0,
-      upgrade: (res, req, context) => this.upgrade(res, req, context, paramCount, authorize),
-      open: (ws) => this.onOpen(ws),
-      message: (ws, message, isBinary) => this.onMessage(ws, message, isBinary),
-      close: (ws) => this.onClose(ws),
-    });
+    const maxMessage = c.MAX_BODY_BYTES;
+    this.app.ws<UserData>(
+      pattern,
+      this.guard.ws("ws", {
+        compression: uWS.DISABLED,
+        // Above MAX_BODY_BYTES so that such a message reaches `message` and gets 1009 (uWS itself drops
+        // the connection without a close frame, 1006, when a frame passes maxPayloadLength).
+        maxPayloadLength: Math.max(c.WS_MAX_FRAME_BYTES, maxMessage),
+        idleTimeout: c.WS_IDLE_TIMEOUT_S,
+        sendPingsAutomatically: true,
+        maxBackpressure: c.WS_MAX_BUFFERED_BYTES * 2 + 64 * 1024,
+        closeOnBackpressureLimit: 0,
+        upgrade: (res, req, context) => this.upgrade(res, req, context, paramCount, authorize),
+        open: (ws) => this.onOpen(ws),
+        message: (ws, message, isBinary) =>
+          message.byteLength > maxMessage ? this.tooBig(ws) : this.onMessage(ws, message, isBinary),
+        close: (ws) => this.onClose(ws),
+      }),
+    );
+  }
+
+  /** A message over MAX_BODY_BYTES: counted as a Client Error and the socket closed with 1009. */
+  private tooBig(ws: uWS.WebSocket<UserData>): void {
+    const s = ws.getUserData().session;
+    this.ctx.metrics.request(s.slug, ErrorCategory.ClientError, 0);
+    this.hooks.rejected?.(s, "", ErrorCategory.ClientError);
+    this.end(s, WsClose.TooBig);
   }
 
   private appAuthorize(endpoint: Endpoint): Authorize {
@@ -256,6 +275,9 @@ export class WsGateway {
       d.then(decide, (err: unknown) => {
         this.ctx.logger.error({ err }, "websocket upgrade authorize failed");
         decide(GatewayError.Internal);
+      }).catch((err: unknown) => {
+        // `decide` threw (after the guard's try/catch had returned): answered like a throwing handler.
+        if (!aborted) this.guard.httpFailed("ws.upgrade", res, err);
       });
     } else {
       decide(d);

@@ -13,6 +13,8 @@ export const WsClose = {
   SlowConsumer: { code: 4008, reason: "slow consumer" },
   KeyRevoked: { code: 4001, reason: "api key revoked" },
   NetworkRemoved: { code: 4004, reason: "network removed" },
+  /** A message over MAX_BODY_BYTES (RFC 6455 1009). */
+  TooBig: { code: 1009, reason: "message too big" },
 } as const;
 
 /** What an upgrade handler decides for an accepted connection on a network endpoint. */

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { connect } from "node:net";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { code, GqlResult, Harness, startHarness } from "./harness";
@@ -62,5 +63,42 @@ describe("control-plane: error masking and logging", () => {
       body: JSON.stringify({ query: `{ networks { slug } }`, pad: "x".repeat(1_100_000) }),
     });
     assert.equal(big.status, 413);
+  });
+
+  it("cuts off a client that dribbles its headers or never sends its body (408, socket closed); serves others", async () => {
+    const slow = await startHarness({
+      CONTROL_PLANE_HEADERS_TIMEOUT_MS: "600",
+      CONTROL_PLANE_REQUEST_TIMEOUT_MS: "1200",
+    });
+    try {
+      const port = new URL(slow.cp.url).port;
+      const hold = (first: string) =>
+        new Promise<{ ms: number; text: string }>((resolve, reject) => {
+          const started = Date.now();
+          let text = "";
+          const s = connect(Number(port), "127.0.0.1", () => s.write(first));
+          s.on("data", (d) => {
+            text += d.toString();
+          });
+          s.on("error", reject);
+          s.on("close", () => resolve({ ms: Date.now() - started, text }));
+          // Never finishes the request; the test gives up far beyond the configured deadlines.
+          setTimeout(() => s.destroy(new Error("server kept the socket open")), 10_000).unref();
+        });
+      const [headers, body] = await Promise.all([
+        hold("POST /graphql HTTP/1.1\r\nHost: x\r\nX-Slow: "),
+        hold(
+          "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        ),
+      ]);
+      for (const r of [headers, body]) {
+        assert.ok(r.ms < 5000, `closed after ${r.ms} ms`);
+        assert.match(r.text, /^HTTP\/1\.1 408 /, r.text);
+      }
+      const ok = await slow.gql("{ networks { slug } }");
+      assert.ok(ok.data, JSON.stringify(ok));
+    } finally {
+      await slow.close();
+    }
   });
 });

@@ -1,8 +1,18 @@
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 
-/** Methods whose filter object spans a block range (eth_newFilter's range is what eth_getFilterLogs reads). */
+/**
+ * Methods whose filter object spans a block range (eth_newFilter's range is what eth_getFilterLogs reads),
+ * in any case and with surrounding spaces (the method policy lets `eth_getlogs` through to nodes, and a
+ * node that matches names loosely must not get it unchecked). Exact names cost two comparisons; other
+ * spellings are normalised only when they could be one (first character `e`/`E` or a space).
+ */
 export function hasLogsRange(method: string): boolean {
-  return method === "eth_getLogs" || method === "eth_newFilter";
+  if (method === "eth_getLogs" || method === "eth_newFilter") return true;
+  const c = method.charCodeAt(0);
+  if ((c | 0x20) !== 0x65 && c > 0x20) return false;
+  if (method.length > 64) return false;
+  const m = method.trim().toLowerCase();
+  return m === "eth_getlogs" || m === "eth_newfilter";
 }
 
 /** A refusal: the row (LogsRangeTooLarge), its message naming the range and the limit, and `data.limit`. */

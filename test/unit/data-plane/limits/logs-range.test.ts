@@ -12,6 +12,12 @@ describe("data plane: eth_getLogs block range check", () => {
     assert.ok(hasLogsRange("eth_newFilter"));
     assert.ok(!hasLogsRange("eth_getFilterLogs"));
     assert.ok(!hasLogsRange("eth_call"));
+    // Other spellings a loose node might take (the method policy lets them through) are checked too.
+    for (const m of ["eth_getlogs", "ETH_GETLOGS", " eth_getLogs", "eth_getLogs ", "eth_NewFilter"]) {
+      assert.ok(hasLogsRange(m), m);
+    }
+    assert.ok(!hasLogsRange("eth_getLogsX"));
+    assert.ok(!hasLogsRange(""));
   });
 
   it("allows exactly the limit and refuses one block more, naming the range and the limit", () => {

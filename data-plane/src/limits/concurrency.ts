@@ -1,10 +1,32 @@
 /** Outcome of ConcurrencyLimiter.tryAcquire. */
-export const Acquired = { Ok: 0, OverTotal: 1, OverHeavy: 2 } as const;
+export const Acquired = {
+  Ok: 0,
+  OverTotal: 1,
+  OverHeavy: 2,
+  /** One request carries more heavy calls than the heavy cap: refused whatever is in flight (split it). */
+  HeavyRequestTooLarge: 3,
+} as const;
 export type Acquired = (typeof Acquired)[keyof typeof Acquired];
 
 /** The message of a concurrency refusal by the heavy-call cap (data.limit is that cap). */
 export const HEAVY_CONCURRENCY_MESSAGE =
   "Too many requests: too many heavy calls (eth_getLogs, debug_*, trace_*, ...) in flight for this key";
+
+/**
+ * The message of a concurrency refusal (undefined = the row's own, for the total cap). Built only on a
+ * refusal; data.limit is the heavy cap for both heavy outcomes.
+ */
+export function concurrencyRefusalMessage(
+  got: Acquired,
+  heavy: number,
+  maxHeavy: number,
+): string | undefined {
+  if (got === Acquired.OverHeavy) return HEAVY_CONCURRENCY_MESSAGE;
+  if (got === Acquired.HeavyRequestTooLarge) {
+    return `Too many requests: this request carries ${heavy} heavy calls (eth_getLogs, debug_*, trace_*, ...); at most ${maxHeavy} may be in flight per key: split it into requests of at most ${maxHeavy} heavy calls`;
+  }
+  return undefined;
+}
 
 /**
  * Upstream calls in flight per tenant (app key: its limit id `app:{appId}`; public endpoint: `ip:{address}`),
@@ -16,8 +38,10 @@ export const HEAVY_CONCURRENCY_MESSAGE =
  * refusals and subscriptions hold none. A slot is released when the upstream call settles, not when the
  * client goes away: an aborted client's call still occupies the node until it ends.
  *
- * When nothing (or no heavy call) is in flight for the id, any size is admitted, so a batch larger than a
- * cap is not refused forever. A cap of 0 is off.
+ * For the total cap, when nothing is in flight for the id any size is admitted, so a batch larger than the
+ * cap is not refused forever. Not so for the heavy cap: one request with more heavy calls than `maxHeavy`
+ * is refused (HeavyRequestTooLarge), else an idle key could start a batch of 100 slow getLogs at once. A
+ * cap of 0 is off.
  */
 export class ConcurrencyLimiter {
   private readonly counts = new Map<string, number>();
@@ -36,8 +60,9 @@ export class ConcurrencyLimiter {
       if (cur > 0 && cur + n > this.max) return Acquired.OverTotal;
     }
     if (heavy > 0 && this.maxHeavy > 0) {
+      if (heavy > this.maxHeavy) return Acquired.HeavyRequestTooLarge;
       const h = this.heavyCounts.get(id) ?? 0;
-      if (h > 0 && h + heavy > this.maxHeavy) return Acquired.OverHeavy;
+      if (h + heavy > this.maxHeavy) return Acquired.OverHeavy;
       this.heavyCounts.set(id, h + heavy);
     }
     if (this.max > 0) this.counts.set(id, cur + n);

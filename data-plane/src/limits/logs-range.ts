@@ -1,8 +1,18 @@
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 
-/** Methods whose filter object spans a block range (eth_newFilter's range is what eth_getFilterLogs reads). */
+/**
+ * Methods whose filter object spans a block range (eth_newFilter's range is what eth_getFilterLogs reads),
+ * in any case and with surrounding spaces (the method policy lets `eth_getlogs` through to nodes, and a
+ * node that matches names loosely must not get it unchecked). Exact names cost two comparisons; other
+ * spellings are normalised only when they could be one (first character `e`/`E` or a space).
+ */
 export function hasLogsRange(method: string): boolean {
-  return method === "eth_getLogs" || method === "eth_newFilter";
+  if (method === "eth_getLogs" || method === "eth_newFilter") return true;
+  const c = method.charCodeAt(0);
+  if ((c | 0x20) !== 0x65 && c > 0x20) return false;
+  if (method.length > 64) return false;
+  const m = method.trim().toLowerCase();
+  return m === "eth_getlogs" || m === "eth_newfilter";
 }
 
 /** A refusal: the row (LogsRangeTooLarge), its message naming the range and the limit, and `data.limit`. */
@@ -12,36 +22,66 @@ export interface LogsRangeRefusal {
   readonly limit: number;
 }
 
-const HEX_QUANTITY = /^0x[0-9a-fA-F]{1,16}$/;
+/** Bound resolved to the head while the head is unknown (see height). */
+const NEEDS_HEAD = -1;
+/** Bound that is no block number or tag this check can read (see height). */
+const UNREADABLE = -2;
+
+/** A tag resolved against the head: latest, safe, finalized, pending (absent = latest). */
+const HEAD_TAGS = new Set(["latest", "safe", "finalized", "pending"]);
+
+/** Most significant digits of a block number read (a u64 is 16 hex / 20 decimal digits). */
+const MAX_HEX_DIGITS = 16;
+const MAX_DECIMAL_DIGITS = 20;
 
 /**
- * A block parameter as a height: hex quantities as given, `earliest` = 0, the other tags (latest, safe,
- * finalized, pending) = `head` (safe / finalized are at or below it, so a range ending there is never
- * larger than computed). Undefined when it cannot be resolved (a format the node will refuse itself, or a
- * tag while the head is unknown).
+ * A block parameter as a height (>= 0), NEEDS_HEAD (a tag while the head is unknown) or UNREADABLE.
+ * Spelled as nodes take it, not just as the spec writes it: anvil and reth take any number of leading
+ * zeros, upper-case tags and `0X`; other clients take decimal strings and JSON numbers. Tags: `earliest` =
+ * 0, the others = `head` (safe / finalized are at or below it, so a range ending there is never larger than
+ * computed). Numbers above 2^53 are unreadable (no chain is that long; a node reads them as far beyond its
+ * head).
  */
-function height(v: unknown, head: number): number | undefined {
-  if (v === undefined || v === null) return head >= 0 ? head : undefined; // JSON-RPC default: latest
-  if (typeof v !== "string") return undefined;
-  if (HEX_QUANTITY.test(v)) return Number.parseInt(v, 16);
-  switch (v) {
-    case "earliest":
-      return 0;
-    case "latest":
-    case "safe":
-    case "finalized":
-    case "pending":
-      return head >= 0 ? head : undefined;
-    default:
-      return undefined;
+function height(v: unknown, head: number): number {
+  if (v === undefined || v === null) return head >= 0 ? head : NEEDS_HEAD; // JSON-RPC default: latest
+  if (typeof v === "number") return Number.isSafeInteger(v) && v >= 0 ? v : UNREADABLE;
+  if (typeof v !== "string") return UNREADABLE;
+  const t = v.trim().toLowerCase();
+  if (t === "earliest") return 0;
+  if (HEAD_TAGS.has(t)) return head >= 0 ? head : NEEDS_HEAD;
+  let digits: string;
+  let radix: "0x" | "";
+  if (t.startsWith("0x")) {
+    digits = t.slice(2).replace(/^0+/, "");
+    radix = "0x";
+    if (!/^[0-9a-f]*$/.test(digits) || t.length === 2 || digits.length > MAX_HEX_DIGITS) return UNREADABLE;
+  } else {
+    digits = t.replace(/^0+/, "");
+    radix = "";
+    if (!/^[0-9]*$/.test(digits) || t.length === 0 || digits.length > MAX_DECIMAL_DIGITS) return UNREADABLE;
   }
+  if (digits === "") return 0;
+  const n = BigInt(radix + digits);
+  return n > BigInt(Number.MAX_SAFE_INTEGER) ? UNREADABLE : Number(n);
+}
+
+/** Whether a bound is a head tag (or absent = latest): two of them span the finality lag, not a client's choice. */
+function isHeadTag(v: unknown): boolean {
+  return v === undefined || v === null || (typeof v === "string" && HEAD_TAGS.has(v.trim().toLowerCase()));
+}
+
+/** A bound as quoted in a message (bounded: it comes from the client). */
+function quote(v: unknown): string {
+  const s = typeof v === "string" ? JSON.stringify(v) : String(JSON.stringify(v) ?? v);
+  return s.length > 40 ? `${s.slice(0, 40)}...` : s;
 }
 
 /**
  * Checks an eth_getLogs / eth_newFilter call's block range against the network's limit before it is
  * forwarded. `head` is the pool's head (-1 = unknown), `max` the limit (0 = none). Filters by blockHash
- * have no range. Returns undefined when the call may go on (including params the node will reject itself,
- * and a range that cannot be resolved because the head is not known yet).
+ * alone have no range; inverted ranges are the node's to refuse. A range that cannot be resolved (a bound
+ * in no spelling read here, or a tag while the head is unknown) is refused with the same row: forwarding
+ * it would let an odd spelling through unlimited. Params without a filter object are left to the node.
  */
 export function checkLogsRange(
   method: string,
@@ -49,13 +89,34 @@ export function checkLogsRange(
   head: number,
   max: number,
 ): LogsRangeRefusal | undefined {
-  if (max <= 0 || !Array.isArray(params)) return undefined;
-  const filter = params[0] as Record<string, unknown> | undefined;
+  if (max <= 0 || params === null || typeof params !== "object") return undefined;
+  // Positional, or by name (jsonrpsee-based nodes such as reth take `{"filter": {...}}`).
+  const filter = (Array.isArray(params) ? params[0] : (params as { filter?: unknown }).filter) as
+    | Record<string, unknown>
+    | undefined;
   if (filter === null || typeof filter !== "object" || Array.isArray(filter)) return undefined;
-  if (filter.blockHash !== undefined && filter.blockHash !== null) return undefined;
+  const fromGiven = filter.fromBlock !== undefined && filter.fromBlock !== null;
+  const toGiven = filter.toBlock !== undefined && filter.toBlock !== null;
+  if (filter.blockHash !== undefined && filter.blockHash !== null && !fromGiven && !toGiven) return undefined;
+  if (isHeadTag(filter.fromBlock) && isHeadTag(filter.toBlock)) return undefined;
   const from = height(filter.fromBlock, head);
   const to = height(filter.toBlock, head);
-  if (from === undefined || to === undefined || to < from) return undefined;
+  if (from === UNREADABLE || to === UNREADABLE) {
+    const which = from === UNREADABLE ? "fromBlock" : "toBlock";
+    return {
+      row: GatewayError.LogsRangeTooLarge,
+      message: `${method} block range cannot be checked: ${which} ${quote(filter[which])} is not a block number or tag; max range ${max}`,
+      limit: max,
+    };
+  }
+  if (from === NEEDS_HEAD || to === NEEDS_HEAD) {
+    return {
+      row: GatewayError.LogsRangeTooLarge,
+      message: `${method} block range cannot be checked: the network's head block is not known yet; retry shortly or give both bounds as block numbers; max range ${max}`,
+      limit: max,
+    };
+  }
+  if (to < from) return undefined;
   const blocks = to - from + 1;
   if (blocks <= max) return undefined;
   return {

@@ -55,7 +55,7 @@ interface NamespaceRule {
  * The namespaces shared nodes serve (an allow-list: a namespace not named here, e.g. a client's new
  * `les_*` or `foo_*`, is refused by default), with the unsafe methods inside them.
  */
-const SHARED_NAMESPACES = new Map<string, NamespaceRule>([
+const SHARED_NAMESPACES = lowercaseRules([
   [
     "eth",
     {
@@ -139,6 +139,24 @@ const SHARED_NAMESPACES = new Map<string, NamespaceRule>([
   ["unsubscribe", { only: new Set(["unsubscribe_newHead"]), onlyWhy: UNKNOWN }],
 ]);
 
+/**
+ * The rules with every name lowercased: decisions compare a method's trimmed, lowercased name, because
+ * nodes differ in how strictly they match names (some accept `eth_SIGN` or a trailing space), and a deny
+ * rule that a spelling can step around is no rule.
+ */
+function lowercaseRules(entries: readonly (readonly [string, NamespaceRule])[]): Map<string, NamespaceRule> {
+  const out = new Map<string, NamespaceRule>();
+  for (const [ns, r] of entries) {
+    out.set(ns.toLowerCase(), {
+      only: r.only && new Set([...r.only].map((m) => m.toLowerCase())),
+      onlyWhy: r.onlyWhy,
+      deny: r.deny && new Map([...r.deny].map(([m, why]) => [m.toLowerCase(), why] as const)),
+      denyPrefixes: r.denyPrefixes?.map(([p, why]) => [p.toLowerCase(), why] as const),
+    });
+  }
+  return out;
+}
+
 /** Namespaces refused with a specific reason (anything else not in SHARED_NAMESPACES is refused too). */
 const UNSAFE_NAMESPACES = new Map<string, string>([
   ["admin", ADMIN],
@@ -179,28 +197,37 @@ function namespaceOf(method: string): string {
   return us <= 0 ? "" : method.slice(0, us);
 }
 
-function decideShared(method: string, extra: ReadonlySet<string>): Decision {
+/**
+ * Shared nodes: the namespace allow-list is matched as spelled (trimmed): `Eth_call` is in no allowed
+ * namespace and is refused. Inside an allowed namespace, deny and allow-only rules compare the lowercased
+ * name (see lowercaseRules). The client's spelling stays in messages.
+ */
+function decideShared(name: string, extra: ReadonlySet<string>): Decision {
+  const method = name.trim();
   const ns = namespaceOf(method);
   const rule = SHARED_NAMESPACES.get(ns);
   if (rule !== undefined) {
-    const denied = rule.deny?.get(method);
+    const lower = method.toLowerCase();
+    const denied = rule.deny?.get(lower);
     if (denied !== undefined) return blocked(denied);
     if (rule.denyPrefixes !== undefined) {
-      for (const [prefix, why] of rule.denyPrefixes) if (method.startsWith(prefix)) return blocked(why);
+      for (const [prefix, why] of rule.denyPrefixes) if (lower.startsWith(prefix)) return blocked(why);
     }
-    if (rule.only !== undefined && !rule.only.has(method)) return blocked(rule.onlyWhy ?? UNKNOWN);
+    if (rule.only !== undefined && !rule.only.has(lower)) return blocked(rule.onlyWhy ?? UNKNOWN);
     return ALLOWED;
   }
   if (DEBUG_NAMESPACES.has(ns)) return DEBUG;
   if (extra.has(ns)) return ALLOWED;
-  return blocked(UNSAFE_NAMESPACES.get(ns) ?? UNKNOWN);
+  return blocked(UNSAFE_NAMESPACES.get(ns.toLowerCase()) ?? UNKNOWN);
 }
 
 /**
  * What a node started with `--rpc-methods Safe` refuses (its own chain's namespaces stay open), plus
- * account and dev-node methods: only known-unsafe names, not an allow-list.
+ * account and dev-node methods: only known-unsafe names, not an allow-list, so names are compared
+ * trimmed and lowercased throughout (a deny list must not be stepped around by spelling).
  */
-function decideSafeMode(method: string): Decision {
+function decideSafeMode(name: string): Decision {
+  const method = name.trim().toLowerCase();
   const ns = namespaceOf(method);
   const unsafeNs = UNSAFE_NAMESPACES.get(ns);
   if (unsafeNs !== undefined) return blocked(unsafeNs);
@@ -217,7 +244,9 @@ function decideSafeMode(method: string): Decision {
 }
 
 /** Beyond the deny lists above, what a Safe-mode Substrate node refuses in `system_*`. */
-const SAFE_MODE_DENY = new Set(["system_peers", "system_networkState", "system_unstable_networkState"]);
+const SAFE_MODE_DENY = new Set(
+  ["system_peers", "system_networkState", "system_unstable_networkState"].map((m) => m.toLowerCase()),
+);
 
 /** Memoised decisions per method name (bounded; past the bound, decisions are computed each time). */
 class DecisionMemo {

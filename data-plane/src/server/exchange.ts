@@ -5,7 +5,7 @@ import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
-import { Acquired, HEAVY_CONCURRENCY_MESSAGE } from "../limits/concurrency";
+import { Acquired, concurrencyRefusalMessage } from "../limits/concurrency";
 import { checkLogsRange, hasLogsRange, type LogsRangeRefusal } from "../limits/logs-range";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
@@ -493,14 +493,14 @@ export class RpcExchange {
       GatewayError.ConcurrencyLimit.reason,
       items === undefined ? 1 : items.length,
     );
-    const overHeavy = got === Acquired.OverHeavy;
+    const overHeavy = got !== Acquired.OverTotal;
     this.refuse(
       {
         row: GatewayError.ConcurrencyLimit,
         retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
         retryAfterSeconds: CONCURRENCY_RETRY_AFTER_MS / 1000,
         limit: overHeavy ? flights.maxHeavy : flights.max,
-        message: overHeavy ? HEAVY_CONCURRENCY_MESSAGE : undefined,
+        message: concurrencyRefusalMessage(got, heavy, flights.maxHeavy),
       },
       idText,
       items,

@@ -5,6 +5,7 @@ import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValu
 import {
   type ExchangeFailure,
   ExchangeKind,
+  INVALID_REPLY,
   Upstream,
   type UpstreamEvents,
   type UpstreamOptions,
@@ -19,6 +20,7 @@ export interface PoolOptions extends UpstreamOptions {
 
 interface Queued {
   readonly call: OutgoingCall;
+  /** The params serialised (undefined when the call has none). */
   readonly paramsJson: string | undefined;
   readonly resolve: (r: CallResult) => void;
 }
@@ -44,6 +46,16 @@ const NOT_COALESCED = new Set([
 function coalescible(method: string): boolean {
   return !NOT_COALESCED.has(method) && !isHeavy(method);
 }
+
+/**
+ * Coalescing bounds, in bytes of JSON: a call whose params are larger goes out by itself, and a coalesced
+ * batch is cut before its body would pass COALESCE_MAX_BODY_BYTES. Nodes cap request bodies (geth: 5 MiB,
+ * answered 413): one client's big calls must not make other clients' calls share such a refusal.
+ */
+const COALESCE_MAX_PARAMS_BYTES = 64 * 1024;
+const COALESCE_MAX_BODY_BYTES = 1024 * 1024;
+/** Bytes of one batch element besides its params (envelope, id, method name, comma). */
+const ELEMENT_OVERHEAD_BYTES = 64;
 
 /**
  * Calls whose cost the client chooses (block ranges, traces, whole-storage reads). A timeout of one says
@@ -249,8 +261,11 @@ export class NetworkPool {
     if (this.opts.coalesceMax <= 1 || this.batchesRefused || !coalescible(c.method)) {
       return this.callDirect(c, paramsJson);
     }
+    // Serialised here rather than in the exchange: the size decides whether the call is coalesced.
+    const pj = paramsJson ?? (c.params === undefined ? undefined : JSON.stringify(c.params));
+    if (pj !== undefined && pj.length > COALESCE_MAX_PARAMS_BYTES) return this.callDirect(c, pj);
     return new Promise<CallResult>((resolve) => {
-      this.queue.push({ call: c, paramsJson, resolve });
+      this.queue.push({ call: c, paramsJson: pj, resolve });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(this.flush);
@@ -267,20 +282,47 @@ export class NetworkPool {
       void this.callDirect(e.call, e.paramsJson).then(e.resolve);
       return;
     }
+    // Parts of at most coalesceMax calls and COALESCE_MAX_BODY_BYTES (string length: bytes for ASCII JSON,
+    // a bound to within the UTF-8 expansion otherwise).
     const max = this.opts.coalesceMax;
-    for (let i = 0; i < q.length; i += max) void this.sendCoalesced(q.slice(i, i + max));
+    let start = 0;
+    let bytes = 0;
+    for (let i = 0; i < q.length; i++) {
+      const e = q[i]!;
+      const size = ELEMENT_OVERHEAD_BYTES + e.call.method.length + (e.paramsJson?.length ?? 0);
+      if (i > start && (i - start >= max || bytes + size > COALESCE_MAX_BODY_BYTES)) {
+        this.sendPart(q, start, i);
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    }
+    this.sendPart(q, start, q.length);
   };
+
+  private sendPart(q: Queued[], start: number, end: number): void {
+    if (end - start === 1) {
+      const e = q[start]!;
+      void this.callDirect(e.call, e.paramsJson).then(e.resolve);
+    } else {
+      void this.sendCoalesced(q.slice(start, end));
+    }
+  }
 
   private async sendCoalesced(part: Queued[]): Promise<void> {
     const results = await this.sendChunk(
       part.map((e) => e.call),
       part.map((e) => e.paramsJson),
     );
-    // A node that does not take batches, or a combined answer over the size cap (each of the calls may fit):
-    // send these calls one by one instead, so only a call whose own answer is too large fails.
+    // A node that does not take batches, a combined answer over the size cap, or the combined request
+    // refused (413: each of the calls may fit): send these calls one by one instead, so only a call whose
+    // own answer or request is too large fails.
+    const first = results[0];
     if (
       results.every((r) => !r.ok && r.error === GatewayError.UpstreamBadResponse) ||
-      (results[0]?.ok === false && results[0].error.reason === GatewayError.UpstreamResponseTooLarge.reason)
+      (first?.ok === false &&
+        (first.error.reason === GatewayError.UpstreamResponseTooLarge.reason ||
+          first.error === GatewayError.UpstreamRequestRefused))
     ) {
       await Promise.all(part.map((e) => this.callDirect(e.call, e.paramsJson).then(e.resolve)));
       return;
@@ -300,9 +342,8 @@ export class NetworkPool {
       undefined,
       (text) => {
         const reply = parseSingleReply(text, gid);
-        return reply !== undefined && reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail)
-          ? RATE_LIMITED
-          : reply;
+        if (reply === undefined) return INVALID_REPLY;
+        return reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail) ? RATE_LIMITED : reply;
       },
       isHeavy(c.method) ? ExchangeKind.Heavy : ExchangeKind.Light,
     );
@@ -354,6 +395,7 @@ export class NetworkPool {
       first,
       (text) => {
         const replies = parseBatchReply(text, base, calls.length);
+        if (replies === undefined) return INVALID_REPLY;
         if (replies !== REFUSED) return replies;
         // A healthy node that does not take batches: no penalty; stop coalescing for this network.
         this.batchesRefused = true;
@@ -369,8 +411,9 @@ export class NetworkPool {
   /**
    * Sends `body` to `first` (else the best upstream), moving to another healthy upstream on a failed
    * exchange or an unusable reply, up to UPSTREAM_MAX_ATTEMPTS upstreams. `parse` turns the reply text
-   * into the answer, or returns undefined (a bad reply: the upstream is marked), NOT_BAD (unusable here,
-   * but no fault of the upstream's) or RATE_LIMITED (the node's JSON-RPC "slow down": backed off).
+   * into the answer, or returns INVALID_REPLY (not JSON-RPC: the exchange settles as a breaker failure,
+   * never a success), NOT_BAD (unusable here, but no fault of the upstream's) or RATE_LIMITED (the node's
+   * JSON-RPC "slow down": backed off). It runs before the upstream settles the exchange.
    *
    * A timeout makes the pool probe that node (a node that also times out on eth_blockNumber is sick) and
    * is failed over only for a Light call; a Heavy call's timeout is answered 504 at once. A 429 backs the
@@ -379,7 +422,7 @@ export class NetworkPool {
   private async exchangeWithFailover<T>(
     body: string,
     first: Upstream | undefined,
-    parse: (text: string) => T | undefined | typeof NOT_BAD | typeof RATE_LIMITED,
+    parse: (text: string) => T | typeof INVALID_REPLY | typeof NOT_BAD | typeof RATE_LIMITED,
     kind: ExchangeKind,
   ): Promise<{ ok: true; value: T } | { ok: false; error: ErrorRow }> {
     let tried: Upstream[] | undefined;
@@ -398,10 +441,10 @@ export class NetworkPool {
         break;
       }
       const start = performance.now();
-      const res = await u.exchange(body, kind);
+      const res = await u.exchange(body, kind, parse);
       if (res.ok) {
-        const value = parse(res.text);
-        if (value !== undefined && value !== NOT_BAD && value !== RATE_LIMITED) {
+        const value = res.value;
+        if (value !== NOT_BAD && value !== RATE_LIMITED) {
           this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
           return { ok: true, value: value as T };
         }
@@ -409,15 +452,18 @@ export class NetworkPool {
           u.backOff(undefined);
           lastFailure = "rate_limited";
         } else {
-          if (value === undefined) u.markBadReply();
           lastFailure = "bad";
         }
       } else {
         lastFailure = res.failure;
-        if (lastFailure === "too_large") {
-          // Every upstream would send the same answer: no failover; the node stays healthy.
+        if (lastFailure === "too_large" || lastFailure === "refused") {
+          // Every upstream would get the same request and send the same answer: no failover (which would
+          // hand the client's big request to each node in turn); the node stays healthy.
           this.metrics.upstreamRequest(this.record.slug, u.id, "error", (performance.now() - start) / 1000);
-          return { ok: false, error: u.tooLargeRow };
+          return {
+            ok: false,
+            error: lastFailure === "too_large" ? u.tooLargeRow : GatewayError.UpstreamRequestRefused,
+          };
         }
       }
       this.metrics.upstreamRequest(
@@ -461,12 +507,20 @@ export class NetworkPool {
     }
     u.probeRunning = true;
     try {
-      const res = await u.exchange(body ?? (substrate ? SUBSTRATE_PROBE : EVM_PROBE), ExchangeKind.Probe);
+      // Only a head or the node's rate-limit error is a valid answer; anything else settles as a failed
+      // probe (one count toward the breaker, never a success first).
+      const res = await u.exchange(
+        body ?? (substrate ? SUBSTRATE_PROBE : EVM_PROBE),
+        ExchangeKind.Probe,
+        (text): number | typeof RATE_LIMITED | typeof INVALID_REPLY => {
+          const head = parseHead(text, substrate);
+          if (head !== undefined) return head;
+          return isRateLimitReply(text) ? RATE_LIMITED : INVALID_REPLY;
+        },
+      );
       if (res.ok) {
-        const head = parseHead(res.text, substrate);
-        if (head !== undefined) u.head = head;
-        else if (isRateLimitReply(res.text)) u.backOff(undefined);
-        else u.markBadReply(true);
+        if (res.value === RATE_LIMITED) u.backOff(undefined);
+        else u.head = res.value;
       }
     } finally {
       u.probeRunning = false;

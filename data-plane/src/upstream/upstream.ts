@@ -4,12 +4,21 @@ import type { UpstreamRecord } from "../../../shared/src/redis/records";
 
 /**
  * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
- * the node); `unreachable`: connection refused / reset; `bad`: 5xx or an invalid answer; `rate_limited`:
- * HTTP 429 (the node throttles us: a back-off, not a sign of ill health); `too_large`: the answer crossed
- * maxResponseBytes (the call's fault, not the node's: no breaker count).
+ * the node); `unreachable`: connection refused / reset; `bad`: 5xx, another non-2xx the request cannot
+ * explain, or a 2xx body that is not a valid JSON-RPC answer; `rate_limited`: HTTP 429 (the node throttles
+ * us: a back-off, not a sign of ill health); `too_large`: the answer crossed maxResponseBytes; `refused`:
+ * HTTP 400 / 413 / 414 / 431, the node refusing this request (its size or content, which the client
+ * chooses). `too_large` and `refused` are the call's fault, not the node's: no breaker count.
  */
-export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "rate_limited" | "too_large";
-export type ExchangeResult = { ok: true; text: string } | { ok: false; failure: ExchangeFailure };
+export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "rate_limited" | "too_large" | "refused";
+
+/** What a reply check returns for a 2xx body that is not a valid JSON-RPC answer (see Upstream.exchange). */
+export const INVALID_REPLY: unique symbol = Symbol("invalid reply");
+
+export type ExchangeResult<T> = { ok: true; value: T } | { ok: false; failure: ExchangeFailure };
+
+/** Reads a 2xx body into the caller's answer, or INVALID_REPLY. Must not throw. */
+export type ReplyCheck<T> = (text: string) => T | typeof INVALID_REPLY;
 
 /**
  * What an exchange carries, which decides what its failure says about the node:
@@ -141,14 +150,19 @@ export class Upstream {
   /**
    * POSTs one JSON-RPC body. Never throws. Uses undici's dispatch API with a small handler (no Readable
    * stream per response), which is markedly cheaper than `request()` + `body.text()` on the hot path.
+   *
+   * `check` reads a 2xx body before the exchange is settled, so that the breaker sees one verdict per
+   * exchange: a body that is not a valid JSON-RPC answer (an HTML error page, an empty 200) is a `bad`
+   * failure and never a success (a success first would reset the failure count and close a half-open
+   * breaker on garbage).
    */
-  exchange(body: string, kind: ExchangeKind = ExchangeKind.Light): Promise<ExchangeResult> {
+  exchange<T>(body: string, kind: ExchangeKind, check: ReplyCheck<T>): Promise<ExchangeResult<T>> {
     const halfOpen = this.breakerOpen;
     if (halfOpen) this.probing = true;
     this.inFlight++;
     if (kind === ExchangeKind.Heavy) this.heavyInFlight++;
-    return new Promise<ExchangeResult>((resolve) => {
-      const handler = new ExchangeHandler(this, halfOpen, kind, resolve);
+    return new Promise<ExchangeResult<T>>((resolve) => {
+      const handler = new ExchangeHandler<T>(this, halfOpen, kind, check, resolve);
       if (kind === ExchangeKind.Probe) {
         const t = this.probeTimeoutMs;
         this.pool.dispatch(
@@ -181,7 +195,7 @@ export class Upstream {
       // EWMA) but does not count toward the breaker. The pool probes the node to find out.
       this.errorRateEwma += EWMA_ALPHA * (1 - this.errorRateEwma);
     }
-    // Anything else (rate_limited: see backOff) is no health verdict. Only the kinds above that a client
+    // Anything else (rate_limited: see backOff; too_large, refused: the request's doing) is no health verdict. Only the kinds above that a client
     // cannot cause at will count; a new kind a client can provoke (an answer over a size cap, say) stays
     // neutral unless it is added above on purpose.
   }
@@ -201,11 +215,6 @@ export class Upstream {
     this.errorRateEwma -= EWMA_ALPHA * this.errorRateEwma;
     this.consecutiveFailures = 0;
     this.openUntil = 0;
-  }
-
-  /** Undoes the success bookkeeping of an exchange whose body turned out invalid. */
-  markBadReply(probe = false): void {
-    this.recordFailure(probe ? "health_probe" : "bad_response");
   }
 
   /**
@@ -228,7 +237,7 @@ export class Upstream {
 }
 
 /** Collects one response; resolves exactly once. */
-class ExchangeHandler implements Dispatcher.DispatchHandler {
+class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
   private readonly start = performance.now();
   private status = 0;
   private retryAfter: string | string[] | undefined;
@@ -241,7 +250,8 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
     private readonly upstream: Upstream,
     private readonly halfOpen: boolean,
     private readonly kind: ExchangeKind,
-    private readonly resolve: (r: ExchangeResult) => void,
+    private readonly check: ReplyCheck<T>,
+    private readonly resolve: (r: ExchangeResult<T>) => void,
   ) {}
 
   onRequestStart(): void {}
@@ -284,7 +294,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
     if (this.done) return;
     this.done = true;
     const status = this.status;
-    let result: ExchangeResult;
+    let result: ExchangeResult<T>;
     if (status >= 200 && status < 300) {
       const text =
         this.chunks !== undefined
@@ -292,7 +302,21 @@ class ExchangeHandler implements Dispatcher.DispatchHandler {
           : this.first !== undefined
             ? this.first.toString("utf8")
             : "";
-      result = { ok: true, text };
+      this.first = undefined;
+      this.chunks = undefined;
+      let value: T | typeof INVALID_REPLY;
+      try {
+        value = this.check(text);
+      } catch {
+        value = INVALID_REPLY;
+      }
+      result = value === INVALID_REPLY ? { ok: false, failure: "bad" } : { ok: true, value };
+    } else if (status === 413 || status === 400 || status === 414 || status === 431) {
+      // The node refuses this request: its body size (413: geth caps bodies at 5 MiB), or content that the
+      // node reads differently (400). The client chose both; coalescing puts many clients' calls in one
+      // body, so counting these would let one client open every breaker. A node that refuses everything
+      // still fails its health probes (every probe failure counts).
+      result = { ok: false, failure: "refused" };
     } else if (status === 429) {
       result = { ok: false, failure: "rate_limited" };
       this.upstream.backOff(retryAfterMs(this.retryAfter));

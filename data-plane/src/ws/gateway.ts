@@ -8,7 +8,7 @@ import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
 import { CacheRule, cacheRule, headHint } from "../cache/policy";
 import { keyIdentifier, nodeIdentifier } from "../limits/admission";
-import { Acquired, HEAVY_CONCURRENCY_MESSAGE } from "../limits/concurrency";
+import { Acquired, concurrencyRefusalMessage } from "../limits/concurrency";
 import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
@@ -540,7 +540,7 @@ export class WsGateway {
       } else {
         this.recordConcurrencyRefusal(s, forward.length);
         for (let j = 0; j < forward.length; j++) {
-          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId, got);
+          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId, got, heavy);
         }
       }
     }
@@ -655,15 +655,15 @@ export class WsGateway {
   }
 
   /** Answer for a request object refused by MAX_IN_FLIGHT_PER_KEY. */
-  private concurrencyRefusal(call: RpcCall, requestId: string, got: Acquired): Answer {
+  private concurrencyRefusal(call: RpcCall, requestId: string, got: Acquired, heavy: number): Answer {
     const row = GatewayError.ConcurrencyLimit;
-    const overHeavy = got === Acquired.OverHeavy;
+    const overHeavy = got !== Acquired.OverTotal;
     return {
       text: errorText(row, call.idText ?? "null", {
         requestId,
         limit: overHeavy ? this.ctx.flights.maxHeavy : this.ctx.flights.max,
         retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
-        message: overHeavy ? HEAVY_CONCURRENCY_MESSAGE : undefined,
+        message: concurrencyRefusalMessage(got, heavy, this.ctx.flights.maxHeavy),
       }),
       category: row.category,
     };
@@ -719,7 +719,7 @@ export class WsGateway {
     const got = this.ctx.flights.tryAcquire(id, 1, heavy);
     if (got !== Acquired.Ok) {
       this.recordConcurrencyRefusal(s, 1);
-      return this.concurrencyRefusal(call, requestId, got);
+      return this.concurrencyRefusal(call, requestId, got, heavy);
     }
     try {
       return await start();

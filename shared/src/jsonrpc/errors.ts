@@ -238,6 +238,17 @@ export const GatewayError = Object.freeze({
     "upstream_response_too_large",
     "Upstream node answer is larger than the gateway's response size cap",
   ),
+  /**
+   * The upstream node refused the request itself (HTTP 400 / 413 / 414 / 431: too large for the node, or
+   * content it reads as invalid). Not failed over and no breaker count: the request, not the node, is at fault.
+   */
+  UpstreamRequestRefused: row(
+    502,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_request_refused",
+    "Upstream node refused the request (too large or invalid for the node); make it smaller or split it",
+  ),
 });
 
 /** UpstreamResponseTooLarge with the cap in its message (built once per upstream / gateway, not per call). */

@@ -6,7 +6,20 @@ import { StubUpstream } from "./stub-upstream";
 import { TestWsClient } from "./ws/ws-client";
 
 const CAP = 5;
-const SLOW_MS = 500;
+/**
+ * How long the stub holds a slow call. Tests wait (poll) until the calls they started are in flight and
+ * then act: this must outlast a loaded machine's event-loop stalls between those steps, with margin.
+ */
+const SLOW_MS = 2_000;
+
+/** Polls `cond` until true (fails after `ms`): no fixed sleep that a busy machine can outrun. */
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
 const getLogs = (id: number) => ({
   jsonrpc: "2.0",
   id,
@@ -58,7 +71,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
 
   afterEach(async () => {
     // Every test leaves the counters at zero once the upstream calls are over.
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + SLOW_MS + 5_000;
     while (gw.plane.context.flights.size > 0 && Date.now() < deadline) await sleep(20);
     assert.equal(gw.plane.context.flights.size, 0, "a slot leaked");
   });
@@ -83,8 +96,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
 
   it("HTTP batches hold one slot per forwarded element; over the cap the batch is refused whole", async () => {
     const held = Promise.all(Array.from({ length: 3 }, (_, i) => post(urlA, getLogs(i))));
-    await sleep(100);
-    assert.equal(flightsA(), 3);
+    await until(() => flightsA() === 3, "3 calls in flight");
     const batch = await post(urlA, [getLogs(10), getLogs(11), getLogs(12)]);
     assert.equal(batch.status, 429, batch.text);
     assert.equal(batch.json.id, null);
@@ -105,7 +117,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
     const ws = await TestWsClient.open(`ws://127.0.0.1:${gw.port()}/eth/rpc?apikey=${keyA}`);
     try {
       const http = Promise.all(Array.from({ length: 3 }, (_, i) => post(urlA, getLogs(i))));
-      await sleep(100);
+      await until(() => flightsA() === 3, "3 calls in flight");
       const answers = await Promise.all(
         Array.from({ length: 4 }, () => ws.call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x2" }])),
       );
@@ -117,7 +129,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
       assert.deepEqual(tally(await http), { "200 ok": 3 });
       // A WS batch over the remaining budget: its forwarded elements are refused, the socket stays open.
       const held = Promise.all(Array.from({ length: 4 }, (_, i) => post(urlA, getLogs(i))));
-      await sleep(100);
+      await until(() => flightsA() === 4, "4 calls in flight");
       ws.sendRaw(JSON.stringify([{ ...getLogs(900) }, { jsonrpc: "2.0", id: 901, method: "eth_chainId" }]));
       await ws.until(() => ws.messages.some((m) => Array.isArray(m)), 5_000, "batch answer");
       const batch = ws.messages.find((m) => Array.isArray(m)) as {
@@ -144,8 +156,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
         signal: c.signal,
       }).catch((e: Error) => e.name),
     );
-    await sleep(100);
-    assert.equal(flightsA(), CAP);
+    await until(() => flightsA() === CAP, "CAP calls in flight");
     for (const c of controllers) c.abort();
     assert.deepEqual(await Promise.all(pending), Array(CAP).fill("AbortError"));
     // The node is still working on them: the key cannot pile more on by aborting and resending.
@@ -154,10 +165,9 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
     // A WS client that disappears mid-call releases too.
     const ws = await TestWsClient.open(`ws://127.0.0.1:${gw.port()}/eth/rpc?apikey=${keyB}`);
     for (let i = 0; i < 3; i++) ws.sendRaw(JSON.stringify(getLogs(i)));
-    await sleep(100);
-    assert.equal(gw.plane.context.flights.inFlight("app:app-b"), 3);
+    await until(() => gw.plane.context.flights.inFlight("app:app-b") === 3, "3 WS calls in flight");
     ws.terminate();
-    const deadline = Date.now() + 3_000;
+    const deadline = Date.now() + SLOW_MS + 5_000;
     while (gw.plane.context.flights.size > 0 && Date.now() < deadline) await sleep(20);
     assert.equal(flightsA(), 0);
     assert.equal(gw.plane.context.flights.inFlight("app:app-b"), 0);
@@ -215,11 +225,14 @@ describe("data plane: per-key cap on heavy calls in flight (MAX_HEAVY_IN_FLIGHT_
       params: [{ to: "0x00" }, "latest"],
     });
     const ws = await TestWsClient.open(wsUrl);
+    const heavyNow = () => gw.plane.context.flights.heavyInFlight("app:app-h");
     try {
       const [heavy, light, wsAnswer] = await Promise.all([
         Promise.all(Array.from({ length: 4 }, (_, i) => post(url, getLogs(i)))),
         Promise.all(Array.from({ length: 3 }, (_, i) => post(url, ethCall(i)))),
-        sleep(100).then(() => ws.call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x2" }])),
+        until(() => heavyNow() === 2, "2 heavy calls in flight").then(() =>
+          ws.call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x2" }]),
+        ),
       ]);
       assert.deepEqual(tally(heavy), { "200 ok": 2, [`429 ${GatewayError.ConcurrencyLimit.reason}`]: 2 });
       assert.deepEqual(tally(light), { "200 ok": 3 });
@@ -232,7 +245,8 @@ describe("data plane: per-key cap on heavy calls in flight (MAX_HEAVY_IN_FLIGHT_
         JSON.stringify(wsAnswer),
       );
       assert.equal(wsAnswer.error.data.limit, 2);
-      // A batch with two heavy calls while none are in flight passes; the counters return to zero.
+      // A batch with two heavy calls (the cap) while none are in flight passes; the counters return to zero.
+      await until(() => heavyNow() === 0, "heavy calls over");
       const batch = await post(url, [getLogs(1), getLogs(2), ethCall(3)]);
       assert.equal(batch.status, 200, batch.text);
       assert.equal(batch.json.length, 3);
@@ -240,5 +254,46 @@ describe("data plane: per-key cap on heavy calls in flight (MAX_HEAVY_IN_FLIGHT_
     } finally {
       ws.close();
     }
+  });
+
+  // Review of issue 13: an idle key's single batch used to pass whatever its number of heavy calls.
+  it("one request with more heavy calls than the cap is refused even from an idle key (HTTP and WS): nothing forwarded, split message", async () => {
+    const before = up.count("eth_getLogs");
+    const batch = await post(url, [
+      getLogs(1),
+      getLogs(2),
+      getLogs(3),
+      { jsonrpc: "2.0", id: 4, method: "eth_chainId" },
+    ]);
+    assert.equal(batch.status, 429, batch.text);
+    assert.equal(batch.json.error.data.reason, GatewayError.ConcurrencyLimit.reason);
+    assert.equal(batch.json.error.data.limit, 2);
+    assert.match(batch.json.error.message, /carries 3 heavy calls.*at most 2 .*split it/);
+    const ws = await TestWsClient.open(wsUrl);
+    try {
+      // A WS batch is forwarded as one upstream batch (eth_getLogs elements are range-checked one by one
+      // instead, each holding its own slot, so they meet the OverHeavy rule: see the test above).
+      const keys = (id: number) => ({ jsonrpc: "2.0", id, method: "state_getKeys", params: ["0x00"] });
+      ws.sendRaw(JSON.stringify([keys(901), keys(902), keys(903)]));
+      await ws.until(() => ws.messages.some((m) => Array.isArray(m)), 5_000, "batch answer");
+      const answers = ws.messages.find((m) => Array.isArray(m)) as {
+        error?: { message: string; data: { reason: string; limit: number } };
+      }[];
+      assert.equal(answers.length, 3);
+      for (const a of answers) {
+        assert.equal(a.error?.data.reason, GatewayError.ConcurrencyLimit.reason, JSON.stringify(a));
+        assert.equal(a.error?.data.limit, 2);
+        assert.match(a.error!.message, /carries 3 heavy calls.*split it/);
+      }
+      assert.equal(up.count("state_getKeys"), 0, "nothing reached the node");
+      assert.equal((await ws.call("eth_chainId", [])).result, "0x7a69", "the socket stays open");
+    } finally {
+      ws.close();
+    }
+    assert.equal(up.count("eth_getLogs"), before, "nothing reached the node");
+    // A split request (2 heavy calls) passes.
+    const split = await post(url, [getLogs(1), getLogs(2)]);
+    assert.equal(split.status, 200, split.text);
+    assert.equal(gw.plane.context.flights.size, 0);
   });
 });

@@ -18,6 +18,15 @@ function samples(metrics: string, name: string): string[] {
 }
 
 /**
+ * Client-call and probe timeouts. Generous on purpose: on a loaded machine an event-loop stall of a few
+ * hundred ms can fire a timer before an answer that already arrived is read, so every "fast" answer must
+ * fit with a wide margin; the slow methods are slower still (SLOW_MS), so they time out whatever the load.
+ */
+const TIMEOUT_MS = 2_000;
+const PROBE_TIMEOUT_MS = 1_500;
+const SLOW_MS = 5_000;
+
+/**
  * Issue 13 §4: one tenant cannot take a shared network down. Two real HTTP upstreams (stubs that answer
  * eth_getLogs / eth_call slowly and everything else at once), two tenants (app keys of different apps).
  */
@@ -35,10 +44,10 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
     gw = await startGateway(
       {
         CACHE_MAX_BYTES: "0",
-        UPSTREAM_TIMEOUT_MS: "400",
+        UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS),
         BREAKER_FAILURE_THRESHOLD: "3",
         BREAKER_COOLDOWN_MS: "5000",
-        HEALTH_PROBE_TIMEOUT_MS: "300",
+        HEALTH_PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS),
         // Tenant A floods alone here: the per-key caps (concurrency.test.ts) would hide what this file tests.
         MAX_HEAVY_IN_FLIGHT_PER_KEY: "0",
         ...env,
@@ -99,23 +108,22 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   }
 
   it("tenant A floods slow eth_getLogs: A gets 504s, each sent once (no failover); B's calls all succeed; no breaker opens", async () => {
-    a.methodDelayMs.set("eth_getLogs", 1_500);
-    b.methodDelayMs.set("eth_getLogs", 1_500);
+    a.methodDelayMs.set("eth_getLogs", SLOW_MS);
+    b.methodDelayMs.set("eth_getLogs", SLOW_MS);
     await start();
     let flooding = true;
     const bRun = tenantB(() => !flooding);
     let sent = 0;
     const statuses = new Map<string, number>();
-    for (let wave = 0; wave < 4; wave++) {
-      const rs = await Promise.all(Array.from({ length: 20 }, () => post(urlA, getLogs(sent++))));
-      for (const r of rs) {
-        const k = `${r.status} ${r.json?.error?.data?.reason ?? "ok"}`;
-        statuses.set(k, (statuses.get(k) ?? 0) + 1);
-      }
+    // One wave of 40 at once (within the nodes' heavy share: 2 x 32 connections).
+    const rs = await Promise.all(Array.from({ length: 40 }, () => post(urlA, getLogs(sent++))));
+    for (const r of rs) {
+      const k = `${r.status} ${r.json?.error?.data?.reason ?? "ok"}`;
+      statuses.set(k, (statuses.get(k) ?? 0) + 1);
     }
     flooding = false;
     const bResult = await bRun;
-    assert.deepEqual([...statuses], [[`504 ${GatewayError.UpstreamTimeout.reason}`, 80]]);
+    assert.deepEqual([...statuses], [[`504 ${GatewayError.UpstreamTimeout.reason}`, 40]]);
     assert.deepEqual(bResult.failures, []);
     assert.ok(bResult.calls >= 8, `tenant B made ${bResult.calls} calls during the flood`);
     // Heavy calls are not failed over: every eth_getLogs reached exactly one node.
@@ -135,20 +143,21 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   });
 
   it("a flood larger than the nodes' connections: heavy calls keep to their share (503 upstream_busy beyond it), B's calls still get through", async () => {
-    a.methodDelayMs.set("eth_getLogs", 1_500);
-    b.methodDelayMs.set("eth_getLogs", 1_500);
+    a.methodDelayMs.set("eth_getLogs", SLOW_MS);
+    b.methodDelayMs.set("eth_getLogs", SLOW_MS);
     // 4 connections per node, half of them for heavy calls: 4 heavy calls in flight over the network.
     await start({ UPSTREAM_CONNECTIONS: "4", UPSTREAM_HEAVY_SHARE_PERCENT: "50" });
     let flooding = true;
     const bRun = tenantB(() => !flooding);
     const statuses = new Map<string, number>();
     let sent = 0;
-    for (let wave = 0; wave < 3; wave++) {
-      const rs = await Promise.all(Array.from({ length: 30 }, () => post(urlA, getLogs(sent++))));
-      for (const r of rs) {
-        const k = `${r.status} ${r.json?.error?.data?.reason ?? "ok"}`;
-        statuses.set(k, (statuses.get(k) ?? 0) + 1);
-      }
+    // Two waves at once: 60 heavy calls for 4 heavy slots.
+    const waves = await Promise.all(
+      [0, 1].map(() => Promise.all(Array.from({ length: 30 }, () => post(urlA, getLogs(sent++))))),
+    );
+    for (const r of waves.flat()) {
+      const k = `${r.status} ${r.json?.error?.data?.reason ?? "ok"}`;
+      statuses.set(k, (statuses.get(k) ?? 0) + 1);
     }
     flooding = false;
     const bResult = await bRun;
@@ -157,7 +166,7 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
     const busy = statuses.get(`503 ${GatewayError.UpstreamBusy.reason}`) ?? 0;
     const timedOut = statuses.get(`504 ${GatewayError.UpstreamTimeout.reason}`) ?? 0;
     assert.equal(busy + timedOut, sent, JSON.stringify([...statuses]));
-    assert.ok(timedOut >= 4 && timedOut <= 3 * 4 + 4, `504s: ${timedOut}`);
+    assert.ok(timedOut >= 4 && timedOut <= 2 * 4 + 4, `504s: ${timedOut}`);
     assert.equal(
       a.count("eth_getLogs") + b.count("eth_getLogs"),
       timedOut,
@@ -170,8 +179,8 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   });
 
   it("slow light calls (eth_call) are failed over but open no breaker while the nodes pass their health probes", async () => {
-    a.methodDelayMs.set("eth_call", 1_500);
-    b.methodDelayMs.set("eth_call", 1_500);
+    a.methodDelayMs.set("eth_call", SLOW_MS);
+    b.methodDelayMs.set("eth_call", SLOW_MS);
     await start();
     let flooding = true;
     const bRun = tenantB(() => !flooding);
@@ -182,11 +191,9 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
       params: [{ to: "0x00" }, "latest"],
     });
     let sent = 0;
-    for (let wave = 0; wave < 2; wave++) {
-      const rs = await Promise.all(Array.from({ length: 10 }, () => post(urlA, call(sent++))));
-      for (const r of rs)
-        assert.equal(r.json?.error?.data?.reason, GatewayError.UpstreamTimeout.reason, r.text);
-    }
+    const rs = await Promise.all(Array.from({ length: 20 }, () => post(urlA, call(sent++))));
+    for (const r of rs)
+      assert.equal(r.json?.error?.data?.reason, GatewayError.UpstreamTimeout.reason, r.text);
     flooding = false;
     assert.deepEqual((await bRun).failures, []);
     assert.equal(a.count("eth_call") + b.count("eth_call"), 2 * sent, "each tried on both nodes");
@@ -199,11 +206,12 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   it("a node that hangs on everything fails its health probes and its breaker opens (cause health_probe)", async () => {
     await start();
     a.mode = "hang";
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < 10; i++) {
       const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_chainId" });
       assert.equal(r.status, 200, r.text);
     }
-    const deadline = Date.now() + 5_000;
+    // Health checks every 2 s, each failing after PROBE_TIMEOUT_MS: 3 failures within ~8 s.
+    const deadline = Date.now() + 15_000;
     while (!breakers()[0]![1] && Date.now() < deadline) await sleep(50);
     assert.deepEqual(breakers(), [
       ["a", true],
@@ -280,5 +288,135 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
       ["b", false],
     ]);
     assert.equal(samples(await metrics(), "rpcgw_upstream_backoffs_total").length, 1);
+  });
+
+  // Review of issue 13: an invalid 200 settled as a success first, then one failure, so the count stuck at 1.
+  for (const mode of ["garbage", "empty200"] as const) {
+    it(`a node answering 200 with an invalid body (${mode}) opens its breaker at the threshold (cause bad_response); a half-open call answered the same re-opens it`, async () => {
+      // No health checks: only client calls judge the node here.
+      await start({ HEALTH_CHECK_INTERVAL_MS: "600000", BREAKER_COOLDOWN_MS: "1000" });
+      a.mode = mode;
+      a.reset();
+      // Selection steers away from a failing node, so it takes some calls to reach it 3 times.
+      for (let i = 0; i < 300 && !breakers()[0]![1]; i++) {
+        const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_gasPrice" });
+        assert.equal(r.status, 200, r.text);
+      }
+      assert.deepEqual(breakers(), [
+        ["a", true],
+        ["b", false],
+      ]);
+      assert.equal(a.exchanges, 3, "opened by exactly BREAKER_FAILURE_THRESHOLD invalid answers");
+      assert.deepEqual(samples(await metrics(), "rpcgw_upstream_breaker_opens_total"), [
+        'rpcgw_upstream_breaker_opens_total{network="eth",upstream="a",cause="bad_response"} 1',
+      ]);
+      // After the cooldown one half-open call reaches a; its invalid answer re-opens the breaker.
+      await sleep(1_100);
+      for (let i = 0; i < 300 && a.exchanges === 3; i++) {
+        const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_gasPrice" });
+        assert.equal(r.status, 200, r.text);
+      }
+      assert.equal(a.exchanges, 4);
+      for (let i = 0; i < 20; i++) {
+        const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_gasPrice" });
+        assert.equal(r.status, 200, r.text);
+      }
+      assert.equal(a.exchanges, 4, "the breaker re-opened: no call reached a during the new cooldown");
+      assert.deepEqual(breakers(), [
+        ["a", true],
+        ["b", false],
+      ]);
+      // A healed node closes it at the next half-open call.
+      a.mode = "ok";
+      await sleep(1_100);
+      for (let i = 0; i < 300 && breakers()[0]![1]; i++) {
+        const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_gasPrice" });
+        assert.equal(r.status, 200, r.text);
+      }
+      assert.deepEqual(breakers(), [
+        ["a", false],
+        ["b", false],
+      ]);
+    });
+  }
+
+  it("health probes answered 200 with garbage open the breaker (cause health_probe)", async () => {
+    await start({ HEALTH_CHECK_INTERVAL_MS: "200" });
+    a.mode = "garbage";
+    const deadline = Date.now() + 10_000;
+    while (!breakers()[0]![1] && Date.now() < deadline) await sleep(50);
+    assert.deepEqual(breakers(), [
+      ["a", true],
+      ["b", false],
+    ]);
+    assert.deepEqual(samples(await metrics(), "rpcgw_upstream_breaker_opens_total"), [
+      'rpcgw_upstream_breaker_opens_total{network="eth",upstream="a",cause="health_probe"} 1',
+    ]);
+  });
+
+  // Review of issue 13: a client could provoke a 413 (geth caps bodies at 5 MiB) on every node through
+  // coalescing, and every non-2xx counted toward the breaker.
+  it("HTTP 413 (request too large for the node) opens no breaker: the big call gets a Node Error row, coalesced neighbours and ordinary calls succeed", async () => {
+    // Threshold 1: a single counted failure would open a breaker. Both nodes cap bodies at 100 kB here.
+    await start({ BREAKER_FAILURE_THRESHOLD: "1", UPSTREAM_COALESCE_MAX: "20" });
+    a.maxBodyBytes = 100_000;
+    b.maxBodyBytes = 100_000;
+    const ethCall = (id: number, bytes: number) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "eth_call",
+      params: [{ to: "0x00", data: `0x${"ab".repeat(bytes / 2)}` }, "latest"],
+    });
+    // 150 kB params: above the coalescing bound (64 KiB), sent alone, refused by the node. 30 kB params:
+    // coalesced (a 20-call batch of them is 600 kB: refused, then re-sent one by one), each fits.
+    const [big, medium, small] = await Promise.all([
+      Promise.all(Array.from({ length: 3 }, (_, i) => post(urlA, ethCall(i, 150_000)))),
+      Promise.all(Array.from({ length: 20 }, (_, i) => post(urlA, ethCall(100 + i, 30_000)))),
+      Promise.all(
+        Array.from({ length: 20 }, (_, i) => post(urlB, { jsonrpc: "2.0", id: i, method: "eth_gasPrice" })),
+      ),
+    ]);
+    for (const r of big) {
+      assert.equal(r.status, 502, r.text);
+      assert.equal(r.json.error.data.reason, GatewayError.UpstreamRequestRefused.reason);
+      assert.equal(r.json.error.data.category, GatewayError.UpstreamRequestRefused.category);
+      assert.equal(GatewayError.UpstreamRequestRefused.category, "Node Error");
+    }
+    for (const r of medium) assert.equal(r.status, 200, r.text.slice(0, 200));
+    for (const r of small) assert.equal(r.status, 200, r.text);
+    // The big calls were not failed over (which would hand each node the client's body in turn): each
+    // reached one node once.
+    assert.equal(a.refusedSingles + b.refusedSingles, 3, "single bodies refused");
+    assert.deepEqual(breakers(), [
+      ["a", false],
+      ["b", false],
+    ]);
+    assert.deepEqual(samples(await metrics(), "rpcgw_upstream_breaker_opens_total"), []);
+    const after = await post(urlB, { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
+    assert.equal(after.json.result, "0x7a69");
+  });
+
+  it("coalesced batches are cut before 1 MiB: 20 calls of 60 kB reach a node capping bodies at 1.1 MB without one 413", async () => {
+    await start({ BREAKER_FAILURE_THRESHOLD: "1", UPSTREAM_COALESCE_MAX: "20" });
+    for (const u of [a, b]) {
+      u.maxBodyBytes = 1_100_000;
+      u.delayMs = 200; // answers overlap, so the calls below arrive while others wait: they coalesce
+      u.reset();
+    }
+    const ethCall = (id: number) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "eth_call",
+      params: [{ to: "0x00", data: `0x${"cd".repeat(30_000)}` }, "latest"],
+    });
+    const rs = await Promise.all(Array.from({ length: 40 }, (_, i) => post(urlA, ethCall(i))));
+    for (const r of rs) assert.equal(r.status, 200, r.text.slice(0, 200));
+    assert.equal(a.refusedTooLarge + b.refusedTooLarge, 0, "no body crossed the node's cap");
+    assert.equal(a.count("eth_call") + b.count("eth_call"), 40);
+    assert.ok(
+      a.exchanges + b.exchanges < 40,
+      `expected coalesced exchanges, got ${a.exchanges + b.exchanges} (largest batch ${Math.max(a.largestBatch, b.largestBatch)})`,
+    );
+    assert.ok(Math.max(a.largestBatch, b.largestBatch) <= 17, "at most 1 MiB / 60 kB calls per batch");
   });
 });

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type StubMode = "ok" | "error500" | "hang" | "garbage" | "http429" | "rpc429";
+export type StubMode = "ok" | "error500" | "hang" | "garbage" | "empty200" | "http429" | "rpc429";
 
 /**
  * A small JSON-RPC upstream for tests: counts calls per method, can proxy everything to a real node
@@ -17,6 +17,13 @@ export class StubUpstream {
   readonly methodDelayMs = new Map<string, number>();
   /** `Retry-After` header value in mode http429 ("" = none). */
   retryAfter = "";
+  /** Request bodies larger than this many bytes are answered 413 before parsing, as geth does (0 = no cap). */
+  maxBodyBytes = 0;
+  /** Bodies answered 413 because of maxBodyBytes; refusedSingles: those that were not batches. */
+  refusedTooLarge = 0;
+  refusedSingles = 0;
+  /** Most calls seen in one batch body. */
+  largestBatch = 0;
   head = 100;
   chainIdHex = "0x7a69";
   readonly calls = new Map<string, number>();
@@ -34,6 +41,9 @@ export class StubUpstream {
   reset(): void {
     this.calls.clear();
     this.exchanges = 0;
+    this.refusedTooLarge = 0;
+    this.refusedSingles = 0;
+    this.largestBatch = 0;
   }
 
   async start(port = 0): Promise<this> {
@@ -53,6 +63,12 @@ export class StubUpstream {
 
   private async handle(body: string, res: import("node:http").ServerResponse): Promise<void> {
     this.exchanges++;
+    if (this.maxBodyBytes > 0 && Buffer.byteLength(body) > this.maxBodyBytes) {
+      this.refusedTooLarge++;
+      if (!body.startsWith("[")) this.refusedSingles++;
+      res.writeHead(413, { "content-type": "text/plain" }).end("request body too large");
+      return;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(body);
@@ -65,6 +81,7 @@ export class StubUpstream {
       params?: unknown;
     }[];
     for (const r of list) if (r?.method) this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+    if (Array.isArray(parsed)) this.largestBatch = Math.max(this.largestBatch, parsed.length);
     let delay = this.delayMs;
     for (const r of list) delay = Math.max(delay, this.methodDelayMs.get(r?.method ?? "") ?? 0);
     if (delay > 0) await new Promise((r) => setTimeout(r, delay));
@@ -92,6 +109,10 @@ export class StubUpstream {
     }
     if (this.mode === "garbage") {
       res.writeHead(200, { "content-type": "application/json" }).end("<html>not json");
+      return;
+    }
+    if (this.mode === "empty200") {
+      res.writeHead(200, { "content-type": "application/json" }).end();
       return;
     }
     if (this.refuseBatches && Array.isArray(parsed)) {

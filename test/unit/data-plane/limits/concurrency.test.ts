@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
-import { Acquired, ConcurrencyLimiter } from "../../../../data-plane/src/limits/concurrency";
+import {
+  Acquired,
+  ConcurrencyLimiter,
+  concurrencyRefusalMessage,
+  HEAVY_CONCURRENCY_MESSAGE,
+} from "../../../../data-plane/src/limits/concurrency";
 
-const { Ok, OverTotal, OverHeavy } = Acquired;
+const { Ok, OverTotal, OverHeavy, HeavyRequestTooLarge } = Acquired;
 
 describe("data plane: per-key concurrency limiter", () => {
   it("admits up to the cap per id, independently per id, and frees slots on release", () => {
@@ -50,11 +55,32 @@ describe("data plane: per-key concurrency limiter", () => {
     l.release("k", 1, 1);
     l.release("k", 5, 0);
     assert.equal(l.size, 0);
-    // A batch of 5 heavy calls with none in flight passes (not refused forever); then none more.
-    assert.equal(l.tryAcquire("k", 5, 5), Ok);
+    // A batch of exactly the heavy cap with none in flight passes; then none more.
+    assert.equal(l.tryAcquire("k", 2, 2), Ok);
     assert.equal(l.tryAcquire("k", 1, 1), OverHeavy);
-    l.release("k", 5, 5);
+    l.release("k", 2, 2);
     assert.equal(l.size, 0);
+  });
+
+  // Review of issue 13: "idle admits any size" let one batch of 100 heavy calls past a heavy cap of 16.
+  it("a request with more heavy calls than the heavy cap is refused even when the key is idle; the total cap keeps its idle rule", () => {
+    const l = new ConcurrencyLimiter(10, 16);
+    assert.equal(l.tryAcquire("k", 100, 100), HeavyRequestTooLarge);
+    assert.equal(l.tryAcquire("k", 17, 17), HeavyRequestTooLarge);
+    assert.equal(l.size, 0, "the refusal took nothing");
+    assert.equal(
+      l.tryAcquire("k", 100, 16),
+      Ok,
+      "16 heavy among 100 elements: the idle rule of the total cap",
+    );
+    assert.equal(l.heavyInFlight("k"), 16);
+    assert.equal(l.tryAcquire("k", 1, 0), OverTotal);
+    l.release("k", 100, 16);
+    assert.equal(l.size, 0);
+    const msg = concurrencyRefusalMessage(HeavyRequestTooLarge, 100, 16);
+    assert.match(msg!, /carries 100 heavy calls.*at most 16 .*split it/);
+    assert.equal(concurrencyRefusalMessage(OverHeavy, 1, 16), HEAVY_CONCURRENCY_MESSAGE);
+    assert.equal(concurrencyRefusalMessage(OverTotal, 1, 16), undefined);
   });
 
   it("0 turns a cap off; stray releases never go negative", () => {

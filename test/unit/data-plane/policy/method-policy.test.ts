@@ -15,6 +15,29 @@ const net = (allowDebug: boolean): NetworkRecord => ({
   upstreams: [],
 });
 
+// Review of issue 13: names were compared as sent, so another spelling of a denied method passed.
+const CASE_VARIANTS = [
+  "eth_Sign",
+  "eth_SIGN",
+  "ETH_SIGN",
+  "eth_signtypeddata_v4",
+  "eth_sendtransaction",
+  "eth_sendTransaction ",
+  " eth_sendTransaction",
+  "eth_sendTransaction\t",
+  "eth_SubmitWork",
+  "state_getpairs",
+  "STATE_QUERYSTORAGE",
+  "state_TraceBlock",
+  "babe_epochauthorship",
+  "system_PEERS",
+  "system_dryrun",
+  "author_rotatekeys",
+  "Admin_nodeInfo",
+  "TXPOOL_content",
+  "Debug_traceTransaction",
+];
+
 describe("data-plane method policy", () => {
   const policy = new SharedNodeMethodPolicy();
 
@@ -172,6 +195,22 @@ describe("data-plane method policy", () => {
     assert.ok(p.check("eth_sign", net(false)) !== undefined);
   });
 
+  it("refuses other spellings of denied methods (case, surrounding spaces)", () => {
+    const p = new SharedNodeMethodPolicy();
+    for (const m of CASE_VARIANTS) {
+      const why = p.check(m, net(false));
+      assert.ok(why?.startsWith(`${m} is not available`), JSON.stringify(m));
+    }
+    // Allow-only namespaces: an allowed name in another spelling stays allowed, a denied one is refused.
+    assert.equal(p.check("system_Health", net(false)), undefined);
+    assert.equal(p.check("eth_BlockNumber", net(false)), undefined);
+    assert.ok(
+      p.check("ETH_blockNumber", net(false)) !== undefined,
+      "the namespace allow-list is matched as spelled",
+    );
+    assert.ok(p.check("author_hasKEY", net(false)) !== undefined);
+  });
+
   it("answers the same for a method seen many times and past the memo bound (hostile method names)", () => {
     const p = new SharedNodeMethodPolicy();
     for (let i = 0; i < 10_000; i++) assert.ok(p.check(`x${i}_y`, net(false)) !== undefined);
@@ -213,6 +252,13 @@ describe("data-plane Safe-mode policy (dedicated nodes)", () => {
     ]) {
       assert.ok(safe.refusal(m) !== undefined, m);
     }
+  });
+
+  it("refuses other spellings of the known-unsafe methods (case, surrounding spaces)", () => {
+    for (const m of CASE_VARIANTS.filter((m) => !m.toLowerCase().startsWith("debug_"))) {
+      assert.ok(safe.refusal(m) !== undefined, JSON.stringify(m));
+    }
+    assert.equal(safe.refusal("System_Health"), undefined);
   });
 
   it("lets the node's own namespaces and safe methods through", () => {

@@ -28,6 +28,10 @@ describe("control-plane: usage queries (recorder -> stream -> ingestion -> Graph
 
   before(async () => {
     h = await startHarness();
+    // The data below sits at fixed hours relative to `now` (taken when mocha loaded this file, which can be
+    // minutes before these tests run in the full suite): the service's clock is pinned to it, so an hour
+    // boundary passing meanwhile does not shift the default 24-hour window.
+    (h.cp.services.usage as unknown as { now: () => number }).now = () => now;
     a = await h.signUp();
     b = await h.signUp();
     c = await h.signUp();

@@ -72,6 +72,9 @@ const schema = z.object({
   REDIS_MARKER_CHECK_INTERVAL_MS: env.int(2_000, 100, 600_000),
 });
 
+/** The environment schema: docs/contracts.md lists every variable (test/unit/docs/contracts.test.ts checks it). */
+export const ControlPlaneEnvSchema = schema;
+
 /** Shortest KEY_ENCRYPTION_SECRET / ADMIN_TOKEN accepted with NODE_ENV=production: 32 bytes. */
 export const PRODUCTION_MIN_SECRET_BYTES = 32;
 

@@ -12,7 +12,7 @@ import { AllowlistKind } from "./allowlist-entry.entity";
  * IP: one IPv4/IPv6 address or a CIDR range. Stored canonically: IPv6 compressed per RFC 5952,
  * IPv4-mapped IPv6 addresses as IPv4, CIDR ranges as their network address (`10.1.2.3/8` -> `10.0.0.0/8`).
  *
- * Matching semantics (what the data plane implements, DESIGN "allowlists"): an app without entries
+ * Matching semantics (what the data plane implements, docs/contracts.md#allowlists): an app without entries
  * accepts every caller. With entries, a request passes when it matches ANY listed origin (its `Origin`
  * header) OR ANY listed IP (its client IP) — kinds are alternatives, not both required.
  */

@@ -7,7 +7,7 @@ export interface AppEndpoint {
   exampleCommand: string;
 }
 
-/** Integration URLs of one app key on every network (data-plane paths from DESIGN.md). */
+/** Integration URLs of one app key on every network (docs/contracts.md#data-plane-paths). */
 export function buildEndpoints(
   networks: Network[],
   apiKey: string,

@@ -48,6 +48,9 @@ const schema = z.object({
   NODE_K8S_SNAPSHOTS: env.list(""),
 });
 
+/** The environment schema: docs/contracts.md lists every variable (test/unit/docs/contracts.test.ts checks it). */
+export const NodeEnvSchema = schema;
+
 export interface NodeConfig {
   provider: "local" | "kubernetes";
   dataDir: string;

@@ -7,7 +7,7 @@ export enum NodeType {
 }
 registerEnumType(NodeType, { name: "DedicatedNodeType" });
 
-/** DESIGN.md "Dedicated nodes": PENDING -> PROVISIONING -> SYNCING -> SYNCED, plus the rest. */
+/** docs/architecture.md#dedicated-nodes: PENDING -> PROVISIONING -> SYNCING -> SYNCED, plus the rest. */
 export enum NodeStatus {
   PENDING = "PENDING",
   PROVISIONING = "PROVISIONING",

@@ -24,6 +24,9 @@ const schema = z.object({
   USAGE_INGEST_ENABLED: env.bool(true),
 });
 
+/** The environment schema: docs/contracts.md lists every variable (test/unit/docs/contracts.test.ts checks it). */
+export const UsageWorkerEnvSchema = schema;
+
 export interface UsageWorkerConfig {
   minuteRetentionDays: number;
   hourRetentionDays: number;

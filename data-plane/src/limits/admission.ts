@@ -6,8 +6,8 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
 
 /**
  * Admission of one client message (an HTTP request, a WebSocket text message) against the per-second
- * rate limit and the workspace's daily / monthly quota (DESIGN.md "Limits and plans"). Transport-free so
- * HTTP and WebSocket apply the same rules:
+ * rate limit and the workspace's daily / monthly quota (docs/contracts.md#limits-and-plans).
+ * Transport-free so HTTP and WebSocket apply the same rules:
  *
  * - `cost` is the number of request objects in the message (a batch of 30 costs 30; notifications and
  *   invalid elements count too). The limiter is consulted once per message with the whole cost: a batch
@@ -96,8 +96,8 @@ export class LimitsGate {
     }
     const plan = key.record.plan;
     if (key.record.kind === "node") {
-      // A dedicated node has its own limits (DESIGN.md "Dedicated nodes"): per node per second at the
-      // plan's rate, and no workspace quota (its traffic is not the shared nodes' daily allowance).
+      // A dedicated node has its own limits (docs/contracts.md#how-requests-count): per node per second at
+      // the plan's rate, and no workspace quota (its traffic is not the shared nodes' daily allowance).
       const rate = this.limits.rateLimiter.check(nodeIdentifier(key), cost, plan.requestsPerSecond);
       return rate.allowed ? { ok: true, rate } : this.rateRefusal(rate, "node", cost);
     }

@@ -1,7 +1,7 @@
 import { type Clock, systemClock } from "./clock";
 
 /**
- * Per-second request limits (DESIGN.md "Limits and plans").
+ * Per-second request limits (docs/contracts.md#how-requests-count).
  *
  * Windows are fixed 1-second windows aligned to the epoch second (`floor(nowMs / 1000)`): exact, O(1) per
  * check, and the same window on every instance (given NTP-synced clocks), so instances can meet on one

@@ -1,5 +1,5 @@
 /**
- * Usage recording (DESIGN.md "Redis between the planes", Usage).
+ * Usage recording (docs/contracts.md#usage-stream; the flow: docs/architecture.md#a-usage-record).
  *
  * Wiring: construct one `RedisUsageRecorder` per process with the data plane's Redis client, its
  * `RedisNames` and `/metrics` registry, and `loadUsageRecorderConfig()` (USAGE_* variables); call `start()`.

@@ -1,5 +1,6 @@
 /**
- * The closed table of gateway errors (DESIGN.md "Errors (contract)").
+ * The closed table of gateway errors (docs/contracts.md#errors, kept equal to this by
+ * test/unit/docs/contracts.test.ts: a new row needs its line there).
  * Every error the gateway produces is one of these rows; the hot path returns a row, it never throws.
  * `httpStatus` is the status of a whole-request failure; inside a batch the same row becomes a
  * per-element error object in a 200 response.

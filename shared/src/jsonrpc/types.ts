@@ -29,5 +29,5 @@ export interface JsonRpcFailure {
 
 export type JsonRpcResponse = JsonRpcSuccess | JsonRpcFailure;
 
-/** Upper bound on request objects in one batch (DESIGN.md: "batch of at most 100"). */
+/** Upper bound on request objects in one batch (docs/contracts.md#json-rpc-rules). */
 export const MAX_BATCH_SIZE = 100;

@@ -1,6 +1,6 @@
 /**
- * UTC calendar helpers for daily and monthly quotas (DESIGN.md "Limits and plans": the day is the UTC
- * day). Both planes use these so the data plane counts into, and the control plane reads from, the same
+ * UTC calendar helpers for daily and monthly quotas (docs/contracts.md#how-requests-count: the day is the
+ * UTC day). Both planes use these so the data plane counts into, and the control plane reads from, the same
  * Redis key (`RedisNames.quotaDay` / `quotaMonth`). Pure functions of epoch milliseconds.
  */
 

@@ -1,8 +1,9 @@
 import { z } from "zod";
 
 /**
- * The shapes the control plane publishes into Redis and the data plane reads (DESIGN.md
- * "Redis between the planes"). Both planes parse with these schemas, so a drift fails loudly.
+ * The shapes the control plane publishes into Redis and the data plane reads
+ * (docs/contracts.md#redis-between-the-planes). Both planes parse with these schemas, so a drift fails
+ * loudly.
  */
 
 export const PlanLimitsSchema = z.object({

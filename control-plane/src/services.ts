@@ -40,6 +40,7 @@ export function createServices(
   const publication = new PublicationService(ds, redis, names, log, {
     minMs: config.publicationRetryMinMs,
     maxMs: config.publicationRetryMaxMs,
+    repairLostMarker: true,
   });
   const workspaces = new WorkspaceService(ds, publication);
   const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);

@@ -175,8 +175,8 @@ export async function startDataPlane(
       do {
         reloadAgain = false;
         try {
-          const { published, networks: records } = await state.getPublishedNetworks();
-          if (published) {
+          const { marker, networks: records } = await state.getPublishedNetworks();
+          if (marker !== null) {
             markerSeen = true;
           } else if (markerSeen && networksLoaded) {
             logger.warn(
@@ -215,23 +215,20 @@ export async function startDataPlane(
     wsGateway?.onEvent(event);
     if (event.type === "networks.update" || event.type === "resync") void reloadNetworks();
   });
-  state.on("reconnect", () => {
-    // Cached keys may be stale after a blip (a change announced while we were away): drop them, unless
-    // Redis came back without its publication, where dropping them would turn every key into "unknown"
-    // until the re-publish; its `resync` drops them then.
-    void state
-      .isPublished()
-      .catch(() => true)
-      .then((published) => {
-        if (published || !markerSeen) {
-          verifier.clear();
-          nodeLookup.clear();
-          wsGateway?.revalidateAll();
-        } else {
-          logger.warn("redis reconnected without its publication: keeping cached keys until the re-publish");
-        }
-        return reloadNetworks();
-      });
+  state.on("reconnect", (marker) => {
+    // Emitted once both connections are back and the subscription is live, with the marker read after
+    // that: from then on no event is missed. Cached keys may be stale (changes announced while we were
+    // away): drop them, unless Redis came back without its publication, where dropping them would turn
+    // every key into "unknown" until the re-publish; its `resync` drops them then (or, if it landed
+    // before the subscription was back, the marker is present here).
+    if (marker !== null || !markerSeen) {
+      verifier.clear();
+      nodeLookup.clear();
+      wsGateway?.revalidateAll();
+    } else {
+      logger.warn("redis reconnected without its publication: keeping cached keys until the re-publish");
+    }
+    void reloadNetworks();
   });
 
   await state.start();

@@ -87,6 +87,12 @@ export interface PublicationRetryOptions {
   minMs: number;
   /** Longest wait between two attempts, ms. */
   maxMs: number;
+  /**
+   * On each reconnect, check the publication marker and re-publish when it is gone (Redis restarted
+   * empty), so that repair does not depend on the worker alone. Off by default: the worker has its own
+   * RedisRecoveryService.
+   */
+  repairLostMarker?: boolean;
 }
 
 export interface RepublishResult {
@@ -117,14 +123,37 @@ export class PublicationService {
     private readonly log: Logger,
     private readonly retry: PublicationRetryOptions = { minMs: 250, maxMs: 5_000 },
   ) {
-    // Redis is back: repair now instead of at the end of a backoff that grew while it was down.
-    redis.on("ready", () => {
-      if (!this.dirty || this.stopped || this.retryTimer === undefined) return;
-      clearTimeout(this.retryTimer);
-      this.retryTimer = undefined;
-      this.retryDelayMs = 0;
-      this.retryLater(0);
+    redis.on("close", () => {
+      this.lostConnection = true;
     });
+    redis.on("ready", () => {
+      const reconnected = this.lostConnection;
+      this.lostConnection = false;
+      if (this.stopped) return;
+      if (this.dirty && this.retryTimer !== undefined) {
+        // Redis is back: repair now instead of at the end of a backoff that grew while it was down.
+        clearTimeout(this.retryTimer);
+        this.retryTimer = undefined;
+        this.retryDelayMs = 0;
+        this.retryLater(0);
+      } else if (reconnected && this.retry.repairLostMarker) {
+        void this.repairIfMarkerLost();
+      }
+    });
+  }
+
+  /** Re-publishes in full (retried until it lands) when the publication marker is gone. */
+  private async repairIfMarkerLost(): Promise<void> {
+    let present: boolean;
+    try {
+      present = (await this.redis.exists(this.names.publishedAt())) === 1;
+    } catch {
+      return; // lost again: the next "ready" checks
+    }
+    if (present || this.stopped) return;
+    this.log.warn("redis holds no publication marker (restarted empty?): re-publishing from Postgres");
+    this.retryDelayMs = 0;
+    this.retryLater(0);
   }
 
   private queue: Promise<unknown> = Promise.resolve();
@@ -133,6 +162,8 @@ export class PublicationService {
   private retryTimer: NodeJS.Timeout | undefined;
   private retryDelayMs = 0;
   private stopped = false;
+  /** The connection closed since its last "ready". */
+  private lostConnection = false;
 
   /** True while a failed publication waits for its re-publish (for tests and diagnostics). */
   get pendingRetry(): boolean {
@@ -159,6 +190,12 @@ export class PublicationService {
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       if (this.stopped) return;
+      // Redis is still away: an attempt would read every key, workspace, network and plan from Postgres
+      // only to fail on the first write. Wait instead; the "ready" handler runs the attempt at once.
+      if (this.redis.status !== "ready") {
+        this.retryLater();
+        return;
+      }
       // Cleared before the attempt: a step failing meanwhile sets it again and schedules the next one.
       this.dirty = false;
       this.republishAllSerial().then(

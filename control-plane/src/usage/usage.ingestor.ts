@@ -66,9 +66,14 @@ export class UsageIngestor {
     this.stream = names.usageStream();
   }
 
-  async ensureGroup(): Promise<void> {
+  /**
+   * Creates the consumer group (at the start of the stream) unless it exists. `conn` defaults to the
+   * ingestor's own connection, which may sit in a blocking read for up to `blockMs`: callers in a hurry
+   * pass another one.
+   */
+  async ensureGroup(conn: Redis = this.redis): Promise<void> {
     try {
-      await this.redis.xgroup("CREATE", this.stream, USAGE_CONSUMER_GROUP, "0", "MKSTREAM");
+      await conn.xgroup("CREATE", this.stream, USAGE_CONSUMER_GROUP, "0", "MKSTREAM");
     } catch (err) {
       if (!String((err as Error).message).includes("BUSYGROUP")) throw err;
     }

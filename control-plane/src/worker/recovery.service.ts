@@ -19,7 +19,7 @@ export interface RedisRecoveryDeps {
  * without a hand: every `intervalMs` and on each reconnect it checks the publication marker
  * (`RedisNames.publishedAt`, written by every full re-publish). When the marker is gone it re-publishes at
  * once (data planes, which kept their last known good state meanwhile, reload on the `resync` that
- * follows) and recreates the usage consumer group and the BullMQ job schedulers.
+ * follows), then recreates the usage consumer group and the BullMQ job schedulers.
  *
  * Why the worker: it already owns the periodic re-publish, the consumer group and the schedulers, and it
  * runs as one process; the control plane's own failed publications are retried by PublicationService.
@@ -60,10 +60,11 @@ export class RedisRecoveryService {
     const t0 = Date.now();
     this.deps.log.warn("redis holds no publication marker (restarted empty?): re-publishing and recreating");
     try {
-      // The worker's own structures first: usage flushed by data planes meanwhile is read from the start
-      // of the stream once the group exists again.
-      await this.deps.recreate();
+      // Serving first: data planes wait for this re-publish (keys changed while Redis was away keep their
+      // old cached state until it lands). The consumer group is created at the start of the stream, so the
+      // usage flushed meanwhile is read in full whenever it comes back.
       await this.deps.republish();
+      await this.deps.recreate();
       this.recoveries++;
       this.deps.log.info({ ms: Date.now() - t0 }, "redis repaired after losing its data");
     } catch (err) {

@@ -158,7 +158,8 @@ export async function startWorker(
     intervalMs: config.redisMarkerCheckIntervalMs,
     republish: () => publication.republishAllSerial(),
     async recreate() {
-      await usageIngestor?.ensureGroup();
+      // On the command connection: the ingestor's own one may be blocked in XREADGROUP (blockMs).
+      await usageIngestor?.ensureGroup(redis);
       await ensurePublicationScheduler();
       await ensureUsageScheduler();
       await nodes.ensureSchedulers();

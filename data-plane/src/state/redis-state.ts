@@ -18,15 +18,19 @@ export interface PlaneState {
   /** Reads every network record (malformed ones are skipped and logged). */
   getNetworks(): Promise<NetworkRecord[]>;
   /**
-   * Reads the network records, then whether the publication marker (`RedisNames.publishedAt`) is
-   * present. Absent = nothing was fully published into this Redis yet, or it lost its data.
+   * Reads the network records and the publication marker (`RedisNames.publishedAt`, null when absent =
+   * nothing was fully published into this Redis yet, or it lost its data). The marker is read before and
+   * after the networks and only a matching pair is returned (a re-publish between the reads is read
+   * again), so the networks always belong to the marker returned. Rejects when Redis is unreachable.
    */
-  getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }>;
-  /** Whether the publication marker is present. */
-  isPublished(): Promise<boolean>;
-  /** Events from the control plane (and `reconnect` when cached state may be stale). */
+  getPublishedNetworks(): Promise<{ marker: string | null; networks: NetworkRecord[] }>;
+  /**
+   * Events from the control plane, and `reconnect` after a connection was lost, once BOTH connections are
+   * back, the events subscription is live again and the marker was read after it (`null` = absent): a
+   * `resync` published while the subscriber was away shows as a changed marker.
+   */
   on(event: "event", listener: (e: PlaneEvent) => void): this;
-  on(event: "reconnect", listener: () => void): this;
+  on(event: "reconnect", listener: (marker: string | null) => void): this;
   /** True once the events subscription is active. */
   readonly subscribed: boolean;
   start(): Promise<void>;
@@ -38,7 +42,12 @@ export interface RedisStateOptions {
   prefix: string;
   commandTimeoutMs: number;
   logger: Logger;
+  /** Wait before reading the marker again when the read after a reconnect failed, ms (default 250). */
+  syncRetryMs?: number;
 }
+
+/** Attempts at reading networks and marker as a consistent pair before giving up (a re-publish storm). */
+const CONSISTENT_READ_ATTEMPTS = 5;
 
 /** Redis-backed state: one command connection and one subscriber connection. */
 export class RedisPlaneState extends EventEmitter implements PlaneState {
@@ -47,13 +56,19 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
   private readonly sub: Redis;
   private readonly logger: Logger;
   private _subscribed = false;
+  /** A connection closed since the last `reconnect` was emitted (or since start). */
   private lostConnection = false;
   private started = false;
+  private closing = false;
+  private syncing = false;
+  private syncRetry: NodeJS.Timeout | undefined;
+  private readonly syncRetryMs: number;
 
   constructor(opts: RedisStateOptions) {
     super();
     this.names = new RedisNames(opts.prefix);
     this.logger = opts.logger;
+    this.syncRetryMs = opts.syncRetryMs ?? 250;
     const common = {
       lazyConnect: true,
       maxRetriesPerRequest: 1,
@@ -69,18 +84,16 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
     this.sub = new Redis(opts.url, { ...common, connectionName: `data-plane:${opts.prefix}sub` });
     this.cmd.on("error", (err) => this.logger.warn({ err: err.message }, "redis command connection error"));
     this.sub.on("error", (err) => this.logger.warn({ err: err.message }, "redis subscriber error"));
+    // The two connections back off independently, and ioredis emits "ready" on the subscriber before its
+    // re-subscribe is done: state is re-synced only once the command connection is ready AND the
+    // subscription is live again (see `resync`), whichever comes back last.
     for (const conn of [this.cmd, this.sub]) {
       conn.on("close", () => {
         this.lostConnection = true;
         if (conn === this.sub) this._subscribed = false;
       });
-      conn.on("ready", () => {
-        if (!this.lostConnection) return;
-        this.lostConnection = false;
-        this.logger.info("redis reconnected: dropping cached state");
-        this.emit("reconnect");
-      });
     }
+    this.cmd.on("ready", () => this.resync());
     this.sub.on("message", (channel: string, message: string) => {
       if (channel !== this.names.eventsChannel()) return;
       let parsed: unknown;
@@ -98,16 +111,57 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
       this.emit("event", ev.data);
     });
     // ioredis re-subscribes by itself after a reconnect, without an event saying so: subscribe again
-    // (idempotent) to know when the subscription is live.
+    // (idempotent; queued behind ioredis's own SUBSCRIBE) to know when the subscription is live.
     this.sub.on("ready", () => {
-      if (this._subscribed || !this.started) return;
+      if (this._subscribed || !this.started || this.closing) return;
       this.sub.subscribe(this.names.eventsChannel()).then(
         () => {
           this._subscribed = true;
+          this.resync();
         },
         (err: Error) => this.logger.warn({ err: err.message }, "re-subscribe failed"),
       );
     });
+  }
+
+  /**
+   * After a lost connection, once both are usable again: reads the marker (after the subscription is
+   * live, so a re-publish is either seen in the marker or announced to us) and emits `reconnect` with it.
+   * A failed read emits nothing (the caller keeps its caches) and is retried every `syncRetryMs`.
+   */
+  private resync(): void {
+    if (!this.started || this.closing || !this.lostConnection || this.syncing) return;
+    if (this.cmd.status !== "ready" || !this._subscribed) return;
+    if (this.syncRetry !== undefined) {
+      clearTimeout(this.syncRetry);
+      this.syncRetry = undefined;
+    }
+    this.syncing = true;
+    this.lostConnection = false;
+    this.readMarker().then(
+      (marker) => {
+        this.syncing = false;
+        if (this.closing) return;
+        this.logger.info({ published: marker !== null }, "redis reconnected: re-syncing cached state");
+        this.emit("reconnect", marker);
+        // Lost again while reading (a "ready" then was ignored): sync once more.
+        this.resync();
+      },
+      (err: Error) => {
+        this.syncing = false;
+        if (this.closing) return;
+        this.lostConnection = true;
+        this.logger.warn(
+          { err: err.message },
+          "could not read the publication marker after a reconnect; retrying",
+        );
+        this.syncRetry = setTimeout(() => {
+          this.syncRetry = undefined;
+          this.resync();
+        }, this.syncRetryMs);
+        this.syncRetry.unref();
+      },
+    );
   }
 
   get subscribed(): boolean {
@@ -139,16 +193,25 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
     return this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
   }
 
-  async getPublishedNetworks(): Promise<{ published: boolean; networks: NetworkRecord[] }> {
-    // Two commands, not a MULTI: the keys are in different Redis Cluster slots. Networks first: a Redis
-    // emptied between the two reads shows as "not published" (kept state), and one re-published between
-    // them is followed by a `resync` that reloads.
-    const networks = this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
-    return { published: await this.isPublished(), networks };
+  async getPublishedNetworks(): Promise<{ marker: string | null; networks: NetworkRecord[] }> {
+    // Separate commands, not a MULTI: the keys may be in different Redis Cluster slots. The marker is read
+    // on both sides of the networks: every full re-publish writes a new marker in the same MULTI as the
+    // networks, so equal values mean the networks were not replaced in between (an emptied Redis shows as
+    // null on both sides or as a mismatch).
+    let before = await this.readMarker();
+    for (let attempt = 1; ; attempt++) {
+      const networks = this.parseNetworks(await this.cmd.hgetall(this.names.networks()));
+      const after = await this.readMarker();
+      if (after === before) return { marker: after, networks };
+      if (attempt >= CONSISTENT_READ_ATTEMPTS) {
+        throw new Error("the publication changed during every read of the networks");
+      }
+      before = after;
+    }
   }
 
-  async isPublished(): Promise<boolean> {
-    return (await this.cmd.exists(this.names.publishedAt())) === 1;
+  private readMarker(): Promise<string | null> {
+    return this.cmd.get(this.names.publishedAt());
   }
 
   private parseNetworks(all: Record<string, string>): NetworkRecord[] {
@@ -169,6 +232,8 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
+    if (this.syncRetry !== undefined) clearTimeout(this.syncRetry);
     this._subscribed = false;
     this.removeAllListeners("reconnect");
     await Promise.allSettled([this.sub.quit(), this.cmd.quit()]);

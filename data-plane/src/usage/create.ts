@@ -56,20 +56,9 @@ export function createUsageRecorder(
   });
   // A Redis that restarted (new run_id) may have lost entries written just before (no persistence, or
   // AOF's last second): write the recent ones again; the worker counts each batchId once.
-  let runId: string | undefined;
-  redis.on("ready", () => {
-    redis.info("server").then(
-      (text: string) => {
-        const id = /run_id:(\w+)/.exec(text)?.[1];
-        if (id === undefined) return;
-        if (runId !== undefined && id !== runId) {
-          const n = recorder.redeliverRecent();
-          logger?.warn({ entries: n }, "redis restarted: writing recent usage entries again");
-        }
-        runId = id;
-      },
-      () => undefined,
-    );
+  const watcher = watchRedisRestarts(redis, () => {
+    const n = recorder.redeliverRecent();
+    logger?.warn({ entries: n }, "redis restarted: writing recent usage entries again");
   });
   return {
     recorder,
@@ -77,8 +66,58 @@ export function createUsageRecorder(
       recorder.start();
     },
     async close() {
+      watcher.stop();
       await recorder.close();
       redis.disconnect();
+    },
+  };
+}
+
+/** What `watchRedisRestarts` needs of a connection (an ioredis client satisfies it). */
+export interface RunIdSource {
+  readonly status: string;
+  on(event: "ready", listener: () => void): unknown;
+  info(section: "server"): Promise<string>;
+}
+
+/**
+ * Calls `onRestart` when the server behind `redis` is a new process (its `run_id` changed across a
+ * reconnect). The run id is read on every "ready"; a failed read is retried every `retryMs` while the
+ * connection stays ready, so a failure on the first "ready" does not leave the id unknown (which would
+ * hide the first restart).
+ */
+export function watchRedisRestarts(
+  redis: RunIdSource,
+  onRestart: () => void,
+  retryMs = 500,
+): { stop(): void } {
+  let runId: string | undefined;
+  let stopped = false;
+  let retry: NodeJS.Timeout | undefined;
+  const read = (): void => {
+    if (retry !== undefined) clearTimeout(retry);
+    retry = undefined;
+    if (stopped) return;
+    redis.info("server").then(
+      (text: string) => {
+        const id = /run_id:(\w+)/.exec(text)?.[1];
+        if (id === undefined || stopped) return;
+        if (runId !== undefined && id !== runId) onRestart();
+        runId = id;
+      },
+      () => {
+        // Not ready any more: the next "ready" reads it.
+        if (stopped || redis.status !== "ready" || retry !== undefined) return;
+        retry = setTimeout(read, retryMs);
+        retry.unref();
+      },
+    );
+  };
+  redis.on("ready", read);
+  return {
+    stop() {
+      stopped = true;
+      if (retry !== undefined) clearTimeout(retry);
     },
   };
 }

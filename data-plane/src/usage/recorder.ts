@@ -192,6 +192,8 @@ export class RedisUsageRecorder implements UsageRecorder {
   /** Entries written in the last `replayWindowMs` (oldest first), kept as written. */
   private recent: { at: number; rows: number; payload: string }[] = [];
   private recentRows = 0;
+  /** When the last XADD succeeded (this.now() clock). */
+  private lastWriteAt = 0;
   /** Entries to write again (before anything pending), after Redis lost its data. */
   private replay: string[] = [];
   /** Entries written again since start. */
@@ -338,13 +340,15 @@ export class RedisUsageRecorder implements UsageRecorder {
   }
 
   /**
-   * Redis lost its data (it restarted empty): entries written in the last `replayWindowMs` may be gone
-   * before the worker read them. Writes them again, ahead of anything newer; entries the worker did read
-   * are recognised by their batchId and only acknowledged. Returns the number of entries queued.
+   * Redis lost its data (it restarted empty): entries written in the last `replayWindowMs` before the
+   * last successful write (the last moment the old Redis took one; not now, which is after the outage)
+   * may be gone before the worker read them. Writes them again, ahead of anything newer; entries the
+   * worker did read are recognised by their batchId and only acknowledged. Returns the number of entries
+   * queued.
    */
   redeliverRecent(): number {
-    const now = this.now();
-    const again = this.recent.filter((r) => now - r.at <= this.cfg.replayWindowMs).map((r) => r.payload);
+    const until = this.lastWriteAt;
+    const again = this.recent.filter((r) => until - r.at <= this.cfg.replayWindowMs).map((r) => r.payload);
     this.recent = [];
     this.recentRows = 0;
     this.replay.push(...again);
@@ -353,6 +357,7 @@ export class RedisUsageRecorder implements UsageRecorder {
   }
 
   private remember(rows: number, payload: string): void {
+    this.lastWriteAt = this.now();
     if (this.cfg.replayWindowMs <= 0 || rows > this.cfg.replayMaxRows) return;
     const now = this.now();
     this.recent.push({ at: now, rows, payload });

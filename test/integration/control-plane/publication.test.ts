@@ -1,9 +1,13 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
+import type { DataSource } from "typeorm";
 import { loadConfig } from "../../../control-plane/src/config";
+import { PublicationService } from "../../../control-plane/src/publication/publication.service";
 import { startWorker } from "../../../control-plane/src/worker/worker";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
+import { createLogger } from "../../../shared/src/log/logger";
 import { PlaneEvent } from "../../../shared/src/redis/records";
+import { freePort } from "../../helpers/ports";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { ADMIN_TOKEN, createApp, Harness, startHarness } from "./harness";
 
@@ -141,5 +145,35 @@ describe("control-plane: publication to Redis", () => {
     assert.equal(await h.redis.exists(h.names.apiKey(hashApiKey(app.apiKey))), 0);
     await h.cp.services.publication.republishAll();
     assert.equal(await h.redis.exists(h.names.apiKey(hashApiKey(app.apiKey))), 1);
+  });
+
+  it("while Redis is unreachable the retry timer does not read Postgres (no attempt can land)", async () => {
+    // Nothing listens on this loopback port: the connection never becomes ready.
+    const down = new Redis(`redis://127.0.0.1:${await freePort()}`, {
+      maxRetriesPerRequest: 1,
+      retryStrategy: () => 100,
+    });
+    down.on("error", () => undefined);
+    const real = h.cp.services.publication.dataSource;
+    let queries = 0;
+    const counting = {
+      query: (...args: Parameters<DataSource["query"]>) => {
+        queries++;
+        return real.query(...args);
+      },
+    } as unknown as DataSource;
+    const pub = new PublicationService(counting, down, h.names, createLogger("test", "silent"), {
+      minMs: 20,
+      maxMs: 40,
+    });
+    try {
+      await pub.safely("simulated", () => Promise.reject(new Error("redis down (simulated)")));
+      await new Promise((r) => setTimeout(r, 600)); // ~15 retry intervals
+      assert.equal(queries, 0, "each timer attempt read Postgres while Redis was down");
+      assert.equal(pub.pendingRetry, true, "still waiting to re-publish");
+    } finally {
+      pub.stop();
+      down.disconnect();
+    }
   });
 });

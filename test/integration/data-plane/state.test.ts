@@ -66,6 +66,178 @@ describe("data plane state: Redis reconnects and failures", function () {
     }
   });
 
+  /**
+   * A plane on its own RedisPlaneState whose subscriber (or command connection) reconnects late, on a
+   * namespace that holds a network, a key and the publication marker `m1`.
+   */
+  const startSlowReconnect = async (slow: "sub" | "cmd") => {
+    const ns = createTestRedisNamespace();
+    const logger = createLogger("test", process.env.LOG_LEVEL ?? "silent");
+    const state = new RedisPlaneState({
+      url: TEST_REDIS_URL,
+      prefix: ns.prefix,
+      commandTimeoutMs: 500,
+      logger,
+    });
+    // ioredis reads its retry strategy at each close: this connection comes back 1.5 s after a drop,
+    // the other one after 50 ms (as two connections backing off independently can).
+    (state as unknown as Record<string, Redis>)[slow]!.options.retryStrategy = () => 1_500;
+    let key = "";
+    const admin = new Redis(TEST_REDIS_URL);
+    const gw = await startGateway(
+      {},
+      async (s) => {
+        await s.putNetwork(evmNetwork("eth", [{ id: "stub", httpUrl: stub.url }]));
+        key = await s.putKey();
+        await admin.set(s.names.publishedAt(), "m1");
+      },
+      { state, logger },
+      ns,
+    );
+    const names = { cmd: `data-plane:${ns.prefix}cmd`, sub: `data-plane:${ns.prefix}sub` };
+    const connected = async (name: string) =>
+      ((await admin.client("LIST")) as string).includes(`name=${name} `);
+    const kill = async () => {
+      for (const line of ((await admin.client("LIST")) as string).split("\n")) {
+        if (line.includes(`name=${names.cmd} `) || line.includes(`name=${names.sub} `)) {
+          await admin.client("KILL", "ID", /id=(\d+)/.exec(line)![1]!);
+        }
+      }
+    };
+    /** What Redis holds after it restarted empty. */
+    const empty = async () => {
+      await admin.del(state.names.publishedAt(), state.names.networks());
+      await gw.seeder.deleteKey(key);
+    };
+    const call = (k: string, slug = "eth") => post(`${gw.base}/${slug}/rpc?apikey=${k}`, chainId);
+    return {
+      gw,
+      state,
+      admin,
+      key,
+      names,
+      connected,
+      kill,
+      empty,
+      call,
+      async stop() {
+        admin.disconnect();
+        await gw.stop();
+        await ns.cleanup();
+      },
+    };
+  };
+
+  it("a resync published while the subscriber is still reconnecting (command connection back first) is not lost", async () => {
+    const t = await startSlowReconnect("sub");
+    try {
+      assert.equal((await t.call(t.key)).status, 200); // cached
+      await t.empty();
+      await t.kill();
+      // The command connection is back long before the subscriber: no marker, so everything is kept.
+      for (let i = 0; i < 50 && !(await t.connected(t.names.cmd)); i++) await sleep(20);
+      assert.ok(await t.connected(t.names.cmd), "command connection not back");
+      assert.equal(await t.connected(t.names.sub), false, "the subscriber should still be away");
+      await sleep(200);
+      assert.equal((await t.call(t.key)).status, 200, "last known good state kept");
+      // The control plane re-publishes now, without the old key and with a new network: its `resync`
+      // reaches no one, since the subscriber is away.
+      const fresh = await t.gw.seeder.putKey();
+      await t.gw.seeder.putNetwork(evmNetwork("eth", [{ id: "stub", httpUrl: stub.url }]));
+      await t.gw.seeder.putNetwork(evmNetwork("eth2", [{ id: "stub", httpUrl: stub.url }]));
+      await t.admin.set(t.state.names.publishedAt(), "m2");
+      await t.gw.seeder.publish({ type: "resync" });
+      // Once the subscription is back, the changed marker stands for the missed resync.
+      let old = 0;
+      let fresh2 = 0;
+      for (let i = 0; i < 100 && !(old === 401 && fresh2 === 200); i++) {
+        await sleep(50);
+        old = (await t.call(t.key)).status;
+        fresh2 = (await t.call(fresh, "eth2")).status;
+      }
+      assert.equal(old, 401, "the key dropped by the re-publish is still served from the cache");
+      assert.equal(fresh2, 200, "the network added by the re-publish is not served");
+      assert.equal((await fetch(`${t.gw.base}/readyz`)).status, 200);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it("keeps its cached keys when the subscriber is back before the command connection and Redis came back empty", async () => {
+    const t = await startSlowReconnect("cmd");
+    try {
+      assert.equal((await t.call(t.key)).status, 200); // cached
+      await t.empty();
+      await t.kill();
+      for (let i = 0; i < 50 && !(await t.connected(t.names.sub)); i++) await sleep(20);
+      assert.ok(await t.connected(t.names.sub), "subscriber not back");
+      // Until the command connection is back nothing can be checked: the cache is kept meanwhile...
+      await sleep(800);
+      assert.equal(
+        (await t.call(t.key)).status,
+        200,
+        "cached key dropped while the marker could not be read",
+      );
+      for (let i = 0; i < 100 && !(await t.connected(t.names.cmd)); i++) await sleep(20);
+      assert.ok(await t.connected(t.names.cmd), "command connection not back");
+      // ...and after it, since Redis holds no publication.
+      await sleep(300);
+      assert.equal((await t.call(t.key)).status, 200, "cached key dropped although Redis lost its data");
+      // The re-publish (the key is gone) is then applied.
+      await t.admin.set(t.state.names.publishedAt(), "m2");
+      await t.gw.seeder.putNetwork(evmNetwork("eth", [{ id: "stub", httpUrl: stub.url }]));
+      await t.gw.seeder.publish({ type: "resync" });
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 401; i++) {
+        await sleep(50);
+        status = (await t.call(t.key)).status;
+      }
+      assert.equal(status, 401);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it("networks are read with the marker on both sides: a re-publish landing between two reads is read again", async () => {
+    const ns = createTestRedisNamespace();
+    const seeder = new RedisSeeder(ns.prefix);
+    const state = new RedisPlaneState({
+      url: TEST_REDIS_URL,
+      prefix: ns.prefix,
+      commandTimeoutMs: 500,
+      logger: createLogger("test", "silent"),
+    });
+    const admin = new Redis(TEST_REDIS_URL);
+    try {
+      await state.start();
+      // Redis is empty (restarted); the re-publish lands right after the networks were read.
+      const cmd = (state as unknown as { cmd: Redis }).cmd;
+      const hgetall = cmd.hgetall.bind(cmd);
+      let reads = 0;
+      (cmd as unknown as { hgetall: (k: string) => Promise<Record<string, string>> }).hgetall = async (k) => {
+        const out = await hgetall(k);
+        if (reads++ === 0) {
+          await seeder.putNetwork(evmNetwork("eth", [{ id: "stub", httpUrl: stub.url }]));
+          await admin.set(state.names.publishedAt(), "m2");
+        }
+        return out;
+      };
+      const got = await state.getPublishedNetworks();
+      assert.equal(got.marker, "m2");
+      assert.deepEqual(
+        got.networks.map((n) => n.slug),
+        ["eth"],
+        "the published marker was paired with the networks read before it",
+      );
+      assert.equal(reads, 2);
+    } finally {
+      admin.disconnect();
+      await state.close();
+      await seeder.close();
+      await ns.cleanup();
+    }
+  });
+
   it("answers 500 Internal (Service Error) when a key lookup cannot reach Redis", async () => {
     const ns = createTestRedisNamespace();
     const seeder = new RedisSeeder(ns.prefix);

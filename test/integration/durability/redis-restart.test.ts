@@ -4,6 +4,7 @@ import { Redis } from "ioredis";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { QueueName } from "../../../shared/src/queue/names";
 import { USAGE_CONSUMER_GROUP } from "../../../shared/src/usage/contract";
 import { PrivateRedis } from "../../helpers/redis-server";
@@ -124,6 +125,36 @@ describe("durability: Redis down and Redis restarted empty", function () {
       );
     });
   }
+
+  it("without the worker, the control plane notices the lost publication on reconnect and re-publishes", async () => {
+    assert.equal(worker, undefined, "this test runs before the worker is started");
+    const a = await h.signUp();
+    const app = await createApp(h, a.token, "no-worker");
+    const dp = await startDp();
+    assert.equal((await call(dp, app.apiKey)).status, 200);
+    await redis.shutdownNoSave();
+    await sleep(500);
+    await redis.start();
+    const back = performance.now();
+    while (
+      performance.now() - back < 10_000 &&
+      (await probe.exists(h.names.publishedAt()).catch(() => 0)) !== 1
+    ) {
+      await sleep(50);
+    }
+    assert.equal(await probe.exists(h.names.publishedAt()), 1, "not re-published within 10 s");
+    const repairedMs = performance.now() - back;
+    assert.equal(
+      await probe.exists(h.names.apiKey(hashApiKey(app.apiKey))),
+      1,
+      "the key record is back in Redis",
+    );
+    // The data plane kept serving and took the re-publish (its caches dropped by the resync): the key
+    // is read again from Redis.
+    await sleep(300);
+    assert.equal((await call(dp, app.apiKey)).status, 200);
+    console.log(`      marker back ${Math.round(repairedMs)} ms after Redis restarted empty (no worker)`);
+  });
 
   it("Redis restarted empty mid-load: serving and counting recover without a hand", async () => {
     const a = await h.signUp();

@@ -289,10 +289,12 @@ describe("data-plane: usage recorder", () => {
     const { rec, redis, set } = setup({ replayWindowMs: 30_000, replayMaxRows: 1_000 });
     rec.record(base);
     await rec.flush(); // batch 1 at T0
-    set(T0 + 20_000);
+    set(T0 + 40_000);
     rec.record({ ...base, method: "eth_chainId" });
-    await rec.flush(); // batch 2 at T0+20 s
-    set(T0 + 40_000); // batch 1 is now outside the window
+    await rec.flush(); // batch 2 at T0+40 s, the last write before the loss: batch 1 is outside the window
+    // Redis went away right after, and came back 80 s later, empty: longer than the window, but the
+    // window is measured back from the last write the old Redis took, not from now.
+    set(T0 + 120_000);
     rec.record({ ...base, method: "eth_blockNumber" });
     redis.down = true;
     await rec.flush(); // batch 3 fails: still pending, not yet written, so not a replay candidate

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
 import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
 import {
@@ -9,6 +10,7 @@ import {
   type UsageRecorder,
   usageWsHooks,
 } from "../../../../data-plane/src/usage";
+import { watchRedisRestarts } from "../../../../data-plane/src/usage/create";
 import type { WsSession } from "../../../../data-plane/src/ws/session";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import { RedisNames } from "../../../../shared/src/redis/keys";
@@ -124,5 +126,46 @@ describe("data-plane: usage wiring", () => {
     off.start();
     await off.close();
     assert.throws(() => loadDataPlaneConfig({ USAGE_MODE: "sometimes" }));
+  });
+
+  it("Redis restart detection: an INFO that fails on the first 'ready' is retried, so the first restart is still seen", async () => {
+    /** A connection whose INFO answers with the queued results (an Error rejects). */
+    class FakeConn extends EventEmitter {
+      status = "ready";
+      answers: (string | Error)[] = [];
+      calls = 0;
+      info(): Promise<string> {
+        this.calls++;
+        const a = this.answers.shift() ?? new Error("no answer queued");
+        return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
+      }
+    }
+    const conn = new FakeConn();
+    let restarts = 0;
+    const w = watchRedisRestarts(conn, () => restarts++, 20);
+    try {
+      conn.answers.push(new Error("LOADING"), "# Server\r\nrun_id:aaa\r\n");
+      conn.emit("ready");
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(conn.calls, 2, "the failed INFO was retried");
+      assert.equal(restarts, 0, "first run id: no restart");
+      // Reconnected to the same server: nothing; to a new one: one restart.
+      conn.answers.push("run_id:aaa\r\n");
+      conn.emit("ready");
+      await new Promise((r) => setTimeout(r, 10));
+      assert.equal(restarts, 0);
+      conn.answers.push("run_id:bbb\r\n");
+      conn.emit("ready");
+      await new Promise((r) => setTimeout(r, 10));
+      assert.equal(restarts, 1);
+      // A failure while the connection is not ready is not retried by timer (the next "ready" reads it).
+      conn.status = "reconnecting";
+      conn.answers.push(new Error("closed"));
+      conn.emit("ready");
+      await new Promise((r) => setTimeout(r, 60));
+      assert.equal(conn.calls, 5);
+    } finally {
+      w.stop();
+    }
   });
 });

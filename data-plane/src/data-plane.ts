@@ -288,16 +288,18 @@ export async function startDataPlane(
     usage,
     close() {
       closed ??= (async () => {
-        // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS); sockets then close with 1001.
-        // WebSocket messages arriving meanwhile are refused (503 shutting_down, counted), so the drain
-        // waits only for what was in flight at the signal. HTTP requests arriving on kept-alive
-        // connections are served and counted until the HTTP drain ends (every answer carries
-        // `Connection: close`), and refused (503, counted) from then on, while the WebSocket drain runs.
-        await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.close(config.SHUTDOWN_DRAIN_MS)]);
-        // Late requests are still refused for SHUTDOWN_LINGER_MS; requests the drain ran out on get up to
-        // SHUTDOWN_LINGER_MS more; then every connection is closed: nothing can be answered after this.
-        const cut = await server.finish(config.SHUTDOWN_LINGER_MS);
+        // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS). WebSocket messages arriving
+        // meanwhile are refused (503 shutting_down, counted), so that drain waits only for what was in
+        // flight at the signal. HTTP requests arriving on kept-alive connections are served and counted
+        // until the HTTP drain ends (every answer carries `Connection: close`), then refused (503, counted).
+        await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.drain(config.SHUTDOWN_DRAIN_MS)]);
+        // For SHUTDOWN_LINGER_MS late requests and messages on open connections are still refused, and
+        // requests the drain ran out on get up to SHUTDOWN_LINGER_MS more. Then WebSockets close with 1001
+        // and every connection is closed: nothing can be answered after this point.
+        const cut = await server.linger(config.SHUTDOWN_LINGER_MS);
         if (cut > 0) logger.warn({ cut }, "requests still in flight after the drain were cut");
+        await ws.close();
+        server.closeAll();
         // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close()]);

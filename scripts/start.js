@@ -8,23 +8,14 @@
 // healthy again), saying so on stderr. Production deployments rely on their supervisor instead
 // (compose `restart:`, Kubernetes).
 
-const { spawn, spawnSync } = require("node:child_process");
+const { spawnSync } = require("node:child_process");
 const { randomBytes } = require("node:crypto");
 const { existsSync } = require("node:fs");
 const path = require("node:path");
+const { createSupervisor, msEnv, stopTimeoutMs } = require("./supervise");
 
 const root = path.resolve(__dirname, "..");
-/** { name, child, restarts, timer } per supervised process, in start order. */
-const children = [];
 let stopping = false;
-
-function msEnv(name, fallback) {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v >= 0 ? v : fallback;
-}
-const RESTART_BASE_MS = msEnv("START_RESTART_BASE_MS", 1000);
-const RESTART_MAX_MS = msEnv("START_RESTART_MAX_MS", 30_000);
-const RESTART_RESET_MS = msEnv("START_RESTART_RESET_MS", 60_000);
 
 function log(msg) {
   process.stdout.write(`[start] ${msg}\n`);
@@ -67,50 +58,16 @@ async function ensureDatabase(url) {
   }
 }
 
-function run(name, file, args, env) {
-  const entry = { name, child: undefined, restarts: 0, timer: undefined };
-  children.push(entry);
-  spawnChild(entry, file, args, env);
-  return entry;
-}
-
-function spawnChild(entry, file, args, env) {
-  const { name } = entry;
-  const startedAt = Date.now();
-  const child = spawn(file, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
-  entry.child = child;
-  log(`${name} started (pid ${child.pid})`);
-  const prefix = (line) => `${name.padEnd(13)}| ${line}\n`;
-  const pipe = (stream, out) => {
-    let buf = "";
-    stream.on("data", (d) => {
-      buf += d.toString();
-      let i = buf.indexOf("\n");
-      while (i >= 0) {
-        out.write(prefix(buf.slice(0, i)));
-        buf = buf.slice(i + 1);
-        i = buf.indexOf("\n");
-      }
-    });
-  };
-  pipe(child.stdout, process.stdout);
-  pipe(child.stderr, process.stderr);
-  child.on("exit", (code, signal) => {
-    if (stopping) return;
-    // A child that stayed up a while crashed for a new reason: start the backoff over.
-    if (Date.now() - startedAt >= RESTART_RESET_MS) entry.restarts = 0;
-    const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** Math.min(entry.restarts, 30));
-    entry.restarts++;
-    const how = signal !== null ? `signal ${signal}` : `exit code ${code}`;
-    warn(`${name} (pid ${child.pid}) died (${how}); restarting in ${delay} ms (restart #${entry.restarts})`);
-    entry.timer = setTimeout(() => {
-      entry.timer = undefined;
-      if (!stopping) spawnChild(entry, file, args, env);
-    }, delay);
-  });
-  // A spawn failure (binary missing) is logged; the "exit" that may follow it is retried as above.
-  child.on("error", (err) => warn(`${name}: ${err.message}`));
-}
+const supervisor = createSupervisor({
+  cwd: root,
+  log,
+  warn,
+  restartBaseMs: msEnv("START_RESTART_BASE_MS", 1000),
+  restartMaxMs: msEnv("START_RESTART_MAX_MS", 30_000),
+  restartResetMs: msEnv("START_RESTART_RESET_MS", 60_000),
+  stopTimeoutMs: stopTimeoutMs(),
+});
+const run = supervisor.run;
 
 async function waitFor(name, check, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
@@ -134,17 +91,7 @@ async function shutdown(code) {
   if (stopping) return;
   stopping = true;
   log("stopping…");
-  for (const entry of children) clearTimeout(entry.timer);
-  // Reverse start order: data plane drains first, anvil last.
-  for (const { name, child } of [...children].reverse()) {
-    if (child === undefined || child.exitCode !== null || child.signalCode !== null) continue;
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-    await exited;
-    clearTimeout(timer);
-    log(`${name} stopped`);
-  }
+  await supervisor.stop();
   process.exit(code);
 }
 

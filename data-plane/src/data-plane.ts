@@ -54,6 +54,27 @@ export interface DataPlaneOverrides {
   usage?: UsageRecorder;
 }
 
+/**
+ * Longest a `close()` can take with this configuration: the drain, the linger, the second linger given to
+ * requests the drain ran out on (see HttpServer.finish), the final quota and usage flushes (in parallel,
+ * each retried up to its timeout), plus 2 s for closing upstream pools and Redis connections. Supervisors
+ * must wait at least this long before killing the process (compose `stop_grace_period`, `npm start`), or
+ * the last usage flush is lost; the process's own forced exit after an uncaught exception uses it too.
+ */
+export function shutdownBudgetMs(
+  config: Pick<
+    DataPlaneConfig,
+    "SHUTDOWN_DRAIN_MS" | "SHUTDOWN_LINGER_MS" | "USAGE_CLOSE_TIMEOUT_MS" | "QUOTA_CLOSE_TIMEOUT_MS"
+  >,
+): number {
+  return (
+    config.SHUTDOWN_DRAIN_MS +
+    2 * config.SHUTDOWN_LINGER_MS +
+    Math.max(config.USAGE_CLOSE_TIMEOUT_MS, config.QUOTA_CLOSE_TIMEOUT_MS) +
+    2_000
+  );
+}
+
 /** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
 export async function startDataPlane(
   config: DataPlaneConfig,
@@ -264,13 +285,18 @@ export async function startDataPlane(
     usage,
     close() {
       closed ??= (async () => {
-        // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS); sockets then close with 1001.
-        // Requests arriving meanwhile on kept-alive connections are served and counted; every answer
-        // carries `Connection: close`.
-        await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.close(config.SHUTDOWN_DRAIN_MS)]);
-        // Then late requests are refused (503 shutting_down, counted) for SHUTDOWN_LINGER_MS, and every
-        // connection is closed: nothing can be answered after this point.
-        await server.finish(config.SHUTDOWN_LINGER_MS);
+        // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS). WebSocket messages arriving
+        // meanwhile are refused (503 shutting_down, counted), so that drain waits only for what was in
+        // flight at the signal. HTTP requests arriving on kept-alive connections are served and counted
+        // until the HTTP drain ends (every answer carries `Connection: close`), then refused (503, counted).
+        await Promise.all([server.close(config.SHUTDOWN_DRAIN_MS), ws.drain(config.SHUTDOWN_DRAIN_MS)]);
+        // For SHUTDOWN_LINGER_MS late requests and messages on open connections are still refused, and
+        // requests the drain ran out on get up to SHUTDOWN_LINGER_MS more. Then WebSockets close with 1001
+        // and every connection is closed: nothing can be answered after this point.
+        const cut = await server.linger(config.SHUTDOWN_LINGER_MS);
+        if (cut > 0) logger.warn({ cut }, "requests still in flight after the drain were cut");
+        await ws.close();
+        server.closeAll();
         // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close()]);

@@ -1,6 +1,6 @@
 import { createLogger } from "../../shared/src/log/logger";
 import { loadDataPlaneConfig } from "./config";
-import { startDataPlane } from "./data-plane";
+import { shutdownBudgetMs, startDataPlane } from "./data-plane";
 import { tuneHeap } from "./memory/heap-tuning";
 
 /** Process entry point: `node dist/data-plane/src/main.js`. SIGTERM/SIGINT drain and exit 0. */
@@ -10,14 +10,21 @@ async function main(): Promise<void> {
   const logger = createLogger("data-plane", config.LOG_LEVEL);
   const plane = await startDataPlane(config, { logger });
   let stopping = false;
-  const stop = (signal: string, exitCode = 0) => {
+  let exitCode = 0;
+  let forceExitArmed = false;
+  const stop = (signal: string, failed = false) => {
+    if (failed) {
+      // Whatever the shutdown state (an exception during a SIGTERM drain too): the exit code says the
+      // process failed, and the drain must not hang a broken process (its supervisor restarts it).
+      exitCode = 1;
+      if (!forceExitArmed) {
+        forceExitArmed = true;
+        setTimeout(() => process.exit(1), shutdownBudgetMs(config)).unref();
+      }
+    }
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "shutting down: draining in-flight requests");
-    if (exitCode !== 0) {
-      // The drain must not hang a broken process: its supervisor restarts it.
-      setTimeout(() => process.exit(exitCode), config.SHUTDOWN_DRAIN_MS + 5_000).unref();
-    }
     plane.close().then(
       () => process.exit(exitCode),
       (err: unknown) => {
@@ -43,7 +50,7 @@ async function main(): Promise<void> {
   process.on("uncaughtException", (err) => {
     metrics.handlerException("process.uncaughtException");
     logger.fatal({ err }, "uncaught exception: draining and exiting for a restart");
-    stop("uncaughtException", 1);
+    stop("uncaughtException", true);
   });
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));

@@ -44,11 +44,29 @@ export function serveNodeHttp(
     done = true;
     tracker.end();
   }
-  function send(status: number, body: string, retryAfterSeconds?: number, rate?: RateLimitResult) {
+  /**
+   * Writes the one answer of this request, corked. A write that throws part-way (a header or the status
+   * may already be out, so no clean 500 can follow) closes the connection instead: the client sees the
+   * connection end rather than waiting forever. Either way the request is settled exactly once (`finish`
+   * in `finally`: a throw cannot leave it counted in flight, and a later `send` is a no-op).
+   */
+  function answer(write: () => void) {
     if (done) return;
-    finish();
-    if (aborted) return;
-    res.cork(() => {
+    try {
+      if (!aborted) res.cork(write);
+    } catch (err) {
+      guard.report("node.send", err, requestId);
+      try {
+        if (!aborted) res.close();
+      } catch {
+        // uWS refuses access to a response already ended or aborted: nothing is waiting on it.
+      }
+    } finally {
+      finish();
+    }
+  }
+  function send(status: number, body: string, retryAfterSeconds?: number, rate?: RateLimitResult) {
+    answer(() => {
       res.writeStatus(STATUS[status] ?? `${status} Error`);
       res.writeHeader("x-request-id", requestId);
       if (origin !== "") {
@@ -76,9 +94,7 @@ export function serveNodeHttp(
   const failWith = (row: ErrorRow) => send(row.httpStatus, errorJson(row, "null", { requestId }));
 
   if (method === "options") {
-    if (done) return;
-    finish();
-    res.cork(() => {
+    answer(() => {
       res.writeStatus(STATUS[204]!);
       res.writeHeader("x-request-id", requestId);
       if (origin !== "") {

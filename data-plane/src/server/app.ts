@@ -23,7 +23,7 @@ export class HttpServer implements ExchangeTracker {
   /** Every route below is registered through it: no exception escapes into uWS (see guard.ts). */
   readonly guard: HandlerGuard;
   closing = false;
-  /** After the drain (see `finish`): requests are refused with 503 `shutting_down` before any work. */
+  /** Once the HTTP drain ended (see `close`): requests are refused with 503 `shutting_down` before any work. */
   private refusing = false;
   private live = 0;
   private readonly slowBodies = new Set<RpcExchange>();
@@ -297,7 +297,14 @@ export class HttpServer implements ExchangeTracker {
     });
   }
 
-  /** Stops accepting connections, then waits (up to `drainMs`) for in-flight requests to finish. */
+  /**
+   * Stops accepting connections, then waits (up to `drainMs`) for in-flight requests to finish. Requests
+   * arriving meanwhile on kept-alive connections are served (answered with `Connection: close`, so each
+   * such connection carries at most one more). The moment the drain ends (in-flight reached 0, or
+   * `drainMs` ran out) new requests are refused (503 `shutting_down`, see `linger`): the WebSocket drain
+   * may run on, and a request served after this point could still be in flight when `finish` closes every
+   * connection. Set synchronously in the waiter, so no request can start between the drain's end and it.
+   */
   async close(drainMs: number): Promise<void> {
     this.closing = true;
     if (this.listenSocket !== undefined) {
@@ -306,25 +313,50 @@ export class HttpServer implements ExchangeTracker {
     }
     if (this.live > 0) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, drainMs);
+        const timer = setTimeout(() => {
+          this.refusing = true;
+          resolve();
+        }, drainMs);
+        this.drainWaiters.push(() => {
+          clearTimeout(timer);
+          this.refusing = true;
+          resolve();
+        });
+      });
+    }
+    this.refusing = true;
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+  }
+
+  /**
+   * After the drain: for `lingerMs`, requests still arriving on connections opened before the signal are
+   * refused (503, `Connection: close`, counted) instead of served. Requests still in flight then (only
+   * those the drain ran out on: nothing starts once refusing) get up to `lingerMs` more to be answered.
+   * Returns how many are still in flight after that: `closeAll` cuts them.
+   */
+  async linger(lingerMs: number): Promise<number> {
+    this.closing = true;
+    this.refusing = true;
+    if (lingerMs > 0) await new Promise((r) => setTimeout(r, lingerMs));
+    if (this.live > 0 && lingerMs > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, lingerMs);
         this.drainWaiters.push(() => {
           clearTimeout(timer);
           resolve();
         });
       });
     }
-    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    return this.live;
   }
 
   /**
-   * After the drain: for `lingerMs`, requests still arriving on connections opened before the signal are
-   * refused (503, `Connection: close`, counted) instead of served; then every connection (HTTP and
-   * WebSocket) is closed, so that no request can be answered after the final usage flush that follows.
+   * Closes every connection (HTTP and WebSocket), so that no request can be answered after the final usage
+   * flush that follows.
    */
-  async finish(lingerMs: number): Promise<void> {
+  closeAll(): void {
     this.closing = true;
     this.refusing = true;
-    if (lingerMs > 0) await new Promise((r) => setTimeout(r, lingerMs));
     // Present at runtime in this uWS build, missing from its typings: closes the listen socket and every
     // open connection.
     (this.app as unknown as { close?: () => void }).close?.();

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { shutdownBudgetMs } from "../../../data-plane/src/data-plane";
 
 const root = path.resolve(__dirname, "../../../..");
 const composeFile = path.join(root, "docker/compose.yml");
@@ -71,6 +73,22 @@ describe("docker/compose.yml", () => {
     }
     for (const svc of ["control-plane", "worker", "data-plane"]) {
       assert.match(blocks.get(svc) ?? "", /NODE_ENV: production/, `${svc} not in production mode`);
+    }
+  });
+
+  it("gives the gateway's processes time to finish shutting down before Docker kills them", () => {
+    const r = composeConfig({ ADMIN_TOKEN: "t", KEY_ENCRYPTION_SECRET: "s" });
+    assert.equal(r.status, 0, r.stderr);
+    const services = r.stdout.slice(r.stdout.search(/^services:\n/m));
+    const blocks = new Map<string, string>();
+    for (const m of services.matchAll(/^ {2}([a-z-]+):\n((?: {4}.*\n| *\n)*)/gm)) blocks.set(m[1]!, m[2]!);
+    // The data plane's environment in compose sets none of the shutdown settings: their defaults apply.
+    const budget = shutdownBudgetMs(loadDataPlaneConfig({}));
+    for (const svc of ["control-plane", "worker", "data-plane"]) {
+      const m = /stop_grace_period: ['"]?(\d+)(ms|s|m)['"]?/.exec(blocks.get(svc) ?? "");
+      assert.ok(m, `${svc} without stop_grace_period (Docker's default 10 s cuts the last usage flush)`);
+      const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000 }[m[2] as "ms" | "s" | "m"];
+      assert.ok(ms > budget, `${svc}: stop_grace_period ${ms} ms <= the data plane's shutdown ${budget} ms`);
     }
   });
 

@@ -10,6 +10,7 @@ import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } fro
 import { evmNetwork, RedisSeeder } from "../../helpers/seed-redis";
 import { sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
+import { TestWsClient } from "../data-plane/ws/ws-client";
 
 const DATA_PLANE_MAIN = resolve(__dirname, "../../../data-plane/src/main.js");
 const WS = "5b0c3a1e-0d6f-4f7e-9a4e-2f1d1c0b9a01";
@@ -56,6 +57,14 @@ function send(agent: http.Agent, port: number, path: string, body: string): Prom
     req.on("error", (err: NodeJS.ErrnoException) => done({ error: err.code ?? err.message }));
     req.end(body);
   });
+}
+
+async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
 }
 
 /** Sums the usage rows in the stream (each batchId once). */
@@ -123,7 +132,9 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
           DATA_PLANE_HOST: "127.0.0.1",
           REDIS_URL: TEST_REDIS_URL,
           REDIS_KEY_PREFIX: prefix,
-          LOG_LEVEL: "warn",
+          // info: the "shutting down" line says the signal was handled (the drain is then over at once:
+          // nothing is in flight).
+          LOG_LEVEL: "info",
           RATE_LIMIT_MODE: "off",
           QUOTA_MODE: "off",
           USAGE_FLUSH_INTERVAL_MS: "10000",
@@ -136,7 +147,8 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
       const first = await send(agent, port, path, body);
       assert.deepEqual(first, { status: 200, close: false });
       const exited = proc.stop(20_000);
-      await sleep(400); // nothing in flight: the drain is over, the linger is on
+      const p = proc;
+      await until(() => /shutting down: draining/.test(p.output()), "the shutting-down log line");
       const late = await new Promise<{ status?: number; close?: boolean; text: string }>((done) => {
         const req = http.request(
           {
@@ -198,7 +210,9 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
             QUOTA_MODE: "off",
             USAGE_FLUSH_INTERVAL_MS: "10000", // only the final flush writes: what it holds is the question
             SHUTDOWN_DRAIN_MS: "5000",
-            SHUTDOWN_LINGER_MS: "300",
+            // Above the sporadic clients' longest pause (185 ms) with room for timers running late on a
+            // busy machine: a request sent after the linger hits a connection being closed (reset).
+            SHUTDOWN_LINGER_MS: "1500",
           },
           ready: async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200,
         });
@@ -275,4 +289,150 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
       }
     });
   }
+  it("steady WebSocket traffic plus keep-alive HTTP clients: every request answered (200 or 503 shutting_down) and counted, 0 cut, no full-length drain", async () => {
+    const prefix = `${ns.prefix}ws:`;
+    const names = new RedisNames(prefix);
+    const runSeeder = new RedisSeeder(prefix);
+    await runSeeder.putNetwork(evmNetwork("evm-stub", [{ id: "up", httpUrl: stub.url }]));
+    const runKey = await runSeeder.putKey({ workspaceId: WS, appId: APP }, key);
+    await runSeeder.close();
+    const port = await freePort();
+    const drainMs = 8000;
+    let proc: StartedProcess | undefined;
+    const agents: http.Agent[] = [];
+    let ws: TestWsClient | undefined;
+    try {
+      proc = await startProcess(process.execPath, [DATA_PLANE_MAIN], {
+        env: {
+          DATA_PLANE_PORT: String(port),
+          DATA_PLANE_HOST: "127.0.0.1",
+          REDIS_URL: TEST_REDIS_URL,
+          REDIS_KEY_PREFIX: prefix,
+          LOG_LEVEL: "info",
+          RATE_LIMIT_MODE: "off",
+          QUOTA_MODE: "off",
+          USAGE_FLUSH_INTERVAL_MS: "10000",
+          SHUTDOWN_DRAIN_MS: String(drainMs),
+          SHUTDOWN_LINGER_MS: "1500",
+        },
+        ready: async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200,
+      });
+      const p = proc;
+      stub.delayMs = 20;
+      // One WebSocket call is still upstream when the signal comes: the drain waits for its answer.
+      stub.methodDelayMs.set("eth_getCode", 1000);
+      ws = await TestWsClient.open(`ws://127.0.0.1:${port}/evm-stub/rpc?apikey=${runKey}`);
+      const c = ws;
+      // WebSocket: 4 request loops on one socket, each waiting for its answer before the next. Like a
+      // client that fails over, the socket's loops stop sending once one of them is refused.
+      const wsOut = { ok: 0, refused: 0, cut: 0, other: [] as string[] };
+      let wsStop = false;
+      const wsLoop = async (k: number) => {
+        for (let i = 0; !wsStop; i++) {
+          let a: { result?: unknown; error?: { data?: { reason?: string } } };
+          try {
+            a = await c.call("eth_getBalance", [`0x${k}`, `0x${i.toString(16)}`], 15_000);
+          } catch {
+            wsOut.cut++; // the socket closed (or nothing came) with this request unanswered
+            return;
+          }
+          if (a.result !== undefined) wsOut.ok++;
+          else if (a.error?.data?.reason === "shutting_down") {
+            wsOut.refused++;
+            wsStop = true;
+          } else wsOut.other.push(JSON.stringify(a));
+        }
+      };
+      const wsLoops = [0, 1, 2, 3].map((k) => wsLoop(k));
+      // HTTP: 4 busy keep-alive loops and 3 sporadic ones (idle connection between requests).
+      const outcomes: Outcome[] = [];
+      let signalled = false;
+      const loop = async (agent: http.Agent, k: number, pauseMs = 0) => {
+        for (let i = 0; ; i++) {
+          if (pauseMs > 0) await sleep(pauseMs);
+          const o = await send(
+            agent,
+            port,
+            `/evm-stub/rpc?apikey=${runKey}`,
+            JSON.stringify({ jsonrpc: "2.0", id: `${k}-${i}`, method: "eth_getBalance", params: [k, i] }),
+          );
+          outcomes.push(o);
+          if (o.error === "ECONNREFUSED") return;
+          if (o.error !== undefined && signalled) return;
+        }
+      };
+      const loops: Promise<void>[] = [];
+      for (let i = 0; i < 4; i++) {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        agents.push(agent);
+        loops.push(loop(agent, i));
+      }
+      for (let i = 0; i < 3; i++) {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        agents.push(agent);
+        loops.push(loop(agent, 100 + i, 60 + 40 * i));
+      }
+      await sleep(500);
+      // Coalesced upstream with whatever WebSocket calls share its event-loop turn (they wait with it).
+      const slow = c.call("eth_getCode", ["0x1", "latest"], 15_000);
+      await sleep(300);
+      signalled = true;
+      const t0 = Date.now();
+      const exited = p.stop(30_000);
+      await until(() => /shutting down: draining/.test(p.output()), "the shutting-down log line");
+      const code = await exited;
+      const shutdownMs = Date.now() - t0;
+      assert.equal(code, 0, p.output());
+      await Promise.all([...loops, ...wsLoops]);
+      const slowAnswer = await slow;
+      assert.notEqual(
+        slowAnswer.result,
+        undefined,
+        `the call in flight at the signal: ${JSON.stringify(slowAnswer)}`,
+      );
+      await c.waitClosed(5000);
+      assert.equal(c.closeCode, 1001);
+
+      assert.deepEqual(wsOut.other, [], "WebSocket answers other than a result or shutting_down");
+      assert.equal(wsOut.cut, 0, "WebSocket requests cut without an answer");
+      assert.ok(wsOut.ok > 20, `only ${wsOut.ok} WebSocket calls served`);
+      assert.ok(wsOut.refused >= 1, "no WebSocket message was refused during the drain");
+      const answered = outcomes.filter((o) => o.status !== undefined);
+      const ok = answered.filter((o) => o.status === 200).length;
+      const refused503 = answered.filter((o) => o.status === 503).length;
+      const cut = outcomes.filter((o) => o.error !== undefined && o.error !== "ECONNREFUSED");
+      assert.deepEqual(
+        cut.map((o) => o.error),
+        [],
+        "HTTP requests cut without an answer",
+      );
+      assert.equal(ok + refused503, answered.length, "only 200 and 503 answers");
+      assert.ok(ok > 20, `only ${ok} HTTP requests answered`);
+      // Under steady WebSocket traffic the drain ends with the last call in flight at the signal (1 s
+      // upstream), not at SHUTDOWN_DRAIN_MS: new messages are refused instead of prolonging it.
+      assert.ok(shutdownMs < drainMs, `shutdown took ${shutdownMs} ms: the drain ran its full ${drainMs} ms`);
+      const u = await streamUsage(redis, names);
+      // WebSocket rows carry the app (the key is known); HTTP refusals carry none. Every answer is
+      // counted once, nothing else: 0 answered-but-uncounted.
+      const wsServed = wsOut.ok + 1; // + the slow call
+      assert.deepEqual(
+        { served: u.appSuccess, app: u.app, refused: u.shuttingDown, other: u.other },
+        {
+          served: ok + wsServed,
+          app: ok + wsServed + wsOut.refused,
+          refused: refused503,
+          other: 0,
+        },
+      );
+      console.log(
+        `      HTTP ${ok} served, ${refused503} refused 503; WebSocket ${wsServed} served, ${wsOut.refused} refused; all counted, 0 cut; shutdown ${shutdownMs} ms (drain limit ${drainMs} ms)`,
+      );
+    } finally {
+      stub.delayMs = 0;
+      stub.methodDelayMs.delete("eth_getCode");
+      ws?.terminate();
+      for (const a of agents) a.destroy();
+      await proc?.stop();
+    }
+  });
 });

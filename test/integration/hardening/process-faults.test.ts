@@ -77,4 +77,43 @@ describe("hardening: data plane process policy for unhandled rejections and unca
     assert.match(proc.output(), /injected uncaught exception/);
     assert.match(proc.output(), /data plane stopped/, "drained (usage flushed) before exiting");
   });
+
+  it("exits 1 after an uncaught exception during a SIGTERM drain (the shutdown then still completes)", async () => {
+    await dp?.stop();
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    dp = await startProcess(
+      process.execPath,
+      [
+        "--require",
+        path.join(__dirname, "fault-injector.js"),
+        path.join(root, "dist/data-plane/src/main.js"),
+      ],
+      {
+        cwd: root,
+        env: {
+          REDIS_URL: TEST_REDIS_URL,
+          REDIS_KEY_PREFIX: ns.prefix,
+          DATA_PLANE_PORT: String(port),
+          DATA_PLANE_HOST: "127.0.0.1",
+          LOG_LEVEL: "info",
+          // The shutdown lasts at least the linger: the exception lands while it runs.
+          SHUTDOWN_LINGER_MS: "3000",
+        },
+        ready: async () => (await fetch(`${base}/readyz`)).ok,
+      },
+    );
+    const proc = dp;
+    process.kill(proc.pid, "SIGTERM");
+    await until(() => /shutting down: draining/.test(proc.output()), "the shutdown log line");
+    // First SIGUSR2: a rejection (kept serving); second: the uncaught exception.
+    process.kill(proc.pid, "SIGUSR2");
+    await until(() => /unhandled promise rejection/.test(proc.output()), "the rejection log line");
+    process.kill(proc.pid, "SIGUSR2");
+    await until(() => /injected uncaught exception/.test(proc.output()), "the exception log line");
+    assert.equal(proc.child.exitCode, null, "the exception landed before the shutdown ended");
+    await until(() => proc.child.exitCode !== null, "the exit");
+    assert.equal(proc.child.exitCode, 1, proc.output());
+    assert.match(proc.output(), /data plane stopped/, "the drain went on to its end (usage flushed)");
+  });
 });

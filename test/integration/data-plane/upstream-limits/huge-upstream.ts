@@ -8,7 +8,8 @@ import { type WebSocket, WebSocketServer } from "ws";
  * on the fly in 1 MiB chunks with backpressure (never held in memory), optionally with a Content-Length.
  * Over WebSocket, `eth_subscribe` `["logs", { "hugeBytes": N }]` answers with one N-byte message sent as
  * 1 MiB fragments. `holdMs` in the same object holds the answer's last bytes back that long (so that many
- * answers are half-read by the gateway at once). Records how much of each huge answer it managed to send before the reader hung up.
+ * answers are half-read by the gateway at once). Records how much of each huge answer it managed to send
+ * before the reader hung up.
  * `eth_call` with `[{ "sizedBytes": N }, ...]` gets an N-byte result built in memory (for coalescing tests).
  */
 export interface HugeUpstream {

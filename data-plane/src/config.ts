@@ -82,6 +82,12 @@ export const dataPlaneEnvShape = {
    * answer fails the call with upstream_response_too_large and its connection is closed. 32 MiB.
    */
   UPSTREAM_MAX_RESPONSE_BYTES: env.int(32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+  /**
+   * Most bytes buffered from all upstream and dedicated-node HTTP answers in flight together (this process);
+   * the call whose next chunk would pass it fails with upstream_buffer_full (503) and its connection is
+   * closed. Bounds what MAX_IN_FLIGHT_PER_KEY x UPSTREAM_MAX_RESPONSE_BYTES would allow. 256 MiB.
+   */
+  UPSTREAM_BUFFER_BUDGET_BYTES: env.int(256 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024),
   /** On SIGTERM, how long in-flight requests may take to finish. */
   SHUTDOWN_DRAIN_MS: env.int(10_000, 0, 600_000),
   /**

@@ -16,6 +16,7 @@ import { createLimits, type Limits } from "./ratelimit/limits";
 import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
+import { BufferBudget } from "./upstream/buffer-budget";
 import { UpstreamRegistry } from "./upstream/registry";
 import { createUsageRecorder, type UsageRecorder, usageWsHooks } from "./usage";
 import { WsGateway } from "./ws/gateway";
@@ -103,6 +104,8 @@ export async function startDataPlane(
     maxEntries: config.KEY_CACHE_MAX_ENTRIES,
     logger,
   });
+  // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
+  const bufferBudget = new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
   const upstreams = new UpstreamRegistry(
     {
       timeoutMs: config.UPSTREAM_TIMEOUT_MS,
@@ -120,6 +123,7 @@ export async function startDataPlane(
               Math.floor((config.UPSTREAM_CONNECTIONS * config.UPSTREAM_HEAVY_SHARE_PERCENT) / 100),
             ),
       maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
+      bufferBudget,
       maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,
@@ -157,6 +161,7 @@ export async function startDataPlane(
     logger,
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
     maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
+    bufferBudget,
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,

@@ -252,8 +252,9 @@ export class NodeOperations {
   private async checkSync(node: DedicatedNode): Promise<void> {
     const protocol = node.network.protocol as Protocol;
     const spec = specOf(node, protocol);
-    const { running } = await this.provider.status(spec, node.providerState);
+    const { running, reason: why } = await this.provider.status(spec, node.providerState);
     if (!running) {
+      const reason = why ? `${why}; restarting` : "Node process not running; restarting";
       // Gone (crash, reboot): start it again under a new generation.
       const next = node.generation + 1;
       const r = await this.ds.getRepository(DedicatedNode).update(
@@ -261,11 +262,11 @@ export class NodeOperations {
         {
           generation: next,
           status: NodeStatus.PROVISIONING,
-          statusReason: "Node process not running; restarting",
+          statusReason: reason,
         },
       );
       if (!r.affected) return;
-      await recordEvent(this.ds.manager, node.id, "RESTART", "Node process not running; restarting");
+      await recordEvent(this.ds.manager, node.id, "RESTART", reason);
       await this.publication.safely("node status", () => this.publication.publishNodes([node.id]));
       await enqueueNodeJob(this.queue, this.cfg, JobName.ProvisionNode, {
         nodeId: node.id,

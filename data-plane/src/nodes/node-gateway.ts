@@ -14,6 +14,7 @@ import { SafeModeMethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
+import { type BufferBudget, defaultBufferBudget } from "../upstream/buffer-budget";
 import type { UsageRecorder } from "../usage/recorder";
 import type { NodeLookup } from "./node-directory";
 
@@ -55,6 +56,8 @@ export interface NodeGatewayOptions {
   timeoutMs: number;
   /** Most bytes read from one node answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
   maxResponseBytes?: number;
+  /** Process-wide budget of buffered answer bytes, shared with the pools (UPSTREAM_BUFFER_BUDGET_BYTES). */
+  bufferBudget?: BufferBudget;
   /**
    * Per-second limit (LimitsGate.admit: a node key is limited per node at its plan's requestsPerSecond,
    * with no daily quota); none when absent.
@@ -71,9 +74,11 @@ export interface NodeGatewayOptions {
 export class NodeGateway {
   private readonly maxResponseBytes: number;
   private readonly tooLargeRow: ErrorRow;
+  private readonly budget: BufferBudget;
 
   constructor(private readonly opts: NodeGatewayOptions) {
     this.maxResponseBytes = opts.maxResponseBytes ?? 32 * 1024 * 1024;
+    this.budget = opts.bufferBudget ?? defaultBufferBudget;
     this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
   }
 
@@ -264,8 +269,9 @@ export class NodeGateway {
         body,
         signal: AbortSignal.timeout(this.opts.timeoutMs),
       });
-      const answer = await readCapped(res, this.maxResponseBytes);
-      if (answer === undefined) return { ok: false, error: this.tooLargeRow };
+      const answer = await readCapped(res, this.maxResponseBytes, this.budget);
+      if (answer === TOO_LARGE) return { ok: false, error: this.tooLargeRow };
+      if (answer === BUFFER_FULL) return { ok: false, error: GatewayError.UpstreamBufferFull };
       text = answer;
     } catch (err) {
       const e = err as Error;
@@ -296,33 +302,47 @@ export class NodeGateway {
   }
 }
 
+const TOO_LARGE = 0;
+const BUFFER_FULL = 1;
+
 /**
- * The body as text, or undefined once it crosses `max` bytes: then the stream is cancelled, which aborts the
- * fetch and destroys its connection, so nothing more is read or kept.
+ * The body as text; TOO_LARGE once it crosses `max` bytes, BUFFER_FULL once a chunk does not fit in the
+ * process-wide `budget`: then the stream is cancelled, which aborts the fetch and destroys its connection, so
+ * nothing more is read or kept. Each chunk is taken from the budget as it arrives; all of it is given back
+ * once, in `finally`, whichever way the read ends (a read error or timeout included).
  */
-async function readCapped(res: Response, max: number): Promise<string | undefined> {
+async function readCapped(
+  res: Response,
+  max: number,
+  budget: BufferBudget,
+): Promise<string | typeof TOO_LARGE | typeof BUFFER_FULL> {
   const declared = Number(res.headers.get("content-length") ?? 0);
   const body = res.body;
-  if (declared > max) {
+  if (declared > max || !budget.fits(declared)) {
     await body?.cancel().catch(() => undefined);
-    return undefined;
+    return declared > max ? TOO_LARGE : BUFFER_FULL;
   }
   if (body === null) return "";
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      chunks.length = 0;
-      await reader.cancel().catch(() => undefined);
-      return undefined;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const n = value.byteLength;
+      if (total + n > max || !budget.take(n)) {
+        chunks.length = 0;
+        await reader.cancel().catch(() => undefined);
+        return total + n > max ? TOO_LARGE : BUFFER_FULL;
+      }
+      total += n;
+      chunks.push(value);
     }
-    chunks.push(value);
+    return Buffer.concat(chunks, total).toString("utf8");
+  } finally {
+    budget.release(total);
   }
-  return Buffer.concat(chunks, total).toString("utf8");
 }
 
 function fail(row: ErrorRow, idText: string, requestId: string, limit?: number, message?: string): NodeReply {

@@ -456,13 +456,19 @@ export class NetworkPool {
         }
       } else {
         lastFailure = res.failure;
-        if (lastFailure === "too_large" || lastFailure === "refused") {
+        if (lastFailure === "too_large" || lastFailure === "refused" || lastFailure === "buffer_full") {
           // Every upstream would get the same request and send the same answer: no failover (which would
-          // hand the client's big request to each node in turn); the node stays healthy.
+          // hand the client's big request to each node in turn); the node stays healthy. buffer_full: the
+          // process-wide budget is spent, so another node's answer would not fit either.
           this.metrics.upstreamRequest(this.record.slug, u.id, "error", (performance.now() - start) / 1000);
           return {
             ok: false,
-            error: lastFailure === "too_large" ? u.tooLargeRow : GatewayError.UpstreamRequestRefused,
+            error:
+              lastFailure === "too_large"
+                ? u.tooLargeRow
+                : lastFailure === "refused"
+                  ? GatewayError.UpstreamRequestRefused
+                  : GatewayError.UpstreamBufferFull,
           };
         }
       }

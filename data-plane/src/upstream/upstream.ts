@@ -1,6 +1,7 @@
 import { type Dispatcher, Pool } from "undici";
 import { type ErrorRow, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
+import { type BufferBudget, defaultBufferBudget } from "./buffer-budget";
 
 /**
  * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
@@ -8,9 +9,17 @@ import type { UpstreamRecord } from "../../../shared/src/redis/records";
  * explain, or a 2xx body that is not a valid JSON-RPC answer; `rate_limited`: HTTP 429 (the node throttles
  * us: a back-off, not a sign of ill health); `too_large`: the answer crossed maxResponseBytes; `refused`:
  * HTTP 400 / 413 / 414 / 431, the node refusing this request (its size or content, which the client
- * chooses). `too_large` and `refused` are the call's fault, not the node's: no breaker count.
+ * chooses); `buffer_full`: the answer did not fit in the process-wide UPSTREAM_BUFFER_BUDGET_BYTES (the
+ * gateway's load, not the node's health). `too_large`, `refused` and `buffer_full` are no breaker count.
  */
-export type ExchangeFailure = "timeout" | "unreachable" | "bad" | "rate_limited" | "too_large" | "refused";
+export type ExchangeFailure =
+  | "timeout"
+  | "unreachable"
+  | "bad"
+  | "rate_limited"
+  | "too_large"
+  | "refused"
+  | "buffer_full";
 
 /** What a reply check returns for a 2xx body that is not a valid JSON-RPC answer (see Upstream.exchange). */
 export const INVALID_REPLY: unique symbol = Symbol("invalid reply");
@@ -58,6 +67,8 @@ export interface UpstreamOptions {
   heavyMaxInFlight?: number;
   /** Most bytes buffered from one answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
   maxResponseBytes?: number;
+  /** Process-wide budget of buffered answer bytes (UPSTREAM_BUFFER_BUDGET_BYTES); default: a shared 256 MiB one. */
+  bufferBudget?: BufferBudget;
 }
 
 export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
@@ -99,6 +110,7 @@ export class Upstream {
   readonly maxResponseBytes: number;
   /** The error row of an answer over the cap (one object per upstream, none per call). */
   readonly tooLargeRow: ErrorRow;
+  readonly budget: BufferBudget;
 
   constructor(
     record: UpstreamRecord,
@@ -111,6 +123,7 @@ export class Upstream {
     this.probeTimeoutMs = Math.min(opts.probeTimeoutMs ?? 2_000, opts.timeoutMs);
     this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
+    this.budget = opts.bufferBudget ?? defaultBufferBudget;
     const url = new URL(record.httpUrl);
     this.path = `${url.pathname}${url.search}` || "/";
     this.pool = new Pool(url.origin, {
@@ -184,6 +197,8 @@ export class Upstream {
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
     if (failure === undefined) {
       this.recordSuccess();
+    } else if (failure === "buffer_full") {
+      // The gateway's own memory is spent: nothing is known about the node, not even from a probe.
     } else if (kind === ExchangeKind.Probe) {
       this.recordFailure("health_probe");
     } else if (failure === "unreachable") {
@@ -236,14 +251,19 @@ export class Upstream {
   }
 }
 
-/** Collects one response; resolves exactly once. */
+/**
+ * Collects one response; resolves exactly once. Every buffered chunk is taken from the upstream's
+ * BufferBudget as it arrives (`held`) and all of it is given back once when the exchange ends, whichever way
+ * (answer, error, too_large, buffer_full): `free()` zeroes `held`, so a second call gives back nothing.
+ */
 class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
   private readonly start = performance.now();
   private status = 0;
   private retryAfter: string | string[] | undefined;
   private chunks: Buffer[] | undefined;
   private first: Buffer | undefined;
-  private bytes = 0;
+  /** Bytes taken from the budget and not yet given back (= bytes buffered so far). */
+  private held = 0;
   private done = false;
 
   constructor(
@@ -264,30 +284,57 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
     this.status = statusCode;
     if (statusCode === 429) this.retryAfter = headers["retry-after"];
     const length = headers["content-length"];
-    if (typeof length === "string" && Number(length) > this.upstream.maxResponseBytes) this.tooLarge(c);
+    if (typeof length === "string") {
+      const n = Number(length);
+      if (n > this.upstream.maxResponseBytes) this.fail(c, "too_large");
+      else if (!this.upstream.budget.fits(n)) this.fail(c, "buffer_full");
+    }
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.done) return;
-    this.bytes += chunk.length;
-    if (this.bytes > this.upstream.maxResponseBytes) {
-      this.tooLarge(c);
+    const n = chunk.length;
+    if (this.held + n > this.upstream.maxResponseBytes) {
+      this.fail(c, "too_large");
       return;
     }
+    if (!this.upstream.budget.take(n)) {
+      this.fail(c, "buffer_full");
+      return;
+    }
+    this.held += n;
     if (this.first === undefined) this.first = chunk;
     else if (this.chunks === undefined) this.chunks = [this.first, chunk];
     else this.chunks.push(chunk);
   }
 
-  /** Drops what was buffered and aborts the request, which destroys its connection: the body stops flowing. */
-  private tooLarge(c: Dispatcher.DispatchController): void {
+  /** Gives back what this exchange holds of the budget (idempotent). */
+  private free(): void {
+    if (this.held !== 0) {
+      this.upstream.budget.release(this.held);
+      this.held = 0;
+    }
+  }
+
+  /**
+   * Drops what was buffered and aborts the request, which destroys its connection: the body stops flowing.
+   * Both are the call's doing (its answer's size, or answers in flight together), not the node's.
+   */
+  private fail(c: Dispatcher.DispatchController, failure: "too_large" | "buffer_full"): void {
     if (this.done) return;
     this.done = true;
     this.first = undefined;
     this.chunks = undefined;
-    c.abort(new Error("upstream answer over UPSTREAM_MAX_RESPONSE_BYTES"));
-    this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, "too_large");
-    this.resolve({ ok: false, failure: "too_large" });
+    this.free();
+    c.abort(
+      new Error(
+        failure === "too_large"
+          ? "upstream answer over UPSTREAM_MAX_RESPONSE_BYTES"
+          : "upstream answers over UPSTREAM_BUFFER_BUDGET_BYTES",
+      ),
+    );
+    this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, failure);
+    this.resolve({ ok: false, failure });
   }
 
   onResponseEnd(): void {
@@ -304,6 +351,7 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
             : "";
       this.first = undefined;
       this.chunks = undefined;
+      this.free();
       let value: T | typeof INVALID_REPLY;
       try {
         value = this.check(text);
@@ -326,6 +374,9 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
     } else {
       result = { ok: false, failure: "bad" };
     }
+    this.first = undefined;
+    this.chunks = undefined;
+    this.free();
     this.upstream.settle(
       performance.now() - this.start,
       this.halfOpen,
@@ -338,6 +389,9 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
     if (this.done) return;
     this.done = true;
+    this.first = undefined;
+    this.chunks = undefined;
+    this.free();
     const failure = classify(err);
     this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, failure);
     this.resolve({ ok: false, failure });

@@ -250,6 +250,18 @@ export const GatewayError = Object.freeze({
     "upstream_request_refused",
     "Upstream node refused the request (too large or invalid for the node); make it smaller or split it",
   ),
+  /**
+   * The answers being read from upstream nodes and dedicated nodes together fill the gateway instance's
+   * UPSTREAM_BUFFER_BUDGET_BYTES: the call whose next chunk did not fit fails (its connection is dropped),
+   * with no failover and no breaker count. Retry shortly; a smaller request helps.
+   */
+  UpstreamBufferFull: row(
+    503,
+    -32603,
+    ErrorCategory.NodeError,
+    "upstream_buffer_full",
+    "Gateway is buffering too many large upstream answers; retry shortly",
+  ),
 });
 
 /** UpstreamResponseTooLarge with the cap in its message (built once per upstream / gateway, not per call). */

@@ -74,7 +74,7 @@ export async function startNodesEnv(
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
   });
   const dp = await startDataPlane(config);
-  return {
+  const env: NodesEnv = {
     h,
     dp,
     worker,
@@ -82,7 +82,8 @@ export async function startNodesEnv(
     base: `http://127.0.0.1:${dp.port}`,
     async close() {
       await dp.close();
-      await worker?.close();
+      // The current worker: a test may have replaced it (a worker restart).
+      await env.worker?.close();
       await h.close();
       // Node programs outlive the worker on purpose (a restarted worker adopts them), so stop the ones this
       // env started: every one runs with its base path, or its wrapper script, inside this env's data dir.
@@ -90,6 +91,7 @@ export async function startNodesEnv(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return env;
 }
 
 export async function setPlan(h: Harness, workspaceId: string, plan: string): Promise<void> {

@@ -5,7 +5,7 @@ import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import type { Logger } from "../../../../shared/src/log/logger";
 import type { Protocol } from "../catalog";
-import type { LaunchDialect } from "../launch-args";
+import { LaunchArgsRefusedError, type LaunchDialect } from "../launch-args";
 import type { ProviderState } from "../node.entity";
 import {
   launchArgs,
@@ -55,6 +55,55 @@ export function nodeEnv(nodeId: string, dir: string): NodeJS.ProcessEnv {
     TMPDIR: join(dir, "tmp"),
     [NODE_ID_ENV]: nodeId,
   };
+}
+
+/**
+ * Keys a node process may carry besides nodeEnv's: a wrapper shell (NODE_SUBSTRATE_COMMAND may be a script)
+ * adds PWD (dash) or SHLVL / OLDPWD / _ (bash) when it execs the node program. None holds worker data.
+ */
+const SHELL_ENV_KEYS = ["PWD", "OLDPWD", "SHLVL", "_"];
+
+/**
+ * Why a running node process must not be adopted (null: it may). Processes are detached and adopted by PID
+ * across worker restarts, so one started before the launch-arg allow-list or the minimal environment existed
+ * would otherwise keep hostile args (e.g. --fork-url) and the worker's secrets (DATABASE_URL, ADMIN_TOKEN,
+ * KEY_ENCRYPTION_SECRET) for good. Its command line must END with exactly the vetted argv (what precedes it
+ * is the program: executable, script, interpreter; none of it may look like a flag) and its environment may
+ * hold only nodeEnv's keys (HOME / TMPDIR in the node's own dir) plus what a wrapper shell adds.
+ */
+async function adoptionProblem(
+  pid: number,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): Promise<string | null> {
+  let cmdline: string[];
+  let environ: string[];
+  try {
+    cmdline = (await readFile(`/proc/${pid}/cmdline`, "utf8")).split("\0");
+    environ = (await readFile(`/proc/${pid}/environ`, "latin1")).split("\0");
+  } catch {
+    return "its /proc entry cannot be read";
+  }
+  if (cmdline.at(-1) === "") cmdline.pop();
+  const lead = cmdline.length - args.length;
+  if (
+    lead < 1 ||
+    args.some((a, i) => cmdline[lead + i] !== a) ||
+    cmdline.slice(0, lead).some((a) => a.startsWith("-"))
+  ) {
+    return "its command line is not the vetted launch args";
+  }
+  for (const kv of environ) {
+    if (kv === "") continue;
+    const eq = kv.indexOf("=");
+    const key = eq < 0 ? kv : kv.slice(0, eq);
+    if (key in env) {
+      if (key !== "PATH" && kv.slice(eq + 1) !== env[key]) return `its environment has a foreign ${key}`;
+    } else if (!SHELL_ENV_KEYS.includes(key)) {
+      return "its environment holds more than the node's minimal keys";
+    }
+  }
+  return null;
 }
 
 /** Default programs: the Substrate test node CLI (built into dist/) and anvil from its npm package. */
@@ -236,12 +285,50 @@ export class LocalProcessProvider implements NodeProvider {
     const s = state as LocalState;
     const running = await findNodeProcesses(spec.nodeId);
     if (running.length === 1 && s.pid === running[0] && s.port && s.generation === spec.generation) {
-      // Adopt: a previous attempt (or worker) started it with these args.
-      await this.waitReady(spec, s.pid, s.port, s.logFile ?? join(this.dirOf(spec.nodeId), "node.log"));
-      return { state: s as ProviderState, endpoints: this.endpoints(s.port) };
+      // Adopt only what a vetted start would have run: the stored args are re-checked (a refusal stops the
+      // process and fails the node) and the process's own command line and environment are read back.
+      const problem = await this.vetRunning(spec, s.pid, s.port);
+      if (problem === null) {
+        await this.waitReady(spec, s.pid, s.port, s.logFile ?? join(this.dirOf(spec.nodeId), "node.log"));
+        return { state: s as ProviderState, endpoints: this.endpoints(s.port) };
+      }
+      this.opts.log?.warn(
+        { nodeId: spec.nodeId, pid: s.pid, problem },
+        "node process not adopted; restarting it",
+      );
     }
     for (const pid of running) await this.kill(pid);
     return this.start(spec, s, persist);
+  }
+
+  /**
+   * Null when the running process `pid` is exactly what start() would spawn now (vetted args, minimal env);
+   * else why not. Throws LaunchArgsRefusedError, after stopping every process of the node, when the stored
+   * args are refused: no process may keep running with them.
+   */
+  private async vetRunning(spec: NodeSpec, pid: number, port: number): Promise<string | null> {
+    let args: string[];
+    try {
+      args = this.argv(spec, port).args;
+    } catch (err) {
+      if (err instanceof LaunchArgsRefusedError) await this.stop(spec, {} as ProviderState);
+      throw err;
+    }
+    const dir = this.dirOf(spec.nodeId);
+    return adoptionProblem(pid, args, nodeEnv(spec.nodeId, dir));
+  }
+
+  /** The node program and its full launch args (vetted: throws LaunchArgsRefusedError). */
+  private argv(spec: NodeSpec, port: number): { cmd: string; args: string[] } {
+    const [cmd, ...lead] = spec.protocol === "EVM" ? this.opts.evmCommand : this.opts.substrateCommand;
+    if (!cmd) throw new Error(`no program configured for ${spec.protocol} nodes`);
+    const basePath = join(this.dirOf(spec.nodeId), "data");
+    const dialect = this.dialect(spec.protocol);
+    const args =
+      spec.protocol === "EVM"
+        ? ["--host", this.host, ...launchArgs(spec, { port, basePath, dialect })]
+        : [...launchArgs(spec, { port, basePath, dialect })];
+    return { cmd, args: [...lead, ...args] };
   }
 
   async roll(spec: NodeSpec, state: ProviderState, persist: PersistState): Promise<ProvisionResult> {
@@ -259,20 +346,14 @@ export class LocalProcessProvider implements NodeProvider {
     await mkdir(basePath, { recursive: true });
     const logFile = join(dir, "node.log");
     const port = prev.port && (await portFree(prev.port, this.host)) ? prev.port : await freePort(this.host);
-    const [cmd, ...lead] = spec.protocol === "EVM" ? this.opts.evmCommand : this.opts.substrateCommand;
-    if (!cmd) throw new Error(`no program configured for ${spec.protocol} nodes`);
     // Before anything is spawned: a stored arg outside the allow-list fails the job here.
-    const dialect = this.dialect(spec.protocol);
-    const args =
-      spec.protocol === "EVM"
-        ? ["--host", this.host, ...launchArgs(spec, { port, basePath, dialect })]
-        : [...launchArgs(spec, { port, basePath, dialect })];
+    const { cmd, args } = this.argv(spec, port);
     await mkdir(join(dir, "tmp"), { recursive: true });
     const fd = openSync(logFile, "a");
     const logOffset = fstatSync(fd).size;
     let pid: number | undefined;
     try {
-      const child = spawn(cmd, [...lead, ...args], {
+      const child = spawn(cmd, args, {
         detached: true,
         stdio: ["ignore", fd, fd],
         env: nodeEnv(spec.nodeId, dir),
@@ -353,9 +434,25 @@ export class LocalProcessProvider implements NodeProvider {
     await rm(this.dirOf(spec.nodeId), { recursive: true, force: true });
   }
 
-  async status(spec: NodeSpec, state: ProviderState): Promise<{ running: boolean }> {
+  /**
+   * A live process that fails the adoption check (see vetRunning) counts as not running, with the reason:
+   * the sync sweep then restarts the node through provision, which replaces it (or fails the node when its
+   * stored args are refused). This is how a worker restart catches nodes started before the checks existed.
+   */
+  async status(spec: NodeSpec, state: ProviderState): Promise<{ running: boolean; reason?: string }> {
     const s = state as LocalState;
-    return { running: s.pid !== undefined && (await isNodeProcess(s.pid, spec.nodeId)) };
+    if (s.pid === undefined || !(await isNodeProcess(s.pid, spec.nodeId))) return { running: false };
+    if (!s.port) return { running: true };
+    let problem: string | null;
+    try {
+      const { args } = this.argv(spec, s.port);
+      problem = await adoptionProblem(s.pid, args, nodeEnv(spec.nodeId, this.dirOf(spec.nodeId)));
+    } catch (err) {
+      problem = (err as Error).message;
+    }
+    return problem === null
+      ? { running: true }
+      : { running: false, reason: `node process not adoptable: ${problem}` };
   }
 
   async logs(spec: NodeSpec, state: ProviderState, tail: number): Promise<string[]> {

@@ -59,7 +59,8 @@ export interface NodeProvider {
   stop(spec: NodeSpec, state: ProviderState): Promise<ProviderState>;
   /** Tears everything down (process / workload, data). */
   delete(spec: NodeSpec, state: ProviderState): Promise<void>;
-  status(spec: NodeSpec, state: ProviderState): Promise<{ running: boolean }>;
+  /** Not running when gone, or (local) when the live process fails the adoption check: `reason` says why. */
+  status(spec: NodeSpec, state: ProviderState): Promise<{ running: boolean; reason?: string }>;
   logs(spec: NodeSpec, state: ProviderState, tail: number): Promise<string[]>;
   resources(spec: NodeSpec, state: ProviderState): Promise<NodeResources>;
 }

@@ -7,7 +7,9 @@ import { type WebSocket, WebSocketServer } from "ws";
  * answers; `eth_getLogs` with `[{ "hugeBytes": N }]` gets a valid answer whose result is N bytes, generated
  * on the fly in 1 MiB chunks with backpressure (never held in memory), optionally with a Content-Length.
  * Over WebSocket, `eth_subscribe` `["logs", { "hugeBytes": N }]` answers with one N-byte message sent as
- * 1 MiB fragments. Records how much of each huge answer it managed to send before the reader hung up.
+ * 1 MiB fragments. `holdMs` in the same object holds the answer's last bytes back that long (so that many
+ * answers are half-read by the gateway at once). Records how much of each huge answer it managed to send
+ * before the reader hung up.
  * `eth_call` with `[{ "sizedBytes": N }, ...]` gets an N-byte result built in memory (for coalescing tests).
  */
 export interface HugeUpstream {
@@ -73,6 +75,7 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
     prefix: string,
     suffix: string,
     write: (b: Buffer | string, last: boolean) => Promise<boolean>,
+    holdMs = 0,
   ) => {
     const entry = { written: 0, complete: false };
     huge.push(entry);
@@ -86,6 +89,7 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
       entry.written += n;
       left -= n;
     }
+    if (holdMs > 0) await new Promise((r) => setTimeout(r, holdMs));
     if (!(await write(suffix, true))) return;
     entry.written += suffix.length;
     entry.complete = true;
@@ -112,7 +116,9 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(out));
         return;
       }
-      const declare = (Array.isArray(first.params) ? first.params[0] : {})?.declareLength === true;
+      const opts = (Array.isArray(first.params) ? first.params[0] : {}) ?? {};
+      const declare = opts.declareLength === true;
+      const holdMs = typeof opts.holdMs === "number" ? opts.holdMs : 0;
       const open = Array.isArray(body) ? "[" : "";
       const close = Array.isArray(body) ? "]" : "";
       const prefix = `${open}{"jsonrpc":"2.0","id":${JSON.stringify(first.id ?? null)},"result":"0x`;
@@ -126,26 +132,32 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
         gone = true;
       });
       track(
-        stream(size, prefix, suffix, (b, last) => {
-          if (gone || res.destroyed) return Promise.resolve(false);
-          if (last) {
-            res.end(b);
-            return Promise.resolve(true);
-          }
-          if (res.write(b)) return Promise.resolve(true);
-          return new Promise((resolve) => {
-            const onDrain = () => {
-              res.off("close", onClose);
-              resolve(true);
-            };
-            const onClose = () => {
-              res.off("drain", onDrain);
-              resolve(false);
-            };
-            res.once("drain", onDrain);
-            res.once("close", onClose);
-          });
-        }),
+        stream(
+          size,
+          prefix,
+          suffix,
+          (b, last) => {
+            if (gone || res.destroyed) return Promise.resolve(false);
+            if (last) {
+              res.end(b);
+              return Promise.resolve(true);
+            }
+            if (res.write(b)) return Promise.resolve(true);
+            return new Promise((resolve) => {
+              const onDrain = () => {
+                res.off("close", onClose);
+                resolve(true);
+              };
+              const onClose = () => {
+                res.off("drain", onDrain);
+                resolve(false);
+              };
+              res.once("drain", onDrain);
+              res.once("close", onClose);
+            });
+          },
+          holdMs,
+        ),
       );
     });
   });

@@ -17,6 +17,9 @@ export interface NodeClientOptions {
   maxResponseBytes: number;
 }
 
+/** Added to UPSTREAM_TIMEOUT_MS before a replaced node client is closed. */
+const RETIRE_MARGIN_MS = 1_000;
+
 /** A whole exchange's outcome: one result per call (results[j] answers calls[j]), or why it failed. */
 export type NodeBatchResult = { ok: true; results: CallResult[] } | { ok: false; error: ErrorRow };
 
@@ -61,6 +64,31 @@ export class NodeClient {
     return { ok: false, error: failureRow(r.failure, upstream) };
   }
 
+  /** Closes one node's connections, if any (the node stopped serving). */
+  forget(nodeId: string): void {
+    const u = this.byNode.get(nodeId);
+    if (u === undefined) return;
+    this.byNode.delete(nodeId);
+    this.retire(u);
+  }
+
+  /**
+   * Closes a node client that is no longer used once its calls can have ended (UPSTREAM_TIMEOUT_MS and a
+   * margin): closing at once would cut calls in flight to a node whose record just changed.
+   */
+  private retire(u: Upstream): void {
+    if (u.inFlight === 0) {
+      void u.close();
+      return;
+    }
+    setTimeout(() => void u.close(), this.opts.timeoutMs + RETIRE_MARGIN_MS).unref();
+  }
+
+  /** Nodes with a client now. */
+  get size(): number {
+    return this.byNode.size;
+  }
+
   /** Closes every node's connections (shutdown). */
   async close(): Promise<void> {
     const all = [...this.byNode.values()];
@@ -72,7 +100,7 @@ export class NodeClient {
     const url = node.httpUrl!;
     const have = this.byNode.get(node.nodeId);
     if (have !== undefined && have.httpUrl === url) return have;
-    if (have !== undefined) void have.close();
+    if (have !== undefined) this.retire(have);
     const u = new Upstream(
       { id: `node-${node.nodeId}`, httpUrl: url, wsUrl: null, weight: 1 },
       {

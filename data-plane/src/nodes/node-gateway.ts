@@ -171,6 +171,8 @@ export class NodeGateway {
     }
     const rate = admission?.rate;
     if (!this.serving(node)) {
+      // A stopped or deleted node's connections are not kept (a new client is made when it serves again).
+      this.client.forget(node.nodeId);
       usage(methods, () => GatewayError.NodeUnavailable.category);
       return {
         ...fail(

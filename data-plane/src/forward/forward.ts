@@ -262,5 +262,3 @@ export function paramsText(params: unknown): string {
   if (Array.isArray(params) && params.length === 0) return "[]";
   return JSON.stringify(params);
 }
-
-export { Acquired };

@@ -162,6 +162,7 @@ export async function startDataPlane(
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
     maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
     bufferBudget,
+    connections: config.UPSTREAM_CONNECTIONS,
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,
@@ -305,7 +306,7 @@ export async function startDataPlane(
         // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close()]);
-        await upstreams.close();
+        await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();
         nodeWs.close();
         await nodeLookup.close();

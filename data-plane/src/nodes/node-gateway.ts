@@ -1,22 +1,22 @@
-import {
-  categoryOfNodeError,
-  ErrorCategory,
-  type ErrorRow,
-  GatewayError,
-  responseTooLargeRow,
-} from "../../../shared/src/jsonrpc/errors";
+import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { KeyVerifier, VerifiedKey } from "../auth/key-verifier";
+import { batchJson, type ElementRefusal, planBatch, settleBatch } from "../forward/forward";
 import type { LimitsGate } from "../limits/admission";
 import { SafeModeMethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
-import { type BufferBudget, defaultBufferBudget } from "../upstream/buffer-budget";
+import type { BufferBudget } from "../upstream/buffer-budget";
+import { DEFAULT_MAX_RESPONSE_BYTES } from "../upstream/upstream";
 import type { UsageRecorder } from "../usage/recorder";
+import { NodeClient } from "./node-client";
 import type { NodeLookup } from "./node-directory";
+
+/** Connections per dedicated node when the options name none. */
+const DEFAULT_NODE_CONNECTIONS = 16;
 
 /** Node statuses in which the endpoint forwards. */
 const SERVING = new Set(["SYNCED"]);
@@ -28,6 +28,12 @@ export function safeModeBlocked(method: string): string | undefined {
   return safePolicy.refusal(method) === undefined
     ? undefined
     : `${method} is not available: this dedicated node's rpc-methods is Safe; switch it to Unsafe to call it`;
+}
+
+/** A node key's Safe mode as the forwarding core's per-element check. */
+function safeModeRefusal(method: string): ElementRefusal | undefined {
+  const message = safeModeBlocked(method);
+  return message === undefined ? undefined : { row: GatewayError.MethodBlocked, message };
 }
 
 export type NodeAuthResult =
@@ -56,7 +62,9 @@ export interface NodeGatewayOptions {
   timeoutMs: number;
   /** Most bytes read from one node answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
   maxResponseBytes?: number;
-  /** Process-wide budget of buffered answer bytes, shared with the pools (UPSTREAM_BUFFER_BUDGET_BYTES). */
+  /** Keep-alive connections per dedicated node (UPSTREAM_CONNECTIONS); default 16. */
+  connections?: number;
+  /** Bytes buffered from all answers in flight (UPSTREAM_BUFFER_BUDGET_BYTES), shared with the pools. */
   bufferBudget?: BufferBudget;
   /**
    * Per-second limit (LimitsGate.admit: a node key is limited per node at its plan's requestsPerSecond,
@@ -72,14 +80,15 @@ export interface NodeGatewayOptions {
  * `authorize` once (HTTP: per request; WS: at upgrade), then `handle` each JSON-RPC text.
  */
 export class NodeGateway {
-  private readonly maxResponseBytes: number;
-  private readonly tooLargeRow: ErrorRow;
-  private readonly budget: BufferBudget;
+  private readonly client: NodeClient;
 
   constructor(private readonly opts: NodeGatewayOptions) {
-    this.maxResponseBytes = opts.maxResponseBytes ?? 32 * 1024 * 1024;
-    this.budget = opts.bufferBudget ?? defaultBufferBudget;
-    this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
+    this.client = new NodeClient({
+      timeoutMs: opts.timeoutMs,
+      connections: opts.connections ?? DEFAULT_NODE_CONNECTIONS,
+      maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      bufferBudget: opts.bufferBudget,
+    });
   }
 
   /** Only the node's own key opens its endpoint (an app key, or another node's key, is 401). */
@@ -166,6 +175,8 @@ export class NodeGateway {
     }
     const rate = admission?.rate;
     if (!this.serving(node)) {
+      // A stopped or deleted node's connections are not kept (a new client is made when it serves again).
+      this.client.forget(node.nodeId);
       usage(methods, () => GatewayError.NodeUnavailable.category);
       return {
         ...fail(
@@ -179,169 +190,52 @@ export class NodeGateway {
       };
     }
     const safe = auth.key.record.rpcMethods !== "UNSAFE";
-    const out = new Array<string | undefined>(items.length);
-    const cats = new Array<string>(items.length).fill(ErrorCategory.Success);
-    const forwardIdx: number[] = [];
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i]!;
-      if (isItemError(item)) {
-        out[i] = errorJson(item.error, item.idText, { requestId });
-        cats[i] = item.error.category;
-        continue;
-      }
-      const blocked = safe ? safeModeBlocked(item.method) : undefined;
-      if (blocked !== undefined) {
-        cats[i] = GatewayError.MethodBlocked.category;
-        if (item.idText !== undefined) {
-          out[i] = errorJson(GatewayError.MethodBlocked, item.idText, { requestId, message: blocked });
-        }
-        continue;
-      }
-      forwardIdx.push(i);
-    }
-    if (forwardIdx.length > 0) {
-      const calls = forwardIdx.map((i) => items[i] as RpcCall);
-      const res = await this.forward(node, calls);
+    const plan = planBatch(items, requestId, (c) => (safe ? safeModeRefusal(c.method) : undefined));
+    const forward = plan.forward;
+    const cats = plan.categories;
+    if (forward.length > 0) {
+      const res = await this.client.batch(node, forward);
       if (!res.ok) {
-        for (const i of forwardIdx) cats[i] = res.error.category;
-        if (!parsed.batch || forwardIdx.length === items.length) {
+        for (const i of plan.forwardIdx) cats[i] = res.error.category;
+        // The node failed as a whole and nothing else was answered: the whole request fails with its status.
+        if (!parsed.batch || forward.length === items.length) {
           usage(methods, (i) => cats[i]!);
           return { ...fail(res.error, wholeId, requestId), rate };
         }
-        for (const i of forwardIdx) {
+        for (const i of plan.forwardIdx) {
           const idText = (items[i] as RpcCall).idText;
-          if (idText !== undefined) out[i] = errorJson(res.error, idText, { requestId });
+          plan.out[i] = idText === undefined ? undefined : errorJson(res.error, idText, { requestId });
         }
       } else {
-        for (let j = 0; j < forwardIdx.length; j++) {
-          const i = forwardIdx[j]!;
-          const call = items[i] as RpcCall;
-          const reply = res.replies.get(j);
-          if (call.method === "author_rotateKeys" && typeof reply?.result === "string") {
-            void this.opts.nodes
-              .recordSessionKeys(node.nodeId, reply.result)
-              .catch((err) => this.opts.logger.warn({ err }, "could not record session keys"));
-          }
-          if (reply === undefined) {
-            cats[i] = GatewayError.UpstreamBadResponse.category;
-            if (call.idText !== undefined)
-              out[i] = errorJson(GatewayError.UpstreamBadResponse, call.idText, { requestId });
-          } else if (reply.error !== undefined) {
-            const code = (reply.error as { code?: unknown } | null)?.code;
-            cats[i] = typeof code === "number" ? categoryOfNodeError(code) : ErrorCategory.NodeError;
-            if (call.idText !== undefined)
-              out[i] = `{"jsonrpc":"2.0","id":${call.idText},"error":${JSON.stringify(reply.error)}}`;
-          } else if (call.idText !== undefined) {
-            out[i] = `{"jsonrpc":"2.0","id":${call.idText},"result":${JSON.stringify(reply.result ?? null)}}`;
-          }
+        settleBatch(plan, res.results, requestId, undefined);
+        for (let j = 0; j < forward.length; j++) {
+          const r = res.results[j]!;
+          if (forward[j]!.method === "author_rotateKeys" && r.ok) this.recordSessionKeys(node, r.reply.tail);
         }
       }
     }
     usage(methods, (i) => cats[i]!);
-    if (!parsed.batch)
-      return out[0] === undefined ? { status: 204, body: "", rate } : { status: 200, body: out[0], rate };
-    const parts = out.filter((s): s is string => s !== undefined);
-    return parts.length === 0
-      ? { status: 204, body: "", rate }
-      : { status: 200, body: `[${parts.join(",")}]`, rate };
+    const body = parsed.batch ? batchJson(plan.out) : (plan.out[0] ?? "");
+    return body === "" ? { status: 204, body: "", rate } : { status: 200, body, rate };
   }
 
-  /** Forwards calls to the node as one batch with positional ids; replies by position. */
-  private async forward(
-    node: NodeRecord,
-    calls: RpcCall[],
-  ): Promise<
-    { ok: true; replies: Map<number, { result?: unknown; error?: unknown }> } | { ok: false; error: ErrorRow }
-  > {
-    const body = JSON.stringify(
-      calls.map((c, j) => ({
-        jsonrpc: "2.0",
-        id: j,
-        method: c.method,
-        ...(c.params === undefined ? {} : { params: c.params }),
-      })),
-    );
-    let text: string;
+  /** author_rotateKeys' answer (hex session keys) is kept on the node record, for the console. */
+  private recordSessionKeys(node: NodeRecord, tail: string): void {
+    let keys: unknown;
     try {
-      const res = await fetch(node.httpUrl!, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body,
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
-      });
-      const answer = await readCapped(res, this.maxResponseBytes, this.budget);
-      if (answer === TOO_LARGE) return { ok: false, error: this.tooLargeRow };
-      if (answer === BUFFER_FULL) return { ok: false, error: GatewayError.UpstreamBufferFull };
-      text = answer;
-    } catch (err) {
-      const e = err as Error;
-      return {
-        ok: false,
-        error: e.name === "TimeoutError" ? GatewayError.UpstreamTimeout : GatewayError.UpstreamUnreachable,
-      };
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
+      keys = (JSON.parse(`{${tail.slice(1)}`) as { result?: unknown }).result;
     } catch {
-      return { ok: false, error: GatewayError.UpstreamBadResponse };
+      return;
     }
-    const replies = new Map<number, { result?: unknown; error?: unknown }>();
-    const list = Array.isArray(parsed) ? parsed : [parsed];
-    for (const r of list) {
-      if (r === null || typeof r !== "object") continue;
-      const o = r as { id?: unknown; result?: unknown; error?: unknown };
-      if (typeof o.id === "number") replies.set(o.id, { result: o.result, error: o.error });
-    }
-    if (replies.size === 0 && list.length === 1 && calls.length === 1) {
-      // A node that answers a whole-request error with id null.
-      const o = list[0] as { error?: unknown };
-      if (o && typeof o === "object" && o.error !== undefined) replies.set(0, { error: o.error });
-    }
-    return { ok: true, replies };
+    if (typeof keys !== "string") return;
+    void this.opts.nodes
+      .recordSessionKeys(node.nodeId, keys)
+      .catch((err) => this.opts.logger.warn({ err }, "could not record session keys"));
   }
-}
 
-const TOO_LARGE = 0;
-const BUFFER_FULL = 1;
-
-/**
- * The body as text; TOO_LARGE once it crosses `max` bytes, BUFFER_FULL once a chunk does not fit in the
- * process-wide `budget`: then the stream is cancelled, which aborts the fetch and destroys its connection, so
- * nothing more is read or kept. Each chunk is taken from the budget as it arrives; all of it is given back
- * once, in `finally`, whichever way the read ends (a read error or timeout included).
- */
-async function readCapped(
-  res: Response,
-  max: number,
-  budget: BufferBudget,
-): Promise<string | typeof TOO_LARGE | typeof BUFFER_FULL> {
-  const declared = Number(res.headers.get("content-length") ?? 0);
-  const body = res.body;
-  if (declared > max || !budget.fits(declared)) {
-    await body?.cancel().catch(() => undefined);
-    return declared > max ? TOO_LARGE : BUFFER_FULL;
-  }
-  if (body === null) return "";
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      const n = value.byteLength;
-      if (total + n > max || !budget.take(n)) {
-        chunks.length = 0;
-        await reader.cancel().catch(() => undefined);
-        return total + n > max ? TOO_LARGE : BUFFER_FULL;
-      }
-      total += n;
-      chunks.push(value);
-    }
-    return Buffer.concat(chunks, total).toString("utf8");
-  } finally {
-    budget.release(total);
+  /** Closes the connections to every dedicated node (shutdown). */
+  close(): Promise<void> {
+    return this.client.close();
   }
 }
 

@@ -1,16 +1,27 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
-import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import { maxLogsBlockRange } from "../../../shared/src/redis/records";
+import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
-import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import {
+  batchJson,
+  cacheKey,
+  concurrencyRefusal,
+  elementRefusal,
+  fetchCall,
+  heavyCount,
+  lookup,
+  observe,
+  planBatch,
+  refusalJson,
+  settleBatch,
+  store,
+} from "../forward/forward";
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
-import { Acquired, concurrencyRefusalMessage } from "../limits/concurrency";
-import { checkLogsRange, hasLogsRange, type LogsRangeRefusal } from "../limits/logs-range";
+import { Acquired } from "../limits/concurrency";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
-import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
-import { type CallResult, ReplyKind } from "../upstream/reply";
+import { isHeavy, type NetworkPool } from "../upstream/network-pool";
+import type { CallResult } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
 import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
 
@@ -282,195 +293,93 @@ export class RpcExchange {
   }
 
   private single(call: RpcCall): Pending {
-    const network = this.pool.record;
-    const blocked = this.ctx.policy.check(call.method, network);
-    if (blocked !== undefined) {
-      const elapsed = this.elapsed();
-      this.ctx.metrics.request(network.slug, ErrorCategory.ClientError, elapsed);
-      this.usage(call.method, ErrorCategory.ClientError, elapsed);
-      if (call.idText === undefined) return this.send(204, "");
-      const body = errorJson(GatewayError.MethodBlocked, call.idText, {
-        requestId: this.requestId,
-        message: blocked,
-      });
-      this.served(1);
-      return this.send(200, body);
-    }
-    if (hasLogsRange(call.method)) {
-      const tooWide = this.logsRange(call);
-      if (tooWide !== undefined) {
-        const elapsed = this.elapsed();
-        this.ctx.metrics.request(network.slug, tooWide.row.category, elapsed);
-        this.usage(call.method, tooWide.row.category, elapsed);
-        if (call.idText === undefined) return this.send(204, "");
-        return this.send(
-          tooWide.row.httpStatus,
-          errorJson(tooWide.row, call.idText, {
-            requestId: this.requestId,
-            limit: tooWide.limit,
-            message: tooWide.message,
-          }),
-        );
-      }
-    }
-    const cache = this.ctx.cache;
-    const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
-    if (rule === CacheRule.Never) {
-      if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
-      return this.forward(call, this.pool.call(call));
-    }
-    const paramsJson = paramsText(call.params);
-    const head = rule === CacheRule.PerBlock ? this.pool.cacheHead() : 0;
-    if (head < 0) {
-      if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
-      return this.forward(call, this.pool.call(call));
-    }
-    const cacheKey = `${network.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
-    const hit = cache.get(cacheKey);
-    if (hit !== undefined) {
-      this.ctx.metrics.cache(network.slug, true);
-      const elapsed = this.elapsed();
-      this.ctx.metrics.request(network.slug, hit.category, elapsed);
-      this.usage(call.method, hit.category, elapsed);
-      this.xCache = "HIT";
-      if (call.idText === undefined) return this.send(204, "");
-      this.served(1);
-      return this.send(200, replyJson(call.idText, hit.tail));
-    }
-    this.ctx.metrics.cache(network.slug, false);
-    this.xCache = "MISS";
-    if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
     const pool = this.pool;
-    const ttlMs = rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined;
-    const result = cache.merge(cacheKey, () => pool.call(call, paramsJson));
-    return this.forward(call, result, (r) => {
-      if (r.ok && r.reply.kind === ReplyKind.Result) cache.set(cacheKey, r.reply, ttlMs);
-    });
+    const ctx = this.ctx;
+    const refused = elementRefusal(call, pool, ctx.policy);
+    if (refused !== undefined) {
+      const row = refused.row;
+      const elapsed = this.elapsed();
+      ctx.metrics.request(pool.record.slug, row.category, elapsed);
+      this.usage(call.method, row.category, elapsed);
+      if (call.idText === undefined) return this.send(204, "");
+      // A refusal answered 200 (method_blocked) is a response object served; a 4xx is not.
+      if (row.httpStatus === 200) this.served(1);
+      return this.send(row.httpStatus, refusalJson(refused, call.idText, this.requestId));
+    }
+    const key = cacheKey(ctx, call, pool);
+    if (key !== "") {
+      const hit = lookup(ctx, pool, key);
+      if (hit !== undefined) {
+        const elapsed = this.elapsed();
+        ctx.metrics.request(pool.record.slug, hit.category, elapsed);
+        this.usage(call.method, hit.category, elapsed);
+        this.xCache = "HIT";
+        if (call.idText === undefined) return this.send(204, "");
+        this.served(1);
+        return this.send(200, replyJson(call.idText, hit.tail));
+      }
+      this.xCache = "MISS";
+    }
+    if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
+    return this.forward(call, key, fetchCall(call, pool, key, ctx.cache));
   }
 
-  /** Waits for the upstream's answer to a single call and sends it (`onResult` first, e.g. to cache it). */
-  private async forward(
-    call: RpcCall,
-    pending: Promise<CallResult>,
-    onResult?: (r: CallResult) => void,
-  ): Promise<void> {
+  /** Waits for the upstream's answer to a single call, stores it under `key` (if any) and sends it. */
+  private async forward(call: RpcCall, key: string, pending: Promise<CallResult>): Promise<void> {
     let result: CallResult;
     try {
       result = await pending;
     } finally {
       this.releaseFlights();
     }
-    onResult?.(result);
+    const pool = this.pool;
+    store(this.ctx, pool, key, result);
     if (this.aborted) return;
     if (!result.ok) {
       return this.fail(result.error, call.idText ?? "null");
     }
-    const network = this.pool.record;
     const elapsed = this.elapsed();
-    this.ctx.metrics.request(network.slug, result.reply.category, elapsed);
+    this.ctx.metrics.request(pool.record.slug, result.reply.category, elapsed);
     this.usage(call.method, result.reply.category, elapsed);
-    if (result.reply.kind === ReplyKind.Result) this.observeHead(call.method, result.reply.tail);
+    observe(pool, call.method, result);
     if (call.idText === undefined) return this.send(204, "");
     this.served(1);
     this.send(200, replyJson(call.idText, result.reply.tail));
   }
 
   private async batch(items: BatchItem[]): Promise<void> {
-    const network = this.pool.record;
+    const pool = this.pool;
     const n = items.length;
-    const out = new Array<string | undefined>(n);
-    const forwardIdx: number[] = [];
-    const forward: OutgoingCall[] = [];
-    const categories = new Array<string>(n);
-    for (let i = 0; i < n; i++) {
-      const item = items[i]!;
-      if (isItemError(item)) {
-        out[i] = errorJson(item.error, item.idText, { requestId: this.requestId });
-        categories[i] = item.error.category;
-        continue;
-      }
-      const blocked = this.ctx.policy.check(item.method, network);
-      if (blocked !== undefined) {
-        categories[i] = ErrorCategory.ClientError;
-        if (item.idText !== undefined) {
-          out[i] = errorJson(GatewayError.MethodBlocked, item.idText, {
-            requestId: this.requestId,
-            message: blocked,
-          });
-        }
-        continue;
-      }
-      const tooWide = hasLogsRange(item.method) ? this.logsRange(item) : undefined;
-      if (tooWide !== undefined) {
-        categories[i] = tooWide.row.category;
-        if (item.idText !== undefined) {
-          out[i] = errorJson(tooWide.row, item.idText, {
-            requestId: this.requestId,
-            limit: tooWide.limit,
-            message: tooWide.message,
-          });
-        }
-        continue;
-      }
-      forwardIdx.push(i);
-      forward.push(item);
-    }
+    const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy));
+    const forward = plan.forward;
     let wholeFailure: ErrorRow | undefined;
     if (forward.length > 0) {
-      let heavy = 0;
-      for (const c of forward) if (isHeavy(c.method)) heavy++;
-      if (!this.holdFlights(forward.length, heavy, "null", items)) return;
+      if (!this.holdFlights(forward.length, heavyCount(forward), "null", items)) return;
       let results: CallResult[];
       try {
-        results = await this.pool.callBatch(forward);
+        results = await pool.callBatch(forward);
       } finally {
         this.releaseFlights();
       }
       if (this.aborted) return;
-      let anyOk = false;
-      for (let j = 0; j < results.length; j++) {
-        const r = results[j]!;
-        const i = forwardIdx[j]!;
-        const idText = (items[i] as RpcCall).idText;
-        if (r.ok) {
-          anyOk = true;
-          categories[i] = r.reply.category;
-          if (r.reply.kind === ReplyKind.Result) this.observeHead((items[i] as RpcCall).method, r.reply.tail);
-          if (idText !== undefined) out[i] = replyJson(idText, r.reply.tail);
-        } else {
-          categories[i] = r.error.category;
-          wholeFailure ??= r.error;
-          if (idText !== undefined) out[i] = errorJson(r.error, idText, { requestId: this.requestId });
-        }
-      }
+      const anyOk = settleBatch(plan, results, this.requestId, pool);
       // Every element was forwardable and none got an answer: the upstream side failed as a whole.
-      if (anyOk || forward.length !== n) wholeFailure = undefined;
+      if (!anyOk && forward.length === n) wholeFailure = firstError(results);
     }
+    const categories = plan.categories;
     const elapsed = this.elapsed();
     for (let i = 0; i < n; i++) {
-      this.ctx.metrics.request(network.slug, categories[i]!, elapsed);
+      this.ctx.metrics.request(pool.record.slug, categories[i]!, elapsed);
       const item = items[i]!;
       this.usage(isItemError(item) ? "other" : item.method, categories[i]!, elapsed);
     }
     if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
-    let body = "";
     let units = 0;
-    for (let i = 0; i < n; i++) {
-      const s = out[i];
-      if (s === undefined) continue;
-      units++;
-      body = body === "" ? `[${s}` : `${body},${s}`;
-    }
+    for (let i = 0; i < n; i++) if (plan.out[i] !== undefined) units++;
+    const body = batchJson(plan.out);
     if (body === "") return this.send(204, "");
     this.served(units);
-    this.send(200, `${body}]`);
-  }
-
-  /** eth_getLogs / eth_newFilter range against the network's limit, tags resolved against the pool's head. */
-  private logsRange(call: RpcCall): LogsRangeRefusal | undefined {
-    const max = maxLogsBlockRange(this.pool.record);
-    if (max <= 0) return undefined;
-    return checkLogsRange(call.method, call.params, this.pool.cacheHead(), max);
+    this.send(200, body);
   }
 
   /**
@@ -493,18 +402,8 @@ export class RpcExchange {
       GatewayError.ConcurrencyLimit.reason,
       items === undefined ? 1 : items.length,
     );
-    const overHeavy = got !== Acquired.OverTotal;
-    this.refuse(
-      {
-        row: GatewayError.ConcurrencyLimit,
-        retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
-        retryAfterSeconds: CONCURRENCY_RETRY_AFTER_MS / 1000,
-        limit: overHeavy ? flights.maxHeavy : flights.max,
-        message: concurrencyRefusalMessage(got, heavy, flights.maxHeavy),
-      },
-      idText,
-      items,
-    );
+    const r = concurrencyRefusal(flights, got, heavy);
+    this.refuse({ ...r, retryAfterSeconds: r.retryAfterMs / 1000 }, idText, items);
     return false;
   }
 
@@ -514,11 +413,6 @@ export class RpcExchange {
     this.ctx.flights.release(this.flightId, this.flightSlots, this.flightHeavy);
     this.flightSlots = 0;
     this.flightHeavy = 0;
-  }
-
-  private observeHead(method: string, tail: string): void {
-    const n = headHint(method, tail);
-    if (n !== undefined) this.pool.observeHead(n);
   }
 
   private elapsed(): number {
@@ -625,12 +519,6 @@ export class RpcExchange {
   }
 }
 
-/**
- * Retry hint on a concurrency refusal: slots free up as calls end (at most UPSTREAM_TIMEOUT_MS), usually
- * much sooner. Whole seconds, for Retry-After.
- */
-const CONCURRENCY_RETRY_AFTER_MS = 1000;
-
 /** Responses waiting for the end of the poll phase, in the order they were answered. */
 const ANSWERS: RpcExchange[] = [];
 
@@ -639,17 +527,16 @@ function flushAnswers(): void {
   for (const x of queued) x.writeQueued();
 }
 
-/** Params as JSON text for cache keys and forwarding ("" when absent); `[]` (common: eth_chainId) without a stringify. */
-function paramsText(params: unknown): string {
-  if (params === undefined) return "";
-  if (Array.isArray(params) && params.length === 0) return "[]";
-  return JSON.stringify(params);
-}
-
 function isJsonContentType(value: string): boolean {
   if (value === "application/json") return true;
   if (value.length < 16) return false;
   const v = value.toLowerCase();
   if (!v.startsWith("application/json")) return false;
   return v.length === 16 || v[16] === ";" || v[16] === " ";
+}
+
+/** The error of the first failed result (all failed: the batch's whole-request error). */
+function firstError(results: readonly CallResult[]): ErrorRow | undefined {
+  for (const r of results) if (!r.ok) return r.error;
+  return undefined;
 }

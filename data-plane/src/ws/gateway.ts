@@ -3,20 +3,35 @@ import type ipaddr from "ipaddr.js";
 import { Counter, Gauge } from "prom-client";
 import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import { maxLogsBlockRange, type PlaneEvent } from "../../../shared/src/redis/records";
+import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
-import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import {
+  batchJson,
+  cacheKey,
+  concurrencyRefusal,
+  elementRefusal,
+  fetchCall,
+  heavyCount,
+  lookup,
+  observe,
+  planBatch,
+  refusalJson,
+  resultCategory,
+  resultJson,
+  setElement,
+  settleBatch,
+  store,
+} from "../forward/forward";
 import { keyIdentifier, nodeIdentifier } from "../limits/admission";
-import { Acquired, concurrencyRefusalMessage } from "../limits/concurrency";
-import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
+import { Acquired } from "../limits/concurrency";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
 import { HandlerGuard } from "../server/guard";
-import { nextRequestId, replyJson, STATUS } from "../server/respond";
+import { errorJson, nextRequestId, replyJson, STATUS } from "../server/respond";
 import { isHeavy, type NetworkPool } from "../upstream/network-pool";
-import { type CallResult, ReplyKind } from "../upstream/reply";
+import type { CallResult } from "../upstream/reply";
 import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
 import { SubscriptionHubs } from "./hub";
 import { isSubscriptionMethod, SUBSCRIBE, UNSUBSCRIBE } from "./methods";
@@ -517,105 +532,73 @@ export class WsGateway {
   private async batch(s: WsSession, items: BatchItem[], requestId: string): Promise<void> {
     const started = performance.now();
     const n = items.length;
-    const answers = new Array<Answer>(n);
-    const forwardIdx: number[] = [];
-    const forward: RpcCall[] = [];
-    const pending: Promise<void>[] = [];
     const pool = s.pool!;
-    const network = pool.record;
-    for (let i = 0; i < n; i++) {
-      const it = items[i]!;
-      if (isItemError(it)) {
-        answers[i] = { text: errorText(it.error, it.idText, { requestId }), category: it.error.category };
-        continue;
-      }
-      const blocked = (s.policy ?? this.ctx.policy).check(it.method, network);
-      if (
-        blocked === undefined &&
-        !SUBSCRIBE.has(it.method) &&
-        !UNSUBSCRIBE.has(it.method) &&
-        !hasLogsRange(it.method)
-      ) {
-        forwardIdx.push(i);
-        forward.push(it);
-        continue;
-      }
+    const policy = s.policy ?? this.ctx.policy;
+    const plan = planBatch(items, requestId, (c) => elementRefusal(c, pool, policy), isSubscriptionCall);
+    const pending: Promise<void>[] = [];
+    // Subscription activations, run once the batch's answer is sent (as for a single subscribe).
+    const after = new Array<(() => void) | undefined>(n);
+    for (const i of plan.localIdx) {
+      const it = items[i] as RpcCall;
       pending.push(
         this.answer(s, it, requestId).then((a) => {
-          answers[i] = a;
+          setElement(plan, i, it.idText === undefined ? undefined : a.text, a.category);
+          after[i] = a.after;
         }),
       );
     }
+    const forward = plan.forward;
     if (forward.length > 0) {
+      const flights = this.ctx.flights;
       const flight = this.flightId(s);
-      let heavy = 0;
-      for (const c of forward) if (isHeavy(c.method)) heavy++;
-      const got = this.ctx.flights.tryAcquire(flight, forward.length, heavy);
+      const heavy = heavyCount(forward);
+      const got = flights.tryAcquire(flight, forward.length, heavy);
       if (got === Acquired.Ok) {
         pending.push(
           pool
             .callBatch(forward)
-            .finally(() => this.ctx.flights.release(flight, forward.length, heavy))
+            .finally(() => flights.release(flight, forward.length, heavy))
             .then((results) => {
-              for (let j = 0; j < results.length; j++) {
-                answers[forwardIdx[j]!] = this.fromResult(s, forward[j]!, results[j]!, requestId);
-              }
+              settleBatch(plan, results, requestId, pool);
             }),
         );
       } else {
+        // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
         this.recordConcurrencyRefusal(s, forward.length);
+        const r = concurrencyRefusal(flights, got, heavy);
         for (let j = 0; j < forward.length; j++) {
-          answers[forwardIdx[j]!] = this.concurrencyRefusal(forward[j]!, requestId, got, heavy);
+          const idText = forward[j]!.idText;
+          const text = idText === undefined ? undefined : errorJson(r.row, idText, { requestId, ...r });
+          setElement(plan, plan.forwardIdx[j]!, text, r.row.category);
         }
       }
     }
     await Promise.all(pending);
-    const parts: string[] = [];
-    for (let i = 0; i < n; i++) {
-      const it = items[i]!;
-      const a = answers[i]!;
-      if (a.text !== undefined && (isItemError(it) || it.idText !== undefined)) parts.push(a.text);
-    }
-    if (parts.length > 0) this.send(s, `[${parts.join(",")}]`);
+    const body = batchJson(plan.out);
+    if (body !== "") this.send(s, body);
     const secs = (performance.now() - started) / 1000;
     for (let i = 0; i < n; i++) {
-      const a = answers[i]!;
-      a.after?.();
-      this.ctx.metrics.request(network.slug, a.category, secs);
+      after[i]?.();
+      const category = plan.categories[i]!;
+      this.ctx.metrics.request(pool.record.slug, category, secs);
       const it = items[i]!;
-      this.hooks.answered(s, isItemError(it) ? "" : it.method, a.category, secs);
+      this.hooks.answered(s, isItemError(it) ? "" : it.method, category, secs);
     }
   }
 
-  private fromResult(s: WsSession, call: RpcCall, r: CallResult, requestId: string): Answer {
-    const idText = call.idText ?? "null";
-    if (!r.ok) return { text: errorText(r.error, idText, { requestId }), category: r.error.category };
-    if (r.reply.kind === ReplyKind.Result) {
-      const h = headHint(call.method, r.reply.tail);
-      if (h !== undefined) s.pool?.observeHead(h);
-    }
-    return { text: replyJson(idText, r.reply.tail), category: r.reply.category };
+  private fromResult(pool: NetworkPool | undefined, call: RpcCall, r: CallResult, requestId: string): Answer {
+    if (pool !== undefined) observe(pool, call.method, r);
+    return { text: resultJson(call.idText ?? "null", r, requestId), category: resultCategory(r) };
   }
 
   /** One request object: policy, subscriptions, else cache + upstream pool (as over HTTP). */
   private async answer(s: WsSession, call: RpcCall, requestId: string): Promise<Answer> {
     const idText = call.idText ?? "null";
-    const blocked =
-      s.pool === undefined ? undefined : (s.policy ?? this.ctx.policy).check(call.method, s.pool.record);
-    if (blocked !== undefined) {
-      return {
-        text: errorText(GatewayError.MethodBlocked, idText, { requestId, message: blocked }),
-        category: ErrorCategory.ClientError,
-      };
-    }
-    if (s.pool !== undefined && hasLogsRange(call.method)) {
-      const max = maxLogsBlockRange(s.pool.record);
-      const tooWide = checkLogsRange(call.method, call.params, s.pool.cacheHead(), max);
-      if (tooWide !== undefined) {
-        return {
-          text: errorText(tooWide.row, idText, { requestId, limit: tooWide.limit, message: tooWide.message }),
-          category: tooWide.row.category,
-        };
+    const pool = s.pool;
+    if (pool !== undefined) {
+      const refused = elementRefusal(call, pool, s.policy ?? this.ctx.policy);
+      if (refused !== undefined) {
+        return { text: refusalJson(refused, idText, requestId), category: refused.row.category };
       }
     }
     const spec = SUBSCRIBE.get(call.method);
@@ -658,14 +641,14 @@ export class WsGateway {
       if (ok) entry.unsubscribe();
       return { text: replyJson(idText, `,"result":${ok}}`), category: ErrorCategory.Success };
     }
-    if (s.pool === undefined) {
+    if (pool === undefined) {
       return {
         text: errorText(GatewayError.Internal, idText, { requestId }),
         category: ErrorCategory.ServiceError,
       };
     }
-    const r = await this.forward(s, s.pool, call, requestId);
-    return "ok" in r ? this.fromResult(s, call, r, requestId) : r;
+    const r = await this.forward(s, pool, call, requestId);
+    return "ok" in r ? this.fromResult(pool, call, r, requestId) : r;
   }
 
   /** The concurrency cap's tenant: the app key's limit id, else the client's address bucket (as on HTTP). */
@@ -679,24 +662,9 @@ export class WsGateway {
     this.ctx.metrics.limitRefused(s.key !== undefined ? "app" : "public", reason, elements);
   }
 
-  /** Answer for a request object refused by MAX_IN_FLIGHT_PER_KEY. */
-  private concurrencyRefusal(call: RpcCall, requestId: string, got: Acquired, heavy: number): Answer {
-    const row = GatewayError.ConcurrencyLimit;
-    const overHeavy = got !== Acquired.OverTotal;
-    return {
-      text: errorText(row, call.idText ?? "null", {
-        requestId,
-        limit: overHeavy ? this.ctx.flights.maxHeavy : this.ctx.flights.max,
-        retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
-        message: concurrencyRefusalMessage(got, heavy, this.ctx.flights.maxHeavy),
-      }),
-      category: row.category,
-    };
-  }
-
   /**
-   * The HTTP path's single-call forwarding: per-method cache (with in-flight merge), else the pool, holding
-   * one MAX_IN_FLIGHT_PER_KEY slot while the upstream call runs.
+   * A single call (as over HTTP): the cache (with in-flight merge), else the pool, holding one
+   * MAX_IN_FLIGHT_PER_KEY slot while the upstream call runs; over the cap, the refusal answer.
    */
   private async forward(
     s: WsSession,
@@ -704,53 +672,28 @@ export class WsGateway {
     call: RpcCall,
     requestId: string,
   ): Promise<CallResult | Answer> {
-    const cache = this.ctx.cache;
-    const rule = cache.enabled ? cacheRule(call.method, call.params) : CacheRule.Never;
-    if (rule === CacheRule.Never) return this.held(s, call, requestId, () => pool.call(call));
-    const paramsJson = call.params === undefined ? "" : JSON.stringify(call.params);
-    const head = rule === CacheRule.PerBlock ? pool.cacheHead() : 0;
-    if (head < 0) return this.held(s, call, requestId, () => pool.call(call));
-    const slug = pool.record.slug;
-    const cacheKey = `${slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsJson}`;
-    const hit = cache.get(cacheKey);
-    if (hit !== undefined) {
-      this.ctx.metrics.cache(slug, true);
-      return { ok: true, reply: hit };
+    const key = cacheKey(this.ctx, call, pool);
+    if (key !== "") {
+      const hit = lookup(this.ctx, pool, key);
+      if (hit !== undefined) return { ok: true, reply: hit };
     }
-    this.ctx.metrics.cache(slug, false);
-    const result = await this.held(s, call, requestId, () =>
-      cache.merge(cacheKey, () => pool.call(call, paramsJson)),
-    );
-    if (!("ok" in result)) return result;
-    if (result.ok && result.reply.kind === ReplyKind.Result) {
-      cache.set(
-        cacheKey,
-        result.reply,
-        rule === CacheRule.PerBlock ? this.ctx.config.CACHE_PER_BLOCK_TTL_MS : undefined,
-      );
-    }
-    return result;
-  }
-
-  /** Runs an upstream call holding one concurrency slot; the refusal answer when the cap is reached. */
-  private async held(
-    s: WsSession,
-    call: RpcCall,
-    requestId: string,
-    start: () => Promise<CallResult>,
-  ): Promise<CallResult | Answer> {
+    const flights = this.ctx.flights;
     const id = this.flightId(s);
     const heavy = isHeavy(call.method) ? 1 : 0;
-    const got = this.ctx.flights.tryAcquire(id, 1, heavy);
+    const got = flights.tryAcquire(id, 1, heavy);
     if (got !== Acquired.Ok) {
       this.recordConcurrencyRefusal(s, 1);
-      return this.concurrencyRefusal(call, requestId, got, heavy);
+      const r = concurrencyRefusal(flights, got, heavy);
+      return { text: errorJson(r.row, call.idText ?? "null", { requestId, ...r }), category: r.row.category };
     }
+    let result: CallResult;
     try {
-      return await start();
+      result = await fetchCall(call, pool, key, this.ctx.cache);
     } finally {
-      this.ctx.flights.release(id, 1, heavy);
+      flights.release(id, 1, heavy);
     }
+    store(this.ctx, pool, key, result);
+    return result;
   }
 
   // ---- key invalidation ----
@@ -1001,8 +944,10 @@ function decrement(m: Map<string, number>, k: string): void {
   else m.delete(k);
 }
 
-/** Retry hint on a concurrency refusal (as on HTTP: slots free up as calls end). */
-const CONCURRENCY_RETRY_AFTER_MS = 1000;
+/** Batch elements the WebSocket transport answers itself: subscribe and unsubscribe calls. */
+function isSubscriptionCall(call: RpcCall): boolean {
+  return SUBSCRIBE.has(call.method) || UNSUBSCRIBE.has(call.method);
+}
 
 function isErrorRow(d: SessionInit | ErrorRow): d is ErrorRow {
   return typeof (d as ErrorRow).code === "number" && typeof (d as ErrorRow).reason === "string";

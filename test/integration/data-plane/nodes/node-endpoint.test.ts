@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import type { NodeRecord } from "../../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../../helpers/anvil";
@@ -150,6 +152,68 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
       c.terminate();
       s.terminate();
     }
+  });
+
+  it("node answers through the shared upstream client: a missing element, garbage and a node's 500 are rows, not crashes", async () => {
+    // A node stub on loopback: eth_chainId answered, eth_blockNumber left out of the batch answer,
+    // "garbage" answers HTML, "fail" answers 500.
+    const seen: string[] = [];
+    const stub = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => {
+        body += c.toString("utf8");
+      });
+      req.on("end", () => {
+        seen.push(body);
+        const calls = JSON.parse(body) as { id: number; method: string }[];
+        if (calls.some((c) => c.method === "garbage")) {
+          res.writeHead(200, { "content-type": "text/html" }).end("<html>oops</html>");
+          return;
+        }
+        if (calls.some((c) => c.method === "fail")) {
+          res.writeHead(500, { "content-type": "application/json" }).end('{"error":"down"}');
+          return;
+        }
+        const answers = calls
+          .filter((c) => c.method !== "eth_blockNumber")
+          .map((c) => ({ jsonrpc: "2.0", id: c.id, result: c.method === "eth_chainId" ? "0x1" : null }));
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answers));
+      });
+    });
+    await new Promise<void>((r) => stub.listen(0, "127.0.0.1", r));
+    try {
+      await putNode({ httpUrl: `http://127.0.0.1:${(stub.address() as AddressInfo).port}` });
+      const b = await post(url(unsafeKey), [
+        { jsonrpc: "2.0", id: 1, method: "eth_chainId" },
+        { jsonrpc: "2.0", id: 2, method: "eth_blockNumber" },
+        { jsonrpc: "2.0", id: 3, method: "eth_getTransactionReceipt", params: ["0x01"] },
+      ]);
+      assert.equal(b.status, 200);
+      assert.deepEqual(b.json[0], { jsonrpc: "2.0", id: 1, result: "0x1" });
+      assert.equal(b.json[1].id, 2);
+      assert.equal(b.json[1].error.data.reason, "upstream_bad_response");
+      assert.deepEqual(b.json[2], { jsonrpc: "2.0", id: 3, result: null });
+      // The node got one batch with positional ids, params as sent.
+      assert.deepEqual(JSON.parse(seen[0]!), [
+        { jsonrpc: "2.0", id: 0, method: "eth_chainId" },
+        { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" },
+        { jsonrpc: "2.0", id: 2, method: "eth_getTransactionReceipt", params: ["0x01"] },
+      ]);
+      for (const method of ["garbage", "fail"]) {
+        const r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 7, method });
+        assert.equal(r.status, 502, method);
+        assert.equal(r.json.id, 7);
+        assert.equal(r.json.error.data.reason, "upstream_bad_response", method);
+      }
+      // The node's own answers keep flowing on the same client after those.
+      const ok = await post(url(unsafeKey), { jsonrpc: "2.0", id: 8, method: "eth_chainId" });
+      assert.deepEqual(ok.json, { jsonrpc: "2.0", id: 8, result: "0x1" });
+    } finally {
+      await putNode();
+      await new Promise<void>((r) => stub.close(() => r()));
+    }
+    const back = await post(url(unsafeKey), { jsonrpc: "2.0", id: 9, method: "eth_chainId" });
+    assert.equal(back.json.result, "0x7a69", "a changed node URL is followed");
   });
 
   it("HTTP method / content type / body checks; CORS preflight", async () => {

@@ -1,0 +1,264 @@
+import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { maxLogsBlockRange } from "../../../shared/src/redis/records";
+import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import type { ResponseCache } from "../cache/response-cache";
+import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
+import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
+import type { Metrics } from "../metrics/metrics";
+import type { MethodPolicy } from "../policy/method-policy";
+import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
+import { errorJson, replyJson } from "../server/respond";
+import { isHeavy, type NetworkPool } from "../upstream/network-pool";
+import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
+
+/**
+ * The forwarding core: what happens to a parsed call or batch between a transport (HTTP exchange,
+ * WebSocket session, dedicated-node endpoint) and the upstream nodes. Transports keep what is theirs
+ * (admission, status codes, framing, when to answer); everything per request object is here, once:
+ * method policy and eth_getLogs range, cache rule and key, cache lookup / in-flight merge / store,
+ * concurrency slots, batch planning (which elements go upstream) and reassembly (answer texts and
+ * dashboard categories in request order), head observation.
+ *
+ * Plain functions over the caller's objects, not a per-request object: the cache-hit path (refusal →
+ * cacheKey → lookup) allocates only the cache key string, as before the core existed.
+ */
+
+/** What the core needs from the gateway (a subset of GatewayContext, so tests can pass their own). */
+export interface ForwardDeps {
+  readonly cache: ResponseCache;
+  readonly metrics: Metrics;
+  readonly flights: ConcurrencyLimiter;
+  readonly config: { readonly CACHE_PER_BLOCK_TTL_MS: number };
+}
+
+/** A request object refused before anything is forwarded: its row and the error's `data` extras. */
+export interface ElementRefusal {
+  readonly row: ErrorRow;
+  readonly message?: string;
+  readonly limit?: number;
+}
+
+/**
+ * Per-element checks before forwarding, in this order: the endpoint's method policy (shared-node
+ * namespaces, a node key's Safe mode), then the network's eth_getLogs / eth_newFilter block range
+ * (tags resolved against the pool's head). Undefined = forward it.
+ */
+export function elementRefusal(
+  call: RpcCall,
+  pool: NetworkPool,
+  policy: MethodPolicy,
+): ElementRefusal | undefined {
+  const network = pool.record;
+  const blocked = policy.check(call.method, network);
+  if (blocked !== undefined) return { row: GatewayError.MethodBlocked, message: blocked };
+  if (hasLogsRange(call.method)) {
+    const max = maxLogsBlockRange(network);
+    if (max > 0) return checkLogsRange(call.method, call.params, pool.cacheHead(), max);
+  }
+  return undefined;
+}
+
+/** A refused element's error response text (the client's id, the row, `data.requestId` and extras). */
+export function refusalJson(r: ElementRefusal, idText: string, requestId: string): string {
+  return errorJson(r.row, idText, { requestId, limit: r.limit, message: r.message });
+}
+
+/**
+ * The cache key of a single call on this pool now, "" when it must not be cached: caching off, a
+ * method the cache rules never keep, or a per-block answer while the head is unknown. Layout
+ * `{slug}\0{head | "p"}\0{method}\0{params JSON}` (paramsFromKey reads the params back).
+ */
+export function cacheKey(deps: ForwardDeps, call: RpcCall, pool: NetworkPool): string {
+  const cache = deps.cache;
+  if (!cache.enabled) return "";
+  const rule = cacheRule(call.method, call.params);
+  if (rule === CacheRule.Never) return "";
+  const head = rule === CacheRule.PerBlock ? pool.cacheHead() : 0;
+  if (head < 0) return "";
+  return `${pool.record.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsText(call.params)}`;
+}
+
+/** The params JSON inside a cache key made by cacheKey for `method` on network `slug`. */
+export function paramsFromKey(key: string, slug: string, method: string): string {
+  const tagEnd = key.indexOf("\u0000", slug.length + 1);
+  return key.slice(tagEnd + 2 + method.length);
+}
+
+/** Whether a cache key holds a per-block answer (its tag is a head, not "p"). */
+function perBlock(key: string, slug: string): boolean {
+  return key.charCodeAt(slug.length + 1) !== 112; // "p"
+}
+
+/** The cached reply under `key` (counted as a hit or a miss in the cache metrics). */
+export function lookup(deps: ForwardDeps, pool: NetworkPool, key: string): Reply | undefined {
+  const hit = deps.cache.get(key);
+  deps.metrics.cache(pool.record.slug, hit !== undefined);
+  return hit;
+}
+
+/**
+ * Sends a single call upstream: through the in-flight merge when it has a cache key (concurrent
+ * identical calls share one upstream call), straight to the pool otherwise. The caller stores the
+ * result with `store` once it has it (no extra promise here).
+ */
+export function fetchCall(
+  call: RpcCall,
+  pool: NetworkPool,
+  key: string,
+  cache: ResponseCache,
+): Promise<CallResult> {
+  if (key === "") return pool.call(call);
+  const params = paramsFromKey(key, pool.record.slug, call.method);
+  return cache.merge(key, () => pool.call(call, params));
+}
+
+/** Keeps a single call's answer under its key: only real results, per-block ones for CACHE_PER_BLOCK_TTL_MS. */
+export function store(deps: ForwardDeps, pool: NetworkPool, key: string, r: CallResult): void {
+  if (key === "" || !r.ok || r.reply.kind !== ReplyKind.Result) return;
+  const ttl = perBlock(key, pool.record.slug) ? deps.config.CACHE_PER_BLOCK_TTL_MS : undefined;
+  deps.cache.set(key, r.reply, ttl);
+}
+
+/** Feeds a result's head hint (eth_blockNumber, receipts, blocks) to the pool's head tracking. */
+export function observe(pool: NetworkPool, method: string, r: CallResult): void {
+  if (!r.ok || r.reply.kind !== ReplyKind.Result) return;
+  const n = headHint(method, r.reply.tail);
+  if (n !== undefined) pool.observeHead(n);
+}
+
+/** Heavy calls among `calls` (eth_getLogs, debug_*, trace_*, ...), for MAX_HEAVY_IN_FLIGHT_PER_KEY. */
+export function heavyCount(calls: readonly RpcCall[]): number {
+  let heavy = 0;
+  for (const c of calls) if (isHeavy(c.method)) heavy++;
+  return heavy;
+}
+
+/**
+ * Retry hint on a concurrency refusal: slots free up as calls end (at most UPSTREAM_TIMEOUT_MS), usually
+ * much sooner. Whole seconds, for Retry-After.
+ */
+export const CONCURRENCY_RETRY_AFTER_MS = 1000;
+
+/** The error details of a refusal by the concurrency caps (MAX_IN_FLIGHT_PER_KEY / MAX_HEAVY_IN_FLIGHT_PER_KEY). */
+export function concurrencyRefusal(
+  flights: ConcurrencyLimiter,
+  got: Acquired,
+  heavy: number,
+): { row: ErrorRow; limit: number; message: string | undefined; retryAfterMs: number } {
+  return {
+    row: GatewayError.ConcurrencyLimit,
+    limit: got !== Acquired.OverTotal ? flights.maxHeavy : flights.max,
+    message: concurrencyRefusalMessage(got, heavy, flights.maxHeavy),
+    retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
+  };
+}
+
+/** One forwarded element's answer text (undefined for a notification) and dashboard category. */
+export function resultJson(idText: string | undefined, r: CallResult, requestId: string): string | undefined {
+  if (idText === undefined) return undefined;
+  return r.ok ? replyJson(idText, r.reply.tail) : errorJson(r.error, idText, { requestId });
+}
+
+/** The dashboard category of a forwarded element's result. */
+export function resultCategory(r: CallResult): string {
+  return r.ok ? r.reply.category : r.error.category;
+}
+
+/**
+ * A batch split by the core: per element its answer text (undefined = no answer: a notification, or
+ * not known yet) and category, and the elements still to forward (`forward[j]` is `items[forwardIdx[j]]`)
+ * or to answer by the transport itself (`localIdx`, e.g. WebSocket subscriptions).
+ */
+export interface BatchPlan {
+  readonly out: (string | undefined)[];
+  readonly categories: string[];
+  readonly forwardIdx: number[];
+  readonly forward: RpcCall[];
+  readonly localIdx: number[];
+}
+
+/**
+ * Plans a batch: invalid elements and elements refused by `refuse` (see elementRefusal) are answered
+ * here; elements `local` claims are left to the transport; the rest are to be forwarded together.
+ */
+export function planBatch(
+  items: readonly BatchItem[],
+  requestId: string,
+  refuse: (call: RpcCall) => ElementRefusal | undefined,
+  local?: (call: RpcCall) => boolean,
+): BatchPlan {
+  const n = items.length;
+  const out = new Array<string | undefined>(n);
+  const categories = new Array<string>(n);
+  const forwardIdx: number[] = [];
+  const forward: RpcCall[] = [];
+  const localIdx: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const item = items[i]!;
+    if (isItemError(item)) {
+      out[i] = errorJson(item.error, item.idText, { requestId });
+      categories[i] = item.error.category;
+      continue;
+    }
+    const refused = refuse(item);
+    if (refused !== undefined) {
+      categories[i] = refused.row.category;
+      if (item.idText !== undefined) out[i] = refusalJson(refused, item.idText, requestId);
+      continue;
+    }
+    if (local?.(item)) {
+      localIdx.push(i);
+      continue;
+    }
+    forwardIdx.push(i);
+    forward.push(item);
+  }
+  return { out, categories, forwardIdx, forward, localIdx };
+}
+
+/**
+ * Reassembles the forwarded elements' results (results[j] answers plan.forward[j]) into the plan, feeding
+ * head hints to `pool`. Returns whether any forwarded element got an answer from a node.
+ */
+export function settleBatch(
+  plan: BatchPlan,
+  results: readonly CallResult[],
+  requestId: string,
+  pool: NetworkPool | undefined,
+): boolean {
+  let anyOk = false;
+  for (let j = 0; j < results.length; j++) {
+    const r = results[j]!;
+    const i = plan.forwardIdx[j]!;
+    const call = plan.forward[j]!;
+    if (r.ok) anyOk = true;
+    if (pool !== undefined) observe(pool, call.method, r);
+    plan.categories[i] = resultCategory(r);
+    plan.out[i] = resultJson(call.idText, r, requestId);
+  }
+  return anyOk;
+}
+
+/** Sets one element's answer from a transport-made text and category (local elements, refusals). */
+export function setElement(plan: BatchPlan, i: number, text: string | undefined, category: string): void {
+  plan.out[i] = text;
+  plan.categories[i] = category;
+}
+
+/** The batch response body: the answers in request order, "" when there is none (all notifications). */
+export function batchJson(out: readonly (string | undefined)[]): string {
+  let body = "";
+  for (let i = 0; i < out.length; i++) {
+    const s = out[i];
+    if (s === undefined) continue;
+    body = body === "" ? `[${s}` : `${body},${s}`;
+  }
+  return body === "" ? "" : `${body}]`;
+}
+
+/** Params as JSON text for cache keys and forwarding ("" when absent); `[]` (common: eth_chainId) without a stringify. */
+export function paramsText(params: unknown): string {
+  if (params === undefined) return "";
+  if (Array.isArray(params) && params.length === 0) return "[]";
+  return JSON.stringify(params);
+}

@@ -1,0 +1,197 @@
+import assert from "node:assert/strict";
+import { LruResponseCache, NoopResponseCache } from "../../../../data-plane/src/cache/response-cache";
+import {
+  batchJson,
+  cacheKey,
+  concurrencyRefusal,
+  elementRefusal,
+  type ForwardDeps,
+  fetchCall,
+  lookup,
+  paramsFromKey,
+  planBatch,
+  settleBatch,
+  store,
+} from "../../../../data-plane/src/forward/forward";
+import { Acquired, ConcurrencyLimiter } from "../../../../data-plane/src/limits/concurrency";
+import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
+import type { MethodPolicy } from "../../../../data-plane/src/policy/method-policy";
+import type { BatchItem, RpcCall } from "../../../../data-plane/src/rpc/parse";
+import type { NetworkPool, OutgoingCall } from "../../../../data-plane/src/upstream/network-pool";
+import { type CallResult, ReplyKind } from "../../../../data-plane/src/upstream/reply";
+import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
+import type { NetworkRecord } from "../../../../shared/src/redis/records";
+
+/** NoopMetrics that keeps the cache hit / miss calls. */
+function cacheMetrics(): NoopMetrics & { seen: boolean[] } {
+  const seen: boolean[] = [];
+  const m = Object.assign(new NoopMetrics(), { seen });
+  (m as { cache: (network: string, hit: boolean) => void }).cache = (_n, hit) => {
+    seen.push(hit);
+  };
+  return m;
+}
+
+/** A pool stand-in: the core reads `record`, `cacheHead`, `observeHead`, `call`, `callBatch`. */
+class FakePool {
+  head = 100;
+  observed: number[] = [];
+  calls: { call: OutgoingCall; paramsJson: string | undefined }[] = [];
+  answer: CallResult = ok(',"result":"0x1"}');
+  constructor(readonly record: NetworkRecord) {}
+  cacheHead(): number {
+    return this.head;
+  }
+  observeHead(n: number): void {
+    this.observed.push(n);
+  }
+  call(call: OutgoingCall, paramsJson?: string): Promise<CallResult> {
+    this.calls.push({ call, paramsJson });
+    return new Promise((r) => setImmediate(() => r(this.answer)));
+  }
+}
+
+function ok(tail: string, kind: ReplyKind = ReplyKind.Result): CallResult {
+  return { ok: true, reply: { tail, kind, category: "Success" } };
+}
+
+const network = { slug: "eth", maxLogsBlockRange: 1000 } as unknown as NetworkRecord;
+const blockDebug: MethodPolicy = {
+  check: (m) => (m.startsWith("debug_") ? `${m} is not available` : undefined),
+};
+
+/** A parsed call; idText null = a notification (no id). */
+function call(method: string, params?: unknown, idText: string | null = "1"): RpcCall {
+  return { method, params, idText: idText ?? undefined } as RpcCall;
+}
+
+function setup(cacheOn = true) {
+  const pool = new FakePool(network);
+  const metrics = cacheMetrics();
+  const deps: ForwardDeps = {
+    cache: cacheOn ? new LruResponseCache(1 << 20, "first") : new NoopResponseCache(),
+    metrics,
+    flights: new ConcurrencyLimiter(4, 1),
+    config: { CACHE_PER_BLOCK_TTL_MS: 60_000 },
+  };
+  return { pool, metrics, deps, asPool: pool as unknown as NetworkPool };
+}
+
+describe("data-plane: forwarding core", () => {
+  it("refuses by method policy first, then by the eth_getLogs range; forwards the rest", () => {
+    const { asPool } = setup();
+    const blocked = elementRefusal(call("debug_traceCall", []), asPool, blockDebug);
+    assert.equal(blocked?.row, GatewayError.MethodBlocked);
+    assert.equal(blocked?.message, "debug_traceCall is not available");
+    const wide = elementRefusal(
+      call("eth_getLogs", [{ fromBlock: "0x0", toBlock: "0x2710" }]),
+      asPool,
+      blockDebug,
+    );
+    assert.equal(wide?.row, GatewayError.LogsRangeTooLarge);
+    assert.equal(wide?.limit, 1000);
+    assert.equal(
+      elementRefusal(call("eth_getLogs", [{ fromBlock: "0x0", toBlock: "0x10" }]), asPool, blockDebug),
+      undefined,
+    );
+    assert.equal(elementRefusal(call("eth_chainId", []), asPool, blockDebug), undefined);
+  });
+
+  it("cache keys: permanent vs per head, none when the head is unknown, caching off or the method never cached", () => {
+    const { pool, asPool, deps } = setup();
+    assert.equal(cacheKey(deps, call("eth_chainId", []), asPool), "eth\u0000p\u0000eth_chainId\u0000[]");
+    assert.equal(cacheKey(deps, call("eth_blockNumber"), asPool), "eth\u0000100\u0000eth_blockNumber\u0000");
+    const k = cacheKey(deps, call("eth_getBalance", ["0xab", "latest"]), asPool);
+    assert.equal(k, 'eth\u0000100\u0000eth_getBalance\u0000["0xab","latest"]');
+    assert.equal(paramsFromKey(k, "eth", "eth_getBalance"), '["0xab","latest"]');
+    assert.equal(cacheKey(deps, call("eth_sendRawTransaction", ["0x00"]), asPool), "");
+    pool.head = -1;
+    assert.equal(cacheKey(deps, call("eth_blockNumber"), asPool), "");
+    assert.equal(cacheKey(deps, call("eth_chainId", []), asPool), "eth\u0000p\u0000eth_chainId\u0000[]");
+    const off = setup(false);
+    assert.equal(cacheKey(off.deps, call("eth_chainId", []), off.asPool), "");
+  });
+
+  it("a miss goes upstream once for concurrent identical calls, is stored, and the next lookup hits", async () => {
+    const { pool, asPool, deps, metrics } = setup();
+    const c = call("eth_getBalance", ["0xab", "latest"]);
+    const key = cacheKey(deps, c, asPool);
+    assert.equal(lookup(deps, asPool, key), undefined);
+    const [a, b] = await Promise.all([
+      fetchCall(c, asPool, key, deps.cache),
+      fetchCall(c, asPool, key, deps.cache),
+    ]);
+    assert.equal(pool.calls.length, 1, "in-flight merge: one upstream call");
+    assert.equal(pool.calls[0]!.paramsJson, '["0xab","latest"]', "params passed on, not serialised twice");
+    assert.deepEqual(a, b);
+    store(deps, asPool, key, a);
+    assert.equal(lookup(deps, asPool, key)?.tail, ',"result":"0x1"}');
+    assert.deepEqual(metrics.seen, [false, true]);
+  });
+
+  it("stores only real results (not nulls, node errors or failures); no key = no merge", async () => {
+    const { pool, asPool, deps } = setup();
+    const c = call("eth_getBalance", ["0xab", "latest"]);
+    const key = cacheKey(deps, c, asPool);
+    store(deps, asPool, key, ok(',"result":null}', ReplyKind.NullResult));
+    store(deps, asPool, key, ok(',"error":{"code":-32000,"message":"x"}}', ReplyKind.Error));
+    store(deps, asPool, key, { ok: false, error: GatewayError.UpstreamTimeout });
+    assert.equal(deps.cache.get(key), undefined);
+    await Promise.all([fetchCall(c, asPool, "", deps.cache), fetchCall(c, asPool, "", deps.cache)]);
+    assert.equal(pool.calls.length, 2);
+    assert.equal(pool.calls[0]!.paramsJson, undefined);
+  });
+
+  it("concurrency refusal names the cap that was hit", () => {
+    const { deps } = setup();
+    const total = concurrencyRefusal(deps.flights, Acquired.OverTotal, 0);
+    assert.equal(total.row, GatewayError.ConcurrencyLimit);
+    assert.equal(total.limit, 4);
+    const heavy = concurrencyRefusal(deps.flights, Acquired.OverHeavy, 1);
+    assert.equal(heavy.limit, 1);
+    assert.equal(heavy.retryAfterMs, 1000);
+  });
+
+  it("plans a batch (invalid, refused, local, forwarded) and reassembles it in request order", () => {
+    const { pool, asPool } = setup();
+    const items: BatchItem[] = [
+      call("eth_blockNumber", [], "1"),
+      { error: GatewayError.InvalidRequest, idText: "2" } as BatchItem,
+      call("debug_traceCall", [], "3"),
+      call("eth_subscribe", ["newHeads"], "4"),
+      call("eth_chainId", [], null),
+      call("eth_getBalance", ["0xab", "latest"], '"six"'),
+    ];
+    const plan = planBatch(
+      items,
+      "req-1",
+      (c) => elementRefusal(c, asPool, blockDebug),
+      (c) => c.method === "eth_subscribe",
+    );
+    assert.deepEqual(plan.forwardIdx, [0, 4, 5]);
+    assert.deepEqual(plan.localIdx, [3]);
+    assert.equal(plan.categories[2], GatewayError.MethodBlocked.category);
+    assert.match(plan.out[2]!, /^\{"jsonrpc":"2.0","id":3,"error":\{"code":-32601/);
+    assert.match(plan.out[1]!, /"id":2,"error"/);
+    const anyOk = settleBatch(
+      plan,
+      [ok(',"result":"0x200"}'), ok(',"result":"0x1"}'), { ok: false, error: GatewayError.UpstreamTimeout }],
+      "req-1",
+      asPool,
+    );
+    assert.equal(anyOk, true);
+    assert.deepEqual(pool.observed, [0x200], "eth_blockNumber's answer feeds the head");
+    assert.equal(plan.out[0], '{"jsonrpc":"2.0","id":1,"result":"0x200"}');
+    assert.equal(plan.out[4], undefined, "a notification gets no answer");
+    assert.equal(plan.categories[4], "Success");
+    assert.match(plan.out[5]!, /^\{"jsonrpc":"2.0","id":"six","error":\{"code":/);
+    assert.equal(plan.categories[5], GatewayError.UpstreamTimeout.category);
+    plan.out[3] = '{"jsonrpc":"2.0","id":4,"result":"0xs"}';
+    const body = JSON.parse(batchJson(plan.out)) as { id: unknown }[];
+    assert.deepEqual(
+      body.map((r) => r.id),
+      [1, 2, 3, 4, "six"],
+    );
+    assert.equal(batchJson([undefined, undefined]), "");
+  });
+});

@@ -172,6 +172,9 @@ async function main(): Promise<void> {
       `  ${`${label}${suffix}`.padEnd(22)} ${fmtInt(r.requestsPerSec).padStart(9)} req/s  p50 ${fmt(r.p50Ms)} ms  p99 ${fmt(r.p99Ms)} ms` +
         (bad > 0 ? `  (${r.non2xx} non-2xx, ${r.socketErrors} socket errors)` : ""),
     );
+    // A row whose answers are mostly refusals measures the refusal path, not forwarding: say so loudly.
+    if (bad > r.requests * 0.01)
+      log(`  WARNING: ${label} failed ${bad} of ${r.requests} requests; its figures are not comparable`);
     return { ...r, label, target };
   };
 

@@ -15,6 +15,7 @@ import type { Clock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
 import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
+import { assertNativeUws } from "./server/native-uws";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
 import { BufferBudget } from "./upstream/buffer-budget";
 import { UpstreamRegistry } from "./upstream/registry";
@@ -81,6 +82,8 @@ export async function startDataPlane(
   config: DataPlaneConfig,
   overrides: DataPlaneOverrides = {},
 ): Promise<DataPlane> {
+  // Before anything connects: on uWS's JavaScript fallback the process must not start at all.
+  assertNativeUws();
   const logger = overrides.logger ?? createLogger("data-plane", config.LOG_LEVEL);
   const metrics = overrides.metrics ?? new PromMetrics();
   const state =

@@ -1,0 +1,772 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
+import { load, loadAll } from "js-yaml";
+import { loadConfig } from "../../../control-plane/src/config";
+import { loadNodeConfig } from "../../../control-plane/src/nodes/node.config";
+import { type KubeApi, KubernetesProvider } from "../../../control-plane/src/nodes/providers/kubernetes";
+import type { NodeSpec } from "../../../control-plane/src/nodes/providers/provider";
+import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { shutdownBudgetMs } from "../../../data-plane/src/data-plane";
+
+/**
+ * deploy/kubernetes, rendered with `kubectl kustomize` (offline: it never contacts a cluster) and checked
+ * object by object: the Kubernetes schemas (kubernetes-models' validators, plus a round trip through
+ * @kubernetes/client-node's typed models that drops, and so reveals, every field Kubernetes does not know),
+ * then the properties the deployment promises. A second group breaks each property in a copy of the
+ * rendered objects and expects the checks to say so.
+ */
+
+const root = path.resolve(__dirname, "../../../..");
+const BASE = path.join(root, "deploy/kubernetes/base");
+const PRODUCTION = path.join(root, "deploy/kubernetes/overlays/production");
+
+// biome-ignore lint/suspicious/noExplicitAny: rendered manifests are untyped JSON
+type K8sObject = Record<string, any>;
+type Model = new (data: K8sObject) => { validate(): void };
+
+/** The gateway's namespace, the component labels of its pods and the processes' entry points. */
+const GATEWAY_NS = "rpc-gateway";
+const COMPONENTS = ["data-plane", "control-plane", "worker", "migrate"] as const;
+type Component = (typeof COMPONENTS)[number];
+/** Which Secret-fed variables each component may receive. */
+const SECRET_VARS: Record<Component, string[]> = {
+  "data-plane": ["REDIS_URL"],
+  "control-plane": ["DATABASE_URL", "REDIS_URL", "ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"],
+  worker: ["DATABASE_URL", "REDIS_URL"],
+  migrate: ["DATABASE_URL"],
+};
+const SENSITIVE = ["DATABASE_URL", "REDIS_URL", "ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"];
+
+function render(dir: string): K8sObject[] {
+  const r = spawnSync("kubectl", ["kustomize", dir], {
+    // No kubeconfig at all: rendering is local, and nothing here may reach a cluster.
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, KUBECONFIG: "/dev/null" },
+    encoding: "utf8",
+  });
+  assert.equal(r.status, 0, `kubectl kustomize ${dir}: ${r.stderr}`);
+  const docs = loadAll(r.stdout).filter((d) => d !== null) as K8sObject[];
+  assert.ok(docs.length > 0, "nothing rendered");
+  return docs;
+}
+
+interface Validators {
+  models: Map<string, Model | undefined>;
+  /** @kubernetes/client-node: YAML through its typed models and back (unknown kinds pass unchanged). */
+  roundTrip(obj: K8sObject): K8sObject;
+}
+
+async function loadValidators(objs: K8sObject[]): Promise<Validators> {
+  const models = new Map<string, Model | undefined>();
+  for (const o of objs) {
+    const id = `${o.apiVersion}/${o.kind}`;
+    if (models.has(id) || String(o.apiVersion).startsWith("monitoring.coreos.com/")) continue;
+    // e.g. kubernetes-models/apps/v1 exports Deployment; kubernetes-models/v1 exports Service.
+    const mod = (await import(`kubernetes-models/${o.apiVersion}`).catch(() => ({}))) as Record<
+      string,
+      Model
+    >;
+    models.set(id, mod[o.kind]);
+  }
+  const k8s = await import("@kubernetes/client-node");
+  return {
+    models,
+    roundTrip: (obj) => load(k8s.dumpYaml(k8s.loadYaml(JSON.stringify(obj)))) as K8sObject,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Helpers over the rendered objects.
+
+function find(objs: K8sObject[], kind: string, name: string, ns = GATEWAY_NS): K8sObject {
+  const o = objs.find((x) => x.kind === kind && x.metadata?.name === name && x.metadata?.namespace === ns);
+  assert.ok(o, `no ${kind} ${ns}/${name}`);
+  return o;
+}
+
+/** Kubernetes label-selector semantics (matchLabels AND matchExpressions); an empty selector matches all. */
+function selects(selector: K8sObject | undefined, labels: Record<string, string> = {}): boolean {
+  if (!selector) return false;
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of selector.matchExpressions ?? []) {
+    const has = Object.hasOwn(labels, e.key);
+    const ok =
+      e.operator === "Exists"
+        ? has
+        : e.operator === "DoesNotExist"
+          ? !has
+          : e.operator === "In"
+            ? has && e.values.includes(labels[e.key])
+            : e.operator === "NotIn"
+              ? !has || !e.values.includes(labels[e.key])
+              : false;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+interface Workload {
+  component: Component;
+  object: K8sObject;
+  pod: K8sObject;
+  labels: Record<string, string>;
+}
+
+function workloads(objs: K8sObject[]): Workload[] {
+  return objs
+    .filter((o) => o.kind === "Deployment" || o.kind === "Job")
+    .map((o) => {
+      const labels = o.spec?.template?.metadata?.labels ?? {};
+      const component = labels["app.kubernetes.io/component"];
+      assert.ok(
+        COMPONENTS.includes(component),
+        `${o.kind} ${o.metadata.name}: unknown component ${component}`,
+      );
+      return { component, object: o, pod: o.spec.template.spec, labels };
+    });
+}
+
+function workload(objs: K8sObject[], component: Component): Workload {
+  const w = workloads(objs).filter((x) => x.component === component);
+  assert.equal(w.length, 1, `expected one ${component} workload, found ${w.length}`);
+  return w[0]!;
+}
+
+function containers(pod: K8sObject): K8sObject[] {
+  return [...(pod.initContainers ?? []), ...(pod.containers ?? [])];
+}
+
+/**
+ * A container's environment as the process sees it: ConfigMaps (envFrom and configMapKeyRef) resolved from
+ * the rendered objects; variables fed from Secrets are listed apart, with their values left out.
+ */
+function resolveEnv(objs: K8sObject[], ns: string, c: K8sObject) {
+  const env: Record<string, string> = {};
+  const fromSecrets = new Set<string>();
+  const configMap = (name: string) => find(objs, "ConfigMap", name, ns).data ?? {};
+  for (const src of c.envFrom ?? []) {
+    assert.ok(!src.secretRef, `container ${c.name}: envFrom a whole Secret (name each key instead)`);
+    if (src.configMapRef) Object.assign(env, configMap(src.configMapRef.name));
+  }
+  for (const e of c.env ?? []) {
+    if (e.valueFrom?.secretKeyRef) {
+      fromSecrets.add(e.name);
+      delete env[e.name];
+    } else if (e.valueFrom?.configMapKeyRef) {
+      env[e.name] = configMap(e.valueFrom.configMapKeyRef.name)[e.valueFrom.configMapKeyRef.key];
+    } else if (e.value !== undefined) {
+      env[e.name] = String(e.value);
+    }
+  }
+  return { env, fromSecrets };
+}
+
+/** Seconds the preStop hook holds the container before SIGTERM (exec `sleep N` or the sleep action). */
+function preStopSeconds(c: K8sObject): number {
+  const pre = c.lifecycle?.preStop;
+  if (!pre) return 0;
+  if (pre.sleep) return Number(pre.sleep.seconds);
+  const cmd: string[] = pre.exec?.command ?? [];
+  assert.ok(cmd[0] === "sleep" && cmd.length === 2, `preStop of ${c.name} is not a plain sleep: ${cmd}`);
+  return Number(cmd[1]);
+}
+
+/** cpu in cores, memory in bytes (enough of the quantity syntax for resources). */
+function quantity(q: string | number): number {
+  const m = /^([0-9.]+)(m|Ki|Mi|Gi|Ti|k|M|G)?$/.exec(String(q));
+  assert.ok(m, `not a quantity: ${q}`);
+  const mult: Record<string, number> = {
+    m: 1e-3,
+    Ki: 2 ** 10,
+    Mi: 2 ** 20,
+    Gi: 2 ** 30,
+    Ti: 2 ** 40,
+    k: 1e3,
+    M: 1e6,
+    G: 1e9,
+  };
+  return Number(m[1]) * (m[2] ? mult[m[2]]! : 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The checks. Each throws an AssertionError naming what is wrong.
+
+function checkSchemas(objs: K8sObject[], v: Validators): void {
+  for (const o of objs) {
+    const id = `${o.apiVersion}/${o.kind} ${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
+    if (String(o.apiVersion).startsWith("monitoring.coreos.com/")) continue; // a CRD: checkServiceMonitor
+    const Model = v.models.get(`${o.apiVersion}/${o.kind}`);
+    assert.ok(Model, `${id}: not a Kubernetes type kubernetes-models knows`);
+    assert.doesNotThrow(() => new Model(o).validate(), `${id}: fails the Kubernetes schema`);
+    const back = v.roundTrip(o);
+    assert.ok(
+      isDeepStrictEqual(back, o),
+      `${id}: has fields Kubernetes does not know:\n${JSON.stringify(o)}`,
+    );
+  }
+}
+
+function checkDataPlaneScaling(objs: K8sObject[]): void {
+  const dp = workload(objs, "data-plane");
+  assert.equal(dp.object.kind, "Deployment");
+  const others = workloads(objs).filter((w) => w.component !== "data-plane");
+  const hpa = find(objs, "HorizontalPodAutoscaler", "data-plane");
+  assert.deepEqual(
+    hpa.spec.scaleTargetRef,
+    { apiVersion: "apps/v1", kind: "Deployment", name: dp.object.metadata.name },
+    "the HPA does not scale the data-plane Deployment",
+  );
+  assert.ok(hpa.spec.minReplicas >= 2 && hpa.spec.maxReplicas >= hpa.spec.minReplicas, "HPA replica range");
+  assert.ok(hpa.spec.metrics?.length > 0, "HPA without a metric");
+  assert.equal(dp.object.spec.replicas, undefined, "replicas set on a Deployment the HPA owns");
+  const pdb = find(objs, "PodDisruptionBudget", "data-plane");
+  assert.ok(selects(pdb.spec.selector, dp.labels), "the PDB does not select the data-plane pods");
+  for (const o of others)
+    assert.ok(!selects(pdb.spec.selector, o.labels), `the PDB selects ${o.component} pods`);
+  const minAvailable = pdb.spec.minAvailable;
+  assert.ok(
+    (typeof minAvailable === "number" && minAvailable >= 1 && minAvailable < hpa.spec.minReplicas) ||
+      pdb.spec.maxUnavailable !== undefined,
+    "the PDB must keep a pod up and still let a node drain (minAvailable < minReplicas)",
+  );
+  const svc = find(objs, "Service", "data-plane");
+  assert.ok(
+    selects({ matchLabels: svc.spec.selector }, dp.labels),
+    "the Service does not select the data plane",
+  );
+  for (const o of others)
+    assert.ok(!selects({ matchLabels: svc.spec.selector }, o.labels), `Service selects ${o.component}`);
+  const portNames = new Set(
+    dp.pod.containers.flatMap((c: K8sObject) => (c.ports ?? []).map((p: K8sObject) => p.name)),
+  );
+  for (const p of svc.spec.ports)
+    assert.ok(portNames.has(p.targetPort), `Service targetPort ${p.targetPort} not a container port`);
+}
+
+function checkProbes(objs: K8sObject[]): void {
+  const dp = workload(objs, "data-plane").pod.containers[0];
+  assert.equal(dp.livenessProbe?.httpGet?.path, "/healthz", "data-plane liveness probe is not GET /healthz");
+  assert.equal(dp.readinessProbe?.httpGet?.path, "/readyz", "data-plane readiness probe is not GET /readyz");
+  const cp = workload(objs, "control-plane").pod.containers[0];
+  assert.equal(
+    cp.livenessProbe?.httpGet?.path,
+    "/healthz",
+    "control-plane liveness probe is not GET /healthz",
+  );
+  assert.equal(
+    cp.readinessProbe?.httpGet?.path,
+    "/healthz",
+    "control-plane readiness probe is not GET /healthz",
+  );
+  for (const c of [dp, cp]) {
+    const ports = new Set((c.ports ?? []).flatMap((p: K8sObject) => [p.name, p.containerPort]));
+    for (const probe of [c.livenessProbe, c.readinessProbe, c.startupProbe].filter(Boolean)) {
+      assert.ok(
+        ports.has(probe.httpGet.port),
+        `${c.name}: probe port ${probe.httpGet.port} is not a container port`,
+      );
+    }
+  }
+}
+
+function checkPodSecurity(objs: K8sObject[]): void {
+  for (const w of workloads(objs)) {
+    const psc = w.pod.securityContext ?? {};
+    assert.equal(psc.runAsNonRoot, true, `${w.component}: pod without runAsNonRoot`);
+    assert.ok(
+      Number.isInteger(psc.runAsUser) && psc.runAsUser > 0,
+      `${w.component}: runAsUser must be a non-root uid`,
+    );
+    assert.equal(w.pod.hostNetwork ?? false, false, `${w.component}: hostNetwork`);
+    const emptyDirs = new Set(
+      (w.pod.volumes ?? []).filter((v: K8sObject) => v.emptyDir).map((v: K8sObject) => v.name),
+    );
+    for (const c of containers(w.pod)) {
+      const sc = c.securityContext ?? {};
+      const where = `${w.component}/${c.name}`;
+      assert.equal(sc.runAsNonRoot ?? psc.runAsNonRoot, true, `${where}: runAsNonRoot`);
+      assert.equal(sc.readOnlyRootFilesystem, true, `${where}: root filesystem not read-only`);
+      assert.equal(sc.allowPrivilegeEscalation, false, `${where}: allowPrivilegeEscalation`);
+      assert.ok(sc.capabilities?.drop?.includes("ALL"), `${where}: capabilities not dropped`);
+      assert.notEqual(sc.privileged, true, `${where}: privileged`);
+      // Writable paths are emptyDirs only; anything else mounted is read-only.
+      for (const m of c.volumeMounts ?? []) {
+        assert.ok(
+          emptyDirs.has(m.name) || m.readOnly === true,
+          `${where}: writable mount ${m.mountPath} not an emptyDir`,
+        );
+      }
+      assert.ok(
+        (c.volumeMounts ?? []).some((m: K8sObject) => m.mountPath === "/tmp" && emptyDirs.has(m.name)),
+        `${where}: no writable /tmp`,
+      );
+      for (const kind of ["requests", "limits"]) {
+        for (const r of ["cpu", "memory"]) {
+          assert.ok(c.resources?.[kind]?.[r] !== undefined, `${where}: resources.${kind}.${r} not set`);
+        }
+      }
+      for (const r of ["cpu", "memory"]) {
+        assert.ok(
+          quantity(c.resources.limits[r]) >= quantity(c.resources.requests[r]),
+          `${where}: ${r} limit below its request`,
+        );
+      }
+    }
+  }
+}
+
+function checkTermination(objs: K8sObject[]): void {
+  const dp = workload(objs, "data-plane");
+  const c = dp.pod.containers[0];
+  const { env } = resolveEnv(objs, GATEWAY_NS, c);
+  // The budget of this very configuration (ConfigMap + env over the defaults), not just of the defaults.
+  const budgetMs = shutdownBudgetMs(loadDataPlaneConfig(env));
+  const graceMs = (dp.pod.terminationGracePeriodSeconds ?? 30) * 1000;
+  const preStopMs = preStopSeconds(c) * 1000;
+  assert.ok(
+    preStopMs >= 1000,
+    "data plane without a preStop pause (new connections would hit a draining pod)",
+  );
+  assert.ok(
+    graceMs >= preStopMs + budgetMs,
+    `data plane: terminationGracePeriodSeconds ${graceMs / 1000} s < preStop ${preStopMs / 1000} s + shutdown budget ${budgetMs / 1000} s`,
+  );
+  for (const component of ["control-plane", "worker"] as const) {
+    const w = workload(objs, component);
+    const grace = w.pod.terminationGracePeriodSeconds ?? 30;
+    assert.ok(
+      grace >= preStopSeconds(w.pod.containers[0]) + 10,
+      `${component}: grace period leaves <10 s to close`,
+    );
+  }
+}
+
+function checkSecretsAndConfig(objs: K8sObject[]): void {
+  assert.ok(
+    !objs.some((o) => o.kind === "Secret"),
+    "a Secret is rendered: Secrets are referenced, created by the operator",
+  );
+  for (const cm of objs.filter((o) => o.kind === "ConfigMap")) {
+    for (const k of SENSITIVE) assert.ok(!(k in (cm.data ?? {})), `ConfigMap ${cm.metadata.name} holds ${k}`);
+  }
+  const images = new Set<string>();
+  for (const w of workloads(objs)) {
+    for (const c of containers(w.pod)) {
+      images.add(c.image);
+      const { env, fromSecrets } = resolveEnv(objs, w.object.metadata.namespace, c);
+      for (const k of SENSITIVE) {
+        assert.ok(!(k in env), `${w.component}: ${k} given as plain configuration, not from a Secret`);
+        assert.equal(
+          fromSecrets.has(k),
+          SECRET_VARS[w.component].includes(k),
+          `${w.component}: ${k} ${fromSecrets.has(k) ? "given" : "missing"}`,
+        );
+      }
+      for (const s of fromSecrets)
+        assert.ok(SECRET_VARS[w.component].includes(s), `${w.component}: secret ${s}`);
+      for (const v of w.pod.volumes ?? [])
+        assert.ok(!v.secret && !v.projected, `${w.component}: secret volume`);
+      // The command runs a file the build produces.
+      const script = (c.command ?? []).find((a: string) => a.startsWith("dist/"));
+      assert.ok(
+        script && existsSync(path.join(root, script)),
+        `${w.component}: command ${c.command} runs no built file`,
+      );
+      if (w.component === "migrate") continue;
+      assert.equal(env.NODE_ENV, "production", `${w.component}: NODE_ENV is not production`);
+      // The processes accept this configuration (secrets stood in by well-formed values).
+      const stand = {
+        ...env,
+        DATABASE_URL: "postgres://u@db.invalid/x",
+        REDIS_URL: "redis://redis.invalid:6379",
+        ADMIN_TOKEN: "x".repeat(32),
+        KEY_ENCRYPTION_SECRET: "y".repeat(32),
+      };
+      if (w.component === "data-plane") loadDataPlaneConfig(stand);
+      if (w.component === "control-plane") loadConfig(stand);
+      if (w.component === "worker") loadConfig(stand, { worker: true });
+    }
+  }
+  assert.equal(images.size, 1, `one image for every process, found ${[...images]}`);
+  assert.equal(workload(objs, "migrate").object.kind, "Job", "migrations are not a Job");
+}
+
+function checkWorkerAndNodes(objs: K8sObject[]): void {
+  const w = workload(objs, "worker");
+  const { env } = resolveEnv(objs, GATEWAY_NS, w.pod.containers[0]);
+  const nodeCfg = loadNodeConfig(env);
+  assert.equal(
+    nodeCfg.provider,
+    "kubernetes",
+    "the worker must run dedicated nodes on Kubernetes (NODE_PROVIDER)",
+  );
+  const nodesNs = nodeCfg.k8sNamespace;
+  // RBAC: what the provider calls, in the nodes' namespace, bound to the worker's service account.
+  const sa = w.pod.serviceAccountName;
+  assert.ok(sa, "worker without its own service account");
+  find(objs, "ServiceAccount", sa);
+  const binding = objs.find(
+    (o) =>
+      o.kind === "RoleBinding" &&
+      o.metadata.namespace === nodesNs &&
+      o.subjects?.some(
+        (s: K8sObject) => s.kind === "ServiceAccount" && s.name === sa && s.namespace === GATEWAY_NS,
+      ),
+  );
+  assert.ok(binding, `no RoleBinding in ${nodesNs} for the worker's service account`);
+  const role = find(objs, binding.roleRef.kind, binding.roleRef.name, nodesNs);
+  const allowed = (group: string, resource: string, verb: string) =>
+    role.rules.some(
+      (r: K8sObject) =>
+        r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb),
+    );
+  for (const [g, res, verbs] of [
+    ["apps", "statefulsets", ["get", "create", "update", "delete"]],
+    ["", "services", ["get", "create", "delete"]],
+    ["", "persistentvolumeclaims", ["get", "create", "delete"]],
+    ["", "secrets", ["get", "create", "delete"]],
+    ["", "pods/log", ["get"]],
+  ] as const) {
+    for (const verb of verbs) assert.ok(allowed(g, res, verb), `worker may not ${verb} ${res}`);
+  }
+  for (const other of ["data-plane", "control-plane", "migrate"] as const) {
+    assert.notEqual(
+      workload(objs, other).pod.automountServiceAccountToken,
+      true,
+      `${other} mounts an API token`,
+    );
+  }
+
+  // The NetworkPolicy, against the labels the provider really puts on a node's pods.
+  const provider = new KubernetesProvider({} as KubeApi, { namespace: nodesNs });
+  const nodeLabels = provider.labels({
+    nodeId: "00000000-0000-4000-8000-000000000001",
+    workspaceId: "w",
+  } as NodeSpec);
+  const nodePod = provider.statefulSetManifest({
+    nodeId: "00000000-0000-4000-8000-000000000001",
+    workspaceId: "w",
+    protocol: "EVM",
+    nodeType: "FULL",
+    rpcMethods: "SAFE",
+    extraArgs: [],
+    image: "i",
+    rpcPort: 8545,
+    region: "r",
+    generation: 1,
+  } as unknown as NodeSpec).spec!.template.metadata!.labels!;
+  assert.deepEqual(nodePod, nodeLabels);
+  const policies = objs.filter(
+    (o) =>
+      o.kind === "NetworkPolicy" && o.metadata.namespace === nodesNs && selects(o.spec.podSelector, nodePod),
+  );
+  assert.ok(policies.length > 0, `no NetworkPolicy in ${nodesNs} selects dedicated-node pods`);
+  const gatewayNsLabels = { "kubernetes.io/metadata.name": GATEWAY_NS };
+  const allowedPeers: Component[] = ["data-plane", "worker"];
+  let dataPlaneAllowed = false;
+  for (const p of policies) {
+    assert.ok(p.spec.policyTypes?.includes("Ingress"), `${p.metadata.name}: Ingress not restricted`);
+    for (const rule of p.spec.ingress ?? []) {
+      assert.ok(
+        rule.from?.length > 0,
+        `${p.metadata.name}: an ingress rule without \`from\` admits everyone`,
+      );
+      for (const peer of rule.from) {
+        assert.ok(!peer.ipBlock, `${p.metadata.name}: ipBlock peer`);
+        assert.ok(
+          peer.namespaceSelector && peer.podSelector,
+          `${p.metadata.name}: peer must name namespace and pods`,
+        );
+        assert.ok(
+          selects(peer.namespaceSelector, gatewayNsLabels),
+          `${p.metadata.name}: peer outside ${GATEWAY_NS}`,
+        );
+        // A peer in the nodes' namespace would let one tenant's node call another's.
+        assert.ok(
+          !selects(peer.namespaceSelector, { "kubernetes.io/metadata.name": nodesNs }),
+          `${p.metadata.name}: a peer selects the nodes' namespace`,
+        );
+        for (const wl of workloads(objs)) {
+          if (selects(peer.podSelector, wl.labels)) {
+            assert.ok(allowedPeers.includes(wl.component), `${p.metadata.name}: admits ${wl.component} pods`);
+            if (wl.component === "data-plane") dataPlaneAllowed = true;
+          }
+        }
+        assert.ok(
+          workloads(objs).some((wl) => selects(peer.podSelector, wl.labels)),
+          `${p.metadata.name}: a peer that selects none of the gateway's pods (or any pod)`,
+        );
+      }
+    }
+  }
+  assert.ok(dataPlaneAllowed, "the data plane cannot reach dedicated nodes");
+}
+
+function checkServiceMonitor(objs: K8sObject[]): void {
+  const sm = find(objs, "ServiceMonitor", "data-plane");
+  assert.equal(sm.apiVersion, "monitoring.coreos.com/v1");
+  const svc = find(objs, "Service", "data-plane");
+  assert.ok(
+    selects(sm.spec.selector, svc.metadata.labels),
+    "the ServiceMonitor does not select the data-plane Service",
+  );
+  assert.ok(
+    Array.isArray(sm.spec.endpoints) && sm.spec.endpoints.length > 0,
+    "ServiceMonitor without endpoints",
+  );
+  const allowed = new Set(["port", "path", "interval", "scrapeTimeout", "scheme"]);
+  for (const ep of sm.spec.endpoints) {
+    for (const k of Object.keys(ep)) assert.ok(allowed.has(k), `ServiceMonitor endpoint field ${k}`);
+    assert.ok(
+      svc.spec.ports.some((p: K8sObject) => p.name === ep.port),
+      `ServiceMonitor port ${ep.port} not on the Service`,
+    );
+    assert.equal(ep.path, "/metrics");
+    assert.match(ep.interval, /^\d+s$/);
+  }
+  assert.deepEqual(Object.keys(sm.spec).sort(), ["endpoints", "selector"], "ServiceMonitor spec fields");
+}
+
+function checkAll(objs: K8sObject[], v: Validators): void {
+  checkSchemas(objs, v);
+  checkDataPlaneScaling(objs);
+  checkProbes(objs);
+  checkPodSecurity(objs);
+  checkTermination(objs);
+  checkSecretsAndConfig(objs);
+  checkWorkerAndNodes(objs);
+  checkServiceMonitor(objs);
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+describe("deploy/kubernetes (kustomize)", function () {
+  this.timeout(30_000);
+  let base: K8sObject[];
+  let production: K8sObject[];
+  let v: Validators;
+  before(async () => {
+    base = render(BASE);
+    production = render(PRODUCTION);
+    v = await loadValidators([...base, ...production]);
+  });
+
+  it("renders base and production with every object the deployment needs", () => {
+    for (const objs of [base, production]) {
+      const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`);
+      for (const k of [
+        "Deployment/data-plane",
+        "Service/data-plane",
+        "HorizontalPodAutoscaler/data-plane",
+        "PodDisruptionBudget/data-plane",
+        "Deployment/control-plane",
+        "Service/control-plane",
+        "Deployment/worker",
+        "Job/migrate",
+        "ServiceMonitor/data-plane",
+        "NetworkPolicy/dedicated-nodes-ingress",
+      ]) {
+        assert.ok(kinds.includes(k), `${k} missing`);
+      }
+      assert.ok(
+        objs.some((o) => o.kind === "ConfigMap"),
+        "no ConfigMap",
+      );
+    }
+    // The overlay is production: its own image and a larger autoscaling range than the base.
+    const img = (objs: K8sObject[]) => workload(objs, "data-plane").pod.containers[0].image;
+    assert.match(
+      img(production),
+      /^[^/]+\/.+:.+$/,
+      "production image is not a registry reference with a tag",
+    );
+    const hpa = (objs: K8sObject[]) => find(objs, "HorizontalPodAutoscaler", "data-plane").spec;
+    assert.ok(hpa(production).maxReplicas > hpa(base).maxReplicas);
+  });
+
+  for (const [name, pick] of [
+    ["base", () => base],
+    ["production overlay", () => production],
+  ] as const) {
+    it(`${name}: every object passes the Kubernetes schemas and the deployment's properties`, () => {
+      checkAll(pick(), v);
+    });
+  }
+
+  describe("each property, broken, is caught", () => {
+    const dp = (o: K8sObject[]) => workload(o, "data-plane");
+    const cases: [string, (o: K8sObject[]) => void, RegExp][] = [
+      [
+        "an invalid field type",
+        (o) => {
+          dp(o).pod.containers[0].ports[0].containerPort = "http";
+        },
+        /fails the Kubernetes schema/,
+      ],
+      [
+        "an unknown field (typo)",
+        (o) => {
+          dp(o).pod.containers[0].readinessProbe.httpGet.pat = "/readyz";
+        },
+        /fields Kubernetes does not know/,
+      ],
+      [
+        "HPA on another Deployment",
+        (o) => {
+          find(o, "HorizontalPodAutoscaler", "data-plane").spec.scaleTargetRef.name = "worker";
+        },
+        /HPA does not scale/,
+      ],
+      [
+        "PDB selecting other pods",
+        (o) => {
+          find(o, "PodDisruptionBudget", "data-plane").spec.selector.matchLabels[
+            "app.kubernetes.io/component"
+          ] = "worker";
+        },
+        /PDB does not select/,
+      ],
+      [
+        "readiness on /healthz",
+        (o) => {
+          dp(o).pod.containers[0].readinessProbe.httpGet.path = "/healthz";
+        },
+        /readiness probe is not GET \/readyz/,
+      ],
+      [
+        "no liveness probe",
+        (o) => {
+          delete dp(o).pod.containers[0].livenessProbe;
+        },
+        /liveness probe is not GET \/healthz/,
+      ],
+      [
+        "a writable root filesystem",
+        (o) => {
+          workload(o, "worker").pod.containers[0].securityContext.readOnlyRootFilesystem = false;
+        },
+        /root filesystem not read-only/,
+      ],
+      [
+        "running as root",
+        (o) => {
+          workload(o, "migrate").pod.securityContext.runAsNonRoot = false;
+          workload(o, "migrate").pod.containers[0].securityContext.runAsNonRoot = false;
+        },
+        /runAsNonRoot/,
+      ],
+      [
+        "no memory limit",
+        (o) => {
+          delete workload(o, "control-plane").pod.containers[0].resources.limits.memory;
+        },
+        /resources.limits.memory not set/,
+      ],
+      [
+        "a grace period shorter than the drain",
+        (o) => {
+          dp(o).pod.terminationGracePeriodSeconds = 20;
+        },
+        /terminationGracePeriodSeconds 20 s < preStop 5 s \+ shutdown budget 18 s/,
+      ],
+      [
+        "a longer drain configured for the data plane",
+        (o) => {
+          dp(o).pod.containers[0].env.push({ name: "SHUTDOWN_DRAIN_MS", value: "60000" });
+        },
+        /shutdown budget 68 s/,
+      ],
+      [
+        "ADMIN_TOKEN given to the worker",
+        (o) => {
+          workload(o, "worker").pod.containers[0].env.push({
+            name: "ADMIN_TOKEN",
+            valueFrom: { secretKeyRef: { name: "rpc-gateway-control-plane", key: "ADMIN_TOKEN" } },
+          });
+        },
+        /worker: ADMIN_TOKEN given/,
+      ],
+      [
+        "DATABASE_URL given to the data plane",
+        (o) => {
+          dp(o).pod.containers[0].env.push({
+            name: "DATABASE_URL",
+            valueFrom: { secretKeyRef: { name: "rpc-gateway-database", key: "DATABASE_URL" } },
+          });
+        },
+        /data-plane: DATABASE_URL given/,
+      ],
+      [
+        "a secret in the ConfigMap",
+        (o) => {
+          o.find((x) => x.kind === "ConfigMap")!.data.KEY_ENCRYPTION_SECRET = "s";
+        },
+        /holds KEY_ENCRYPTION_SECRET/,
+      ],
+      [
+        "nodes reachable from any pod of any namespace",
+        (o) => {
+          find(o, "NetworkPolicy", "dedicated-nodes-ingress", "rpc-gateway-nodes").spec.ingress.push({
+            from: [{ namespaceSelector: {}, podSelector: {} }],
+          });
+        },
+        /a peer selects the nodes' namespace/,
+      ],
+      [
+        "nodes reachable from every gateway pod",
+        (o) => {
+          find(o, "NetworkPolicy", "dedicated-nodes-ingress", "rpc-gateway-nodes").spec.ingress.push({
+            from: [
+              {
+                namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "rpc-gateway" } },
+                podSelector: {},
+              },
+            ],
+          });
+        },
+        /admits control-plane pods/,
+      ],
+      [
+        "nodes reachable from anywhere",
+        (o) => {
+          find(o, "NetworkPolicy", "dedicated-nodes-ingress", "rpc-gateway-nodes").spec.ingress.push({});
+        },
+        /without `from` admits everyone/,
+      ],
+      [
+        "a policy that misses the node pods",
+        (o) => {
+          find(o, "NetworkPolicy", "dedicated-nodes-ingress", "rpc-gateway-nodes").spec.podSelector = {
+            matchLabels: { app: "node" },
+          };
+        },
+        /no NetworkPolicy in rpc-gateway-nodes selects dedicated-node pods/,
+      ],
+      [
+        "local node provider",
+        (o) => {
+          o.find(
+            (x) => x.kind === "ConfigMap" && x.metadata.name.startsWith("rpc-gateway-worker"),
+          )!.data.NODE_PROVIDER = "local";
+        },
+        /NODE_PROVIDER/,
+      ],
+      [
+        "ServiceMonitor on a missing port",
+        (o) => {
+          find(o, "ServiceMonitor", "data-plane").spec.endpoints[0].port = "metrics";
+        },
+        /ServiceMonitor port metrics not on the Service/,
+      ],
+    ];
+    for (const [what, breakIt, expected] of cases) {
+      it(what, () => {
+        const copy = structuredClone(production);
+        breakIt(copy);
+        assert.throws(() => checkAll(copy, v), expected);
+      });
+    }
+  });
+});

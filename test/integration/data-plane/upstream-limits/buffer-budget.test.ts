@@ -1,17 +1,9 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import path from "node:path";
-import { Redis } from "ioredis";
-import type { NodeRecord } from "../../../../shared/src/redis/records";
-import { freePort } from "../../../helpers/ports";
-import { type StartedProcess, startProcess } from "../../../helpers/process";
-import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
-import { RedisSeeder } from "../../../helpers/seed-redis";
+import type { StartedProcess } from "../../../helpers/process";
 import { post, sleep } from "../harness";
-import { wsNetwork } from "../ws/ws-client";
-import { type HugeUpstream, startHugeUpstream } from "./huge-upstream";
+import { type BigAnswerGateway, MiB, rssBytes, startBigAnswerGateway, withPeakRss } from "./fixture";
+import type { HugeUpstream } from "./huge-upstream";
 
-const MiB = 1024 * 1024;
 /** Budget under test: small, so the RSS bound is sharp. */
 const BUDGET = 32 * MiB;
 /** Each burst answer fits the per-answer cap; 16 of them together are 6x the budget. */
@@ -19,31 +11,9 @@ const EACH = 12 * MiB;
 const N = 16;
 const NODE_ID = "5c0f3e1a-7b2d-4c6e-9f80-a1b2c3d4e5f6";
 
-function rssBytes(pid: number): number {
-  const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "latin1"));
-  return m ? Number(m[1]) * 1024 : 0;
-}
-
-async function withPeakRss<T>(pid: number, fn: () => Promise<T>): Promise<{ value: T; peak: number }> {
-  let peak = rssBytes(pid);
-  const timer = setInterval(() => {
-    peak = Math.max(peak, rssBytes(pid));
-  }, 20);
-  try {
-    const value = await fn();
-    await sleep(100);
-    peak = Math.max(peak, rssBytes(pid));
-    return { value, peak };
-  } finally {
-    clearInterval(timer);
-  }
-}
-
 describe("data plane: UPSTREAM_BUFFER_BUDGET_BYTES bounds the answers buffered together", function () {
   this.timeout(90_000);
-  let ns: TestRedisNamespace;
-  let seeder: RedisSeeder;
-  let redis: Redis;
+  let gw: BigAnswerGateway;
   let up: HugeUpstream;
   let dp: StartedProcess;
   let base: string;
@@ -52,47 +22,13 @@ describe("data plane: UPSTREAM_BUFFER_BUDGET_BYTES bounds the answers buffered t
   let baseline = 0;
 
   before(async () => {
-    ns = createTestRedisNamespace();
-    seeder = new RedisSeeder(ns.prefix);
-    redis = new Redis(TEST_REDIS_URL);
-    up = await startHugeUpstream();
-    await seeder.putNetwork(wsNetwork("eth", "EVM", [{ id: "u1", httpUrl: up.httpUrl, wsUrl: up.wsUrl }]));
-    appKey = await seeder.putKey({
-      plan: { name: "t", requestsPerSecond: 1000, dailyRequestLimit: 1_000_000, monthlyRequestLimit: null },
+    gw = await startBigAnswerGateway(NODE_ID, {
+      // One answer may be nearly the whole budget: after the burst, that one fits only if it all came back.
+      UPSTREAM_MAX_RESPONSE_BYTES: String(31 * MiB),
+      UPSTREAM_BUFFER_BUDGET_BYTES: String(BUDGET),
     });
-    nodeKey = await seeder.putKey({ kind: "node", appId: null, nodeId: NODE_ID, rpcMethods: "UNSAFE" });
-    const rec: NodeRecord = {
-      nodeId: NODE_ID,
-      workspaceId: "ws-test",
-      protocol: "EVM",
-      httpUrl: up.httpUrl,
-      wsUrl: up.wsUrl,
-      status: "SYNCED",
-    };
-    await redis.set(seeder.names.node(NODE_ID), JSON.stringify(rec));
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    dp = await startProcess(
-      process.execPath,
-      [path.resolve(__dirname, "../../../../data-plane/src/main.js")],
-      {
-        env: {
-          DATA_PLANE_PORT: String(port),
-          DATA_PLANE_HOST: "127.0.0.1",
-          REDIS_KEY_PREFIX: ns.prefix,
-          LOG_LEVEL: "silent",
-          // One answer may be nearly the whole budget: after the burst, that one fits only if it all came back.
-          UPSTREAM_MAX_RESPONSE_BYTES: String(31 * MiB),
-          UPSTREAM_BUFFER_BUDGET_BYTES: String(BUDGET),
-          // One failure would open the breaker: proves a refusal for the budget is not counted as one.
-          BREAKER_FAILURE_THRESHOLD: "1",
-          BREAKER_COOLDOWN_MS: "600000",
-          UPSTREAM_MAX_ATTEMPTS: "1",
-          USAGE_MODE: "off",
-        },
-        ready: async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.status === 200,
-      },
-    );
+    ({ up, dp, base, appKey, nodeKey } = gw);
+    // Warm up every path once so the baseline includes what they allocate on first use.
     assert.equal((await post(`${base}/eth/rpc?apikey=${appKey}`, call("eth_chainId"))).status, 200);
     assert.equal((await post(`${base}/nodes/${NODE_ID}/${nodeKey}`, call("eth_chainId"))).status, 200);
     // Warm up the big-answer path once (one answer, well within the budget).
@@ -101,11 +37,7 @@ describe("data plane: UPSTREAM_BUFFER_BUDGET_BYTES bounds the answers buffered t
     baseline = rssBytes(dp.pid);
   });
   after(async () => {
-    await dp?.stop();
-    await up?.close();
-    redis?.disconnect();
-    await seeder?.close();
-    await ns?.cleanup();
+    await gw?.close();
   });
 
   let nextId = 1;

@@ -8,7 +8,7 @@ import type { NodeRecord } from "../../../shared/src/redis/records";
 import type { BufferBudget } from "../upstream/buffer-budget";
 import type { OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
-import { type ExchangeFailure, ExchangeKind, INVALID_REPLY, Upstream } from "../upstream/upstream";
+import { ExchangeKind, exchangeFailureRow, INVALID_REPLY, Upstream } from "../upstream/upstream";
 
 export interface NodeClientOptions {
   timeoutMs: number;
@@ -64,7 +64,7 @@ export class NodeClient {
       splitReplies(text, calls.length),
     );
     if (r.ok) return { ok: true, results: r.value };
-    return { ok: false, error: failureRow(r.failure, upstream) };
+    return { ok: false, error: exchangeFailureRow(r.failure, upstream) };
   }
 
   /** Closes one node's connections, if any (the node stopped serving). */
@@ -118,26 +118,6 @@ export class NodeClient {
     );
     this.byNode.set(node.nodeId, u);
     return u;
-  }
-}
-
-/** The error row of a failed exchange with a dedicated node. */
-function failureRow(f: ExchangeFailure, u: Upstream): ErrorRow {
-  switch (f) {
-    case "timeout":
-      return GatewayError.UpstreamTimeout;
-    case "unreachable":
-      return GatewayError.UpstreamUnreachable;
-    case "too_large":
-      return u.tooLargeRow;
-    case "refused":
-      return GatewayError.UpstreamRequestRefused;
-    case "rate_limited":
-      return GatewayError.UpstreamRateLimited;
-    case "buffer_full":
-      return GatewayError.UpstreamBufferFull;
-    default:
-      return GatewayError.UpstreamBadResponse;
   }
 }
 

@@ -5,6 +5,7 @@ import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValu
 import {
   type ExchangeFailure,
   ExchangeKind,
+  exchangeFailureRow,
   INVALID_REPLY,
   Upstream,
   type UpstreamEvents,
@@ -427,6 +428,8 @@ export class NetworkPool {
   ): Promise<{ ok: true; value: T } | { ok: false; error: ErrorRow }> {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
+    /** The upstream of lastFailure. */
+    let failedOn: Upstream | undefined;
     for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
       const heavy = kind === ExchangeKind.Heavy;
       const u =
@@ -461,17 +464,10 @@ export class NetworkPool {
           // hand the client's big request to each node in turn); the node stays healthy. buffer_full: the
           // process-wide budget is spent, so another node's answer would not fit either.
           this.metrics.upstreamRequest(this.record.slug, u.id, "error", (performance.now() - start) / 1000);
-          return {
-            ok: false,
-            error:
-              lastFailure === "too_large"
-                ? u.tooLargeRow
-                : lastFailure === "refused"
-                  ? GatewayError.UpstreamRequestRefused
-                  : GatewayError.UpstreamBufferFull,
-          };
+          return { ok: false, error: exchangeFailureRow(lastFailure, u) };
         }
       }
+      failedOn = u;
       this.metrics.upstreamRequest(
         this.record.slug,
         u.id,
@@ -486,7 +482,7 @@ export class NetworkPool {
       if (tried === undefined) tried = [u];
       else tried.push(u);
     }
-    return { ok: false, error: failureRow(lastFailure) };
+    return { ok: false, error: failureRow(lastFailure, failedOn) };
   }
 
   /** One health-check round over every upstream (head height, latency; failures feed the breaker). */
@@ -564,12 +560,10 @@ function score(u: Upstream): number {
 const EVM_PROBE = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const SUBSTRATE_PROBE = '{"jsonrpc":"2.0","id":1,"method":"chain_getHeader","params":[]}';
 
-function failureRow(f: ExchangeFailure | undefined): ErrorRow {
-  if (f === undefined) return GatewayError.NoUpstream;
-  if (f === "timeout") return GatewayError.UpstreamTimeout;
-  if (f === "rate_limited") return GatewayError.UpstreamRateLimited;
-  if (f === "unreachable") return GatewayError.UpstreamUnreachable;
-  return GatewayError.UpstreamBadResponse;
+/** The row after every attempt failed: no upstream could be tried, else the last failure's. */
+function failureRow(f: ExchangeFailure | undefined, u: Upstream | undefined): ErrorRow {
+  if (f === undefined || u === undefined) return GatewayError.NoUpstream;
+  return exchangeFailureRow(f, u);
 }
 
 const REFUSED = Symbol("batch refused");

@@ -1,5 +1,5 @@
 import { type Dispatcher, Pool } from "undici";
-import { type ErrorRow, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
+import { type ErrorRow, GatewayError, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 import { type BufferBudget, defaultBufferBudget } from "./buffer-budget";
 
@@ -395,6 +395,26 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
     const failure = classify(err);
     this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, failure);
     this.resolve({ ok: false, failure });
+  }
+}
+
+/** The error row a client gets for an exchange with `u` that failed with `f` (shared networks and nodes). */
+export function exchangeFailureRow(f: ExchangeFailure, u: Upstream): ErrorRow {
+  switch (f) {
+    case "timeout":
+      return GatewayError.UpstreamTimeout;
+    case "unreachable":
+      return GatewayError.UpstreamUnreachable;
+    case "too_large":
+      return u.tooLargeRow;
+    case "refused":
+      return GatewayError.UpstreamRequestRefused;
+    case "rate_limited":
+      return GatewayError.UpstreamRateLimited;
+    case "buffer_full":
+      return GatewayError.UpstreamBufferFull;
+    default:
+      return GatewayError.UpstreamBadResponse;
   }
 }
 

@@ -1,4 +1,5 @@
 import ipaddr from "ipaddr.js";
+import { addressBucket } from "../../../shared/src/net/address-bucket";
 
 type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
@@ -55,13 +56,10 @@ export function clientIp(
 }
 
 /**
- * The subject of per-address throttles (sign-up, login): an IPv4 address as is, an IPv6 address by its
- * /64 (one subscriber usually holds a whole /64, so per address would be 2^64 buckets for one client,
- * the same rule as the data plane's public endpoint). Anything unparsable is its own subject.
+ * The subject of per-address throttles (sign-up, login): `addressBucket` (IPv6 per /64, the data plane's
+ * rule too). Anything unparsable is its own subject.
  */
 export function throttleSubject(ip: string): string {
   const a = parseAddr(ip);
-  if (!a || a.kind() === "ipv4") return a ? a.toString() : ip;
-  const p = (a as ipaddr.IPv6).parts;
-  return `${p[0]!.toString(16)}:${p[1]!.toString(16)}:${p[2]!.toString(16)}:${p[3]!.toString(16)}::/64`;
+  return a ? addressBucket(a) : ip;
 }

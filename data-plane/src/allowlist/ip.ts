@@ -1,4 +1,5 @@
 import ipaddr from "ipaddr.js";
+import { addressBucket } from "../../../shared/src/net/address-bucket";
 
 export type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
@@ -62,14 +63,10 @@ export function clientIp(
 }
 
 /**
- * The client identity per-IP limits count against: an IPv4 address as is, an IPv6 address by its /64
- * (one subscriber's allocation: a host picks any of its 2^64 addresses at will, so per-address buckets
- * would be no limit at all), e.g. `2001:db8:1:2::/64`. IPv4-mapped IPv6 was already turned into IPv4 by
- * `parseIp`. `unknown` when the address could not be parsed (those clients share one bucket).
+ * The client identity per-IP limits count against (`addressBucket`: IPv6 per /64). IPv4-mapped IPv6 was
+ * already turned into IPv4 by `parseIp`. `unknown` when the address could not be parsed (those clients
+ * share one bucket).
  */
 export function ipBucket(addr: ipaddr.IPv4 | ipaddr.IPv6 | undefined): string {
-  if (addr === undefined) return "unknown";
-  if (addr.kind() === "ipv4") return addr.toString();
-  const p = (addr as ipaddr.IPv6).parts;
-  return `${p[0]!.toString(16)}:${p[1]!.toString(16)}:${p[2]!.toString(16)}:${p[3]!.toString(16)}::/64`;
+  return addr === undefined ? "unknown" : addressBucket(addr);
 }

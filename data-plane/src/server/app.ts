@@ -61,22 +61,20 @@ export class HttpServer implements ExchangeTracker {
     const nodes = ctx.nodes;
     if (nodes !== undefined) {
       const maxBody = ctx.config.MAX_BODY_BYTES;
-      app.any(
-        "/nodes/:nodeId/:key",
-        guard.http("node", (res, req) =>
-          this.refusing
-            ? this.shuttingDown(res, "")
-            : serveNodeHttp(nodes, this, guard, maxBody, res, req, true),
-        ),
-      );
-      app.any(
-        "/nodes/:nodeId",
-        guard.http("node", (res, req) =>
-          this.refusing
-            ? this.shuttingDown(res, "")
-            : serveNodeHttp(nodes, this, guard, maxBody, res, req, false),
-        ),
-      );
+      // The key in the path, or in `?apikey=` / the `apikey` header.
+      for (const [path, keyInPath] of [
+        ["/nodes/:nodeId/:key", true],
+        ["/nodes/:nodeId", false],
+      ] as const) {
+        app.any(
+          path,
+          guard.http("node", (res, req) =>
+            this.refusing
+              ? this.shuttingDown(res, "")
+              : serveNodeHttp(nodes, this, guard, maxBody, res, req, keyInPath),
+          ),
+        );
+      }
     }
     app.get(
       "/healthz",

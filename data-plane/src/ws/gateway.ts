@@ -651,9 +651,12 @@ export class WsGateway {
     return "ok" in r ? this.fromResult(pool, call, r, requestId) : r;
   }
 
-  /** The concurrency cap's tenant: the app key's limit id, else the client's address bucket (as on HTTP). */
+  /**
+   * The concurrency cap's tenant: the app key's limit id, else the client's address bucket (as on HTTP),
+   * which is the session's `tenant` (`ip:{bucket}`), built once per connection rather than per call.
+   */
   private flightId(s: WsSession): string {
-    return s.key !== undefined ? keyIdentifier(s.key) : `ip:${s.ipBucket}`;
+    return s.key !== undefined ? keyIdentifier(s.key) : s.tenant;
   }
 
   /** One message's refusal by MAX_IN_FLIGHT_PER_KEY in the limits metrics (`elements` request objects). */

@@ -109,32 +109,27 @@ export async function startDataPlane(
   });
   // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
   const bufferBudget = new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
-  const upstreams = new UpstreamRegistry(
-    {
-      timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-      connections: config.UPSTREAM_CONNECTIONS,
-      breakerThreshold: config.BREAKER_FAILURE_THRESHOLD,
-      breakerCooldownMs: config.BREAKER_COOLDOWN_MS,
-      probeTimeoutMs: config.HEALTH_PROBE_TIMEOUT_MS,
-      backoffDefaultMs: config.UPSTREAM_BACKOFF_DEFAULT_MS,
-      backoffMaxMs: config.UPSTREAM_BACKOFF_MAX_MS,
-      heavyMaxInFlight:
-        config.UPSTREAM_HEAVY_SHARE_PERCENT >= 100
-          ? 0
-          : Math.max(
-              1,
-              Math.floor((config.UPSTREAM_CONNECTIONS * config.UPSTREAM_HEAVY_SHARE_PERCENT) / 100),
-            ),
-      maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
-      bufferBudget,
-      maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
-      maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
-      coalesceMax: config.UPSTREAM_COALESCE_MAX,
-      healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
-    },
-    metrics,
-    logger,
-  );
+  // One set of pool options for the shared networks and the dedicated nodes (NodePools adjusts its own).
+  const poolOptions = {
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    connections: config.UPSTREAM_CONNECTIONS,
+    breakerThreshold: config.BREAKER_FAILURE_THRESHOLD,
+    breakerCooldownMs: config.BREAKER_COOLDOWN_MS,
+    probeTimeoutMs: config.HEALTH_PROBE_TIMEOUT_MS,
+    backoffDefaultMs: config.UPSTREAM_BACKOFF_DEFAULT_MS,
+    backoffMaxMs: config.UPSTREAM_BACKOFF_MAX_MS,
+    heavyMaxInFlight:
+      config.UPSTREAM_HEAVY_SHARE_PERCENT >= 100
+        ? 0
+        : Math.max(1, Math.floor((config.UPSTREAM_CONNECTIONS * config.UPSTREAM_HEAVY_SHARE_PERCENT) / 100)),
+    maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
+    bufferBudget,
+    maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
+    maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
+    coalesceMax: config.UPSTREAM_COALESCE_MAX,
+    healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
+  };
+  const upstreams = new UpstreamRegistry(poolOptions, metrics, logger);
   const cache =
     config.CACHE_MAX_BYTES > 0
       ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
@@ -158,14 +153,14 @@ export async function startDataPlane(
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       logger,
     });
+  const flights = new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY);
   const nodes = new NodeGateway({
     verifier,
     nodes: nodeLookup,
     logger,
-    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    maxResponseBytes: config.UPSTREAM_MAX_RESPONSE_BYTES,
-    bufferBudget,
-    connections: config.UPSTREAM_CONNECTIONS,
+    pool: poolOptions,
+    metrics,
+    forward: { cache, metrics, flights, config },
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,
@@ -182,7 +177,7 @@ export async function startDataPlane(
     trustedProxies,
     limits: gate,
     usage,
-    flights: new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY),
+    flights,
   };
 
   let networksLoaded = false;

@@ -14,13 +14,17 @@ import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 /**
  * The forwarding core: what happens to a parsed call or batch between a transport (HTTP exchange,
  * WebSocket session, dedicated-node endpoint) and the upstream nodes. Transports keep what is theirs
- * (admission, status codes, framing, when to answer); everything per request object is here, once:
- * method policy and eth_getLogs range, cache rule and key, cache lookup / in-flight merge / store,
- * concurrency slots, batch planning (which elements go upstream) and reassembly (answer texts and
+ * (admission, status codes, framing, when to answer, usage records); everything per request object is
+ * here, once: method policy and eth_getLogs range, cache rule and key, cache lookup / in-flight merge /
+ * store, concurrency slots, batch planning (which elements go upstream) and reassembly (answer texts and
  * dashboard categories in request order), head observation.
  *
+ * The two entries every transport uses, as eRPC's Network.Forward: `forwardCall` for a single call and
+ * `planBatch` + `forwardPlan` for a batch. A shared network and a dedicated node are both a NetworkPool
+ * (a node's has one upstream), so routing, hedging, log splitting and caching apply to both alike.
+ *
  * Plain functions over the caller's objects, not a per-request object: the cache-hit path (refusal →
- * cacheKey → lookup) allocates only the cache key string, as before the core existed.
+ * cacheKey → lookup) allocates only the cache key string and the outcome.
  */
 
 /** What the core needs from the gateway (a subset of GatewayContext, so tests can pass their own). */
@@ -55,6 +59,129 @@ export function elementRefusal(
     const max = maxLogsBlockRange(network);
     if (max > 0) return checkLogsRange(call.method, call.params, pool.cacheHead(), max);
   }
+  return undefined;
+}
+
+/** What forwardCall did with a single call. */
+export const Outcome = {
+  /** Refused before forwarding (method policy, eth_getLogs range): `refusal`. */
+  Refused: 0,
+  /** Answered from the cache: `reply`. */
+  Cached: 1,
+  /** Refused by the tenant's concurrency caps, nothing sent: `refusal`. */
+  OverCap: 2,
+  /** Sent upstream: `result`; `cacheable` says whether it had a cache key (X-Cache: MISS). */
+  Forwarded: 3,
+} as const;
+
+export type CallOutcome =
+  | { readonly kind: typeof Outcome.Refused; readonly refusal: ElementRefusal }
+  | { readonly kind: typeof Outcome.Cached; readonly reply: Reply }
+  | { readonly kind: typeof Outcome.OverCap; readonly refusal: ConcurrencyRefusal }
+  | { readonly kind: typeof Outcome.Forwarded; readonly result: CallResult; readonly cacheable: boolean };
+
+/**
+ * The single-call entry: method policy and range check, the cache (with in-flight merge of identical
+ * calls), one of the tenant's MAX_IN_FLIGHT_PER_KEY slots (`flight`: the key's limit id or `ip:{bucket}`)
+ * while the upstream call runs, then the answer stored and its head hint observed. A promise only when
+ * it has to wait for an upstream.
+ */
+export function forwardCall(
+  deps: ForwardDeps,
+  pool: NetworkPool,
+  policy: MethodPolicy,
+  flight: string,
+  call: RpcCall,
+): CallOutcome | Promise<CallOutcome> {
+  const refusal = elementRefusal(call, pool, policy);
+  if (refusal !== undefined) return { kind: Outcome.Refused, refusal };
+  const key = cacheKey(deps, call, pool);
+  if (key !== "") {
+    const hit = lookup(deps, pool, key);
+    if (hit !== undefined) return { kind: Outcome.Cached, reply: hit };
+  }
+  const heavy = isHeavy(call.method) ? 1 : 0;
+  const flights = deps.flights;
+  const got = flights.tryAcquire(flight, 1, heavy);
+  if (got !== Acquired.Ok) {
+    return { kind: Outcome.OverCap, refusal: concurrencyRefusal(flights, got, heavy) };
+  }
+  return sendCall(deps, pool, flight, heavy, call, key);
+}
+
+async function sendCall(
+  deps: ForwardDeps,
+  pool: NetworkPool,
+  flight: string,
+  heavy: number,
+  call: RpcCall,
+  key: string,
+): Promise<CallOutcome> {
+  let result: CallResult;
+  try {
+    result = await fetchCall(call, pool, key, deps.cache);
+  } finally {
+    deps.flights.release(flight, 1, heavy);
+  }
+  store(deps, pool, key, result);
+  observe(pool, call.method, result);
+  return { kind: Outcome.Forwarded, result, cacheable: key !== "" };
+}
+
+/** What forwardPlan did with a batch plan's forwarded elements. */
+export interface PlanOutcome {
+  /** The tenant's concurrency caps refused them: nothing was sent and the plan is untouched. */
+  readonly overCap?: ConcurrencyRefusal;
+  /** results[j] answers plan.forward[j] (empty when nothing was sent). */
+  readonly results: readonly CallResult[];
+  /** At least one element was forwarded and none got a node's answer: the first failure's row. */
+  readonly failure?: ErrorRow;
+}
+
+const NOTHING_FORWARDED: PlanOutcome = Object.freeze({ results: [] });
+
+/**
+ * The batch entry, after planBatch: forwards the plan's elements together (NetworkPool.callBatch spreads
+ * them over upstreams and reassembles them in order), holding the tenant's slots while they run, and
+ * settles their answers into the plan. A batch is never answered from the cache.
+ */
+export async function forwardPlan(
+  deps: ForwardDeps,
+  pool: NetworkPool,
+  flight: string,
+  plan: BatchPlan,
+  requestId: string,
+): Promise<PlanOutcome> {
+  const forward = plan.forward;
+  if (forward.length === 0) return NOTHING_FORWARDED;
+  const flights = deps.flights;
+  const heavy = heavyCount(forward);
+  const got = flights.tryAcquire(flight, forward.length, heavy);
+  if (got !== Acquired.Ok) {
+    return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
+  }
+  let results: CallResult[];
+  try {
+    results = await pool.callBatch(forward);
+  } finally {
+    flights.release(flight, forward.length, heavy);
+  }
+  const anyOk = settleBatch(plan, results, requestId, pool);
+  return anyOk ? { results } : { results, failure: firstFailure(results) };
+}
+
+/** Answers every forwarded element of a plan with a concurrency refusal (a transport that answers per element). */
+export function refuseForwarded(plan: BatchPlan, r: ConcurrencyRefusal, requestId: string): void {
+  const forward = plan.forward;
+  for (let j = 0; j < forward.length; j++) {
+    const idText = forward[j]!.idText;
+    const text = idText === undefined ? undefined : errorJson(r.row, idText, { requestId, ...r });
+    setElement(plan, plan.forwardIdx[j]!, text, r.row.category);
+  }
+}
+
+function firstFailure(results: readonly CallResult[]): ErrorRow | undefined {
+  for (const r of results) if (!r.ok) return r.error;
   return undefined;
 }
 
@@ -120,14 +247,14 @@ export function store(deps: ForwardDeps, pool: NetworkPool, key: string, r: Call
 }
 
 /** Feeds a result's head hint (eth_blockNumber, receipts, blocks) to the pool's head tracking. */
-export function observe(pool: NetworkPool, method: string, r: CallResult): void {
+function observe(pool: NetworkPool, method: string, r: CallResult): void {
   if (!r.ok || r.reply.kind !== ReplyKind.Result) return;
   const n = headHint(method, r.reply.tail);
   if (n !== undefined) pool.observeHead(n);
 }
 
 /** Heavy calls among `calls` (eth_getLogs, debug_*, trace_*, ...), for MAX_HEAVY_IN_FLIGHT_PER_KEY. */
-export function heavyCount(calls: readonly RpcCall[]): number {
+function heavyCount(calls: readonly RpcCall[]): number {
   let heavy = 0;
   for (const c of calls) if (isHeavy(c.method)) heavy++;
   return heavy;
@@ -137,14 +264,21 @@ export function heavyCount(calls: readonly RpcCall[]): number {
  * Retry hint on a concurrency refusal: slots free up as calls end (at most UPSTREAM_TIMEOUT_MS), usually
  * much sooner. Whole seconds, for Retry-After.
  */
-export const CONCURRENCY_RETRY_AFTER_MS = 1000;
+const CONCURRENCY_RETRY_AFTER_MS = 1000;
 
 /** The error details of a refusal by the concurrency caps (MAX_IN_FLIGHT_PER_KEY / MAX_HEAVY_IN_FLIGHT_PER_KEY). */
+export interface ConcurrencyRefusal {
+  readonly row: ErrorRow;
+  readonly limit: number;
+  readonly message: string | undefined;
+  readonly retryAfterMs: number;
+}
+
 export function concurrencyRefusal(
   flights: ConcurrencyLimiter,
   got: Acquired,
   heavy: number,
-): { row: ErrorRow; limit: number; message: string | undefined; retryAfterMs: number } {
+): ConcurrencyRefusal {
   return {
     row: GatewayError.ConcurrencyLimit,
     limit: got !== Acquired.OverTotal ? flights.maxHeavy : flights.max,

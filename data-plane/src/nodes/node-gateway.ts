@@ -3,20 +3,28 @@ import type { Logger } from "../../../shared/src/log/logger";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { KeyVerifier, VerifiedKey } from "../auth/key-verifier";
-import { batchJson, type ElementRefusal, planBatch, settleBatch } from "../forward/forward";
-import type { LimitsGate } from "../limits/admission";
-import { SafeModeMethodPolicy } from "../policy/method-policy";
+import {
+  batchJson,
+  elementRefusal,
+  type ForwardDeps,
+  forwardCall,
+  forwardPlan,
+  Outcome,
+  planBatch,
+  refusalJson,
+  resultJson,
+} from "../forward/forward";
+import { type LimitsGate, nodeIdentifier } from "../limits/admission";
+import type { Metrics } from "../metrics/metrics";
+import { type MethodPolicy, SafeModeMethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
-import type { BufferBudget } from "../upstream/buffer-budget";
-import { DEFAULT_MAX_RESPONSE_BYTES } from "../upstream/upstream";
+import type { PoolOptions } from "../upstream/network-pool";
+import type { CallResult } from "../upstream/reply";
 import type { UsageRecorder } from "../usage/recorder";
-import { NodeClient } from "./node-client";
 import type { NodeLookup } from "./node-directory";
-
-/** Connections per dedicated node when the options name none. */
-const DEFAULT_NODE_CONNECTIONS = 16;
+import { NodePools } from "./node-pools";
 
 /** Node statuses in which the endpoint forwards. */
 const SERVING = new Set(["SYNCED"]);
@@ -30,11 +38,10 @@ export function safeModeBlocked(method: string): string | undefined {
     : `${method} is not available: this dedicated node's rpc-methods is Safe; switch it to Unsafe to call it`;
 }
 
-/** A node key's Safe mode as the forwarding core's per-element check. */
-function safeModeRefusal(method: string): ElementRefusal | undefined {
-  const message = safeModeBlocked(method);
-  return message === undefined ? undefined : { row: GatewayError.MethodBlocked, message };
-}
+/** A node key's Safe mode as the forwarding core's method policy. */
+const SAFE_MODE: MethodPolicy = { check: (method) => safeModeBlocked(method) };
+/** Unsafe: the node serves everything its owner asks of it. */
+const UNSAFE_MODE: MethodPolicy = { check: () => undefined };
 
 export type NodeAuthResult =
   | { ok: true; key: VerifiedKey; node: NodeRecord }
@@ -59,13 +66,11 @@ export interface NodeGatewayOptions {
   verifier: KeyVerifier;
   nodes: NodeLookup;
   logger: Logger;
-  timeoutMs: number;
-  /** Most bytes read from one node answer (UPSTREAM_MAX_RESPONSE_BYTES); default 32 MiB. */
-  maxResponseBytes?: number;
-  /** Keep-alive connections per dedicated node (UPSTREAM_CONNECTIONS); default 16. */
-  connections?: number;
-  /** Bytes buffered from all answers in flight (UPSTREAM_BUFFER_BUDGET_BYTES), shared with the pools. */
-  bufferBudget?: BufferBudget;
+  /** The shared networks' pool options (connections, timeouts, byte caps, the shared buffer budget). */
+  pool: PoolOptions & { healthCheckIntervalMs: number };
+  metrics: Metrics;
+  /** The forwarding core's cache, concurrency caps (per node key) and settings, shared with the networks. */
+  forward: ForwardDeps;
   /**
    * Per-second limit (LimitsGate.admit: a node key is limited per node at its plan's requestsPerSecond,
    * with no daily quota); none when absent.
@@ -80,15 +85,10 @@ export interface NodeGatewayOptions {
  * `authorize` once (HTTP: per request; WS: at upgrade), then `handle` each JSON-RPC text.
  */
 export class NodeGateway {
-  private readonly client: NodeClient;
+  private readonly pools: NodePools;
 
   constructor(private readonly opts: NodeGatewayOptions) {
-    this.client = new NodeClient({
-      timeoutMs: opts.timeoutMs,
-      connections: opts.connections ?? DEFAULT_NODE_CONNECTIONS,
-      maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
-      bufferBudget: opts.bufferBudget,
-    });
+    this.pools = new NodePools(opts.pool, opts.metrics);
   }
 
   /** Only the node's own key opens its endpoint (an app key, or another node's key, is 401). */
@@ -176,7 +176,7 @@ export class NodeGateway {
     const rate = admission?.rate;
     if (!this.serving(node)) {
       // A stopped or deleted node's connections are not kept (a new client is made when it serves again).
-      this.client.forget(node.nodeId);
+      this.pools.forget(node.nodeId);
       usage(methods, () => GatewayError.NodeUnavailable.category);
       return {
         ...fail(
@@ -189,34 +189,78 @@ export class NodeGateway {
         rate,
       };
     }
-    const safe = auth.key.record.rpcMethods !== "UNSAFE";
-    const plan = planBatch(items, requestId, (c) => (safe ? safeModeRefusal(c.method) : undefined));
-    const forward = plan.forward;
-    const cats = plan.categories;
-    if (forward.length > 0) {
-      const res = await this.client.batch(node, forward);
-      if (!res.ok) {
-        for (const i of plan.forwardIdx) cats[i] = res.error.category;
-        // The node failed as a whole and nothing else was answered: the whole request fails with its status.
-        if (!parsed.batch || forward.length === items.length) {
-          usage(methods, (i) => cats[i]!);
-          return { ...fail(res.error, wholeId, requestId), rate };
+    const pool = this.pools.get(node);
+    if (pool === undefined) {
+      // A URL the pool cannot use (the node record is the worker's): as a node that cannot be reached.
+      usage(methods, () => GatewayError.UpstreamUnreachable.category);
+      return { ...fail(GatewayError.UpstreamUnreachable, wholeId, requestId), rate };
+    }
+    const policy = auth.key.record.rpcMethods !== "UNSAFE" ? SAFE_MODE : UNSAFE_MODE;
+    const flight = nodeIdentifier(auth.key);
+    const deps = this.opts.forward;
+    if (!parsed.batch) {
+      const call = parsed.call;
+      let out = forwardCall(deps, pool, policy, flight, call);
+      if (out instanceof Promise) out = await out;
+      const idText = call.idText;
+      switch (out.kind) {
+        case Outcome.Refused: {
+          const row = out.refusal.row;
+          usage(methods, () => row.category);
+          if (idText === undefined) return { status: 204, body: "", rate };
+          return { status: row.httpStatus, body: refusalJson(out.refusal, idText, requestId), rate };
         }
-        for (const i of plan.forwardIdx) {
-          const idText = (items[i] as RpcCall).idText;
-          plan.out[i] = idText === undefined ? undefined : errorJson(res.error, idText, { requestId });
+        case Outcome.OverCap: {
+          const r = out.refusal;
+          usage(methods, () => r.row.category);
+          return {
+            status: 429,
+            body: errorJson(r.row, wholeId, { requestId, ...r }),
+            retryAfterSeconds: r.retryAfterMs / 1000,
+            rate,
+          };
         }
-      } else {
-        settleBatch(plan, res.results, requestId, undefined);
-        for (let j = 0; j < forward.length; j++) {
-          const r = res.results[j]!;
-          if (forward[j]!.method === "author_rotateKeys" && r.ok) this.recordSessionKeys(node, r.reply.tail);
+        default: {
+          const result: CallResult =
+            out.kind === Outcome.Cached ? { ok: true, reply: out.reply } : out.result;
+          if (!result.ok) {
+            usage(methods, () => result.error.category);
+            return { ...fail(result.error, wholeId, requestId), rate };
+          }
+          usage(methods, () => result.reply.category);
+          this.afterCall(node, call, result);
+          if (idText === undefined) return { status: 204, body: "", rate };
+          return { status: 200, body: resultJson(idText, result, requestId)!, rate };
         }
       }
     }
+    const plan = planBatch(items, requestId, (c) => elementRefusal(c, pool, policy));
+    const cats = plan.categories;
+    const done = await forwardPlan(deps, pool, flight, plan, requestId);
+    if (done.overCap !== undefined) {
+      const r = done.overCap;
+      usage(methods, () => r.row.category);
+      return {
+        status: 429,
+        body: errorJson(r.row, "null", { requestId, ...r }),
+        retryAfterSeconds: r.retryAfterMs / 1000,
+        rate,
+      };
+    }
+    // The node failed as a whole and nothing else was answered: the whole request fails with its status.
+    if (done.failure !== undefined && plan.forward.length === items.length) {
+      usage(methods, (i) => cats[i]!);
+      return { ...fail(done.failure, "null", requestId), rate };
+    }
+    for (let j = 0; j < done.results.length; j++) this.afterCall(node, plan.forward[j]!, done.results[j]!);
     usage(methods, (i) => cats[i]!);
-    const body = parsed.batch ? batchJson(plan.out) : (plan.out[0] ?? "");
+    const body = batchJson(plan.out);
     return body === "" ? { status: 204, body: "", rate } : { status: 200, body, rate };
+  }
+
+  /** What a node endpoint keeps from an answer: author_rotateKeys' session keys, for the console. */
+  private afterCall(node: NodeRecord, call: RpcCall, r: CallResult): void {
+    if (call.method === "author_rotateKeys" && r.ok) this.recordSessionKeys(node, r.reply.tail);
   }
 
   /** author_rotateKeys' answer (hex session keys) is kept on the node record, for the console. */
@@ -235,7 +279,7 @@ export class NodeGateway {
 
   /** Closes the connections to every dedicated node (shutdown). */
   close(): Promise<void> {
-    return this.client.close();
+    return this.pools.close();
   }
 }
 

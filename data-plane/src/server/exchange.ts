@@ -4,24 +4,20 @@ import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import {
   batchJson,
-  cacheKey,
-  concurrencyRefusal,
+  type CallOutcome,
+  type ConcurrencyRefusal,
   elementRefusal,
-  fetchCall,
-  heavyCount,
-  lookup,
-  observe,
+  forwardCall,
+  forwardPlan,
+  Outcome,
   planBatch,
   refusalJson,
-  settleBatch,
-  store,
 } from "../forward/forward";
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
-import { Acquired } from "../limits/concurrency";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
-import { isHeavy, type NetworkPool } from "../upstream/network-pool";
-import type { CallResult } from "../upstream/reply";
+import { type NetworkPool } from "../upstream/network-pool";
+import type { Reply } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
 import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
 
@@ -83,10 +79,6 @@ export class RpcExchange {
   private usageMethod = "other";
   /** Public endpoint: the client IP text the limits saw (the concurrency cap's tenant). */
   private publicIp: string | undefined;
-  /** ConcurrencyLimiter id and slots this exchange took (released when its upstream call settles). */
-  private flightId = "";
-  private flightSlots = 0;
-  private flightHeavy = 0;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -293,79 +285,59 @@ export class RpcExchange {
   }
 
   private single(call: RpcCall): Pending {
-    const pool = this.pool;
-    const ctx = this.ctx;
-    const refused = elementRefusal(call, pool, ctx.policy);
-    if (refused !== undefined) {
-      const row = refused.row;
-      const elapsed = this.elapsed();
-      ctx.metrics.request(pool.record.slug, row.category, elapsed);
-      this.usage(call.method, row.category, elapsed);
-      if (call.idText === undefined) return this.send(204, "");
-      // A refusal answered 200 (method_blocked) is a response object served; a 4xx is not.
-      if (row.httpStatus === 200) this.served(1);
-      return this.send(row.httpStatus, refusalJson(refused, call.idText, this.requestId));
-    }
-    const key = cacheKey(ctx, call, pool);
-    if (key !== "") {
-      const hit = lookup(ctx, pool, key);
-      if (hit !== undefined) {
-        const elapsed = this.elapsed();
-        ctx.metrics.request(pool.record.slug, hit.category, elapsed);
-        this.usage(call.method, hit.category, elapsed);
-        this.xCache = "HIT";
-        if (call.idText === undefined) return this.send(204, "");
-        this.served(1);
-        return this.send(200, replyJson(call.idText, hit.tail));
-      }
-      this.xCache = "MISS";
-    }
-    if (!this.holdFlights(1, isHeavy(call.method) ? 1 : 0, call.idText ?? "null")) return;
-    return this.forward(call, key, fetchCall(call, pool, key, ctx.cache));
+    const out = forwardCall(this.ctx, this.pool, this.ctx.policy, this.flightId(), call);
+    return out instanceof Promise ? out.then((o) => this.answerCall(call, o)) : this.answerCall(call, out);
   }
 
-  /** Waits for the upstream's answer to a single call, stores it under `key` (if any) and sends it. */
-  private async forward(call: RpcCall, key: string, pending: Promise<CallResult>): Promise<void> {
-    let result: CallResult;
-    try {
-      result = await pending;
-    } finally {
-      this.releaseFlights();
-    }
-    const pool = this.pool;
-    store(this.ctx, pool, key, result);
+  /** Sends a single call's outcome (see forwardCall), unless the client went away meanwhile. */
+  private answerCall(call: RpcCall, out: CallOutcome): void {
     if (this.aborted) return;
-    if (!result.ok) {
-      return this.fail(result.error, call.idText ?? "null");
+    const idText = call.idText;
+    if (out.kind === Outcome.OverCap) {
+      this.refuseOverCap(out.refusal, idText ?? "null");
+      return;
+    }
+    if (out.kind === Outcome.Forwarded && !out.result.ok) {
+      this.fail(out.result.error, idText ?? "null");
+      return;
+    }
+    let category: string;
+    let status = 200;
+    let body = "";
+    if (out.kind === Outcome.Refused) {
+      const row = out.refusal.row;
+      category = row.category;
+      status = row.httpStatus;
+      if (idText !== undefined) body = refusalJson(out.refusal, idText, this.requestId);
+    } else {
+      const reply = out.kind === Outcome.Cached ? out.reply : (out.result as { reply: Reply }).reply;
+      if (out.kind === Outcome.Cached) this.xCache = "HIT";
+      else if (out.cacheable) this.xCache = "MISS";
+      category = reply.category;
+      if (idText !== undefined) body = replyJson(idText, reply.tail);
     }
     const elapsed = this.elapsed();
-    this.ctx.metrics.request(pool.record.slug, result.reply.category, elapsed);
-    this.usage(call.method, result.reply.category, elapsed);
-    observe(pool, call.method, result);
-    if (call.idText === undefined) return this.send(204, "");
-    this.served(1);
-    this.send(200, replyJson(call.idText, result.reply.tail));
+    this.ctx.metrics.request(this.pool.record.slug, category, elapsed);
+    this.usage(call.method, category, elapsed);
+    if (idText === undefined) {
+      this.send(204, "");
+      return;
+    }
+    // An answer with status 200 (a node's result or error, a method_blocked refusal) is a response
+    // object served; a 4xx refusal is not.
+    if (status === 200) this.served(1);
+    this.send(status, body);
   }
 
   private async batch(items: BatchItem[]): Promise<void> {
     const pool = this.pool;
     const n = items.length;
     const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy));
-    const forward = plan.forward;
-    let wholeFailure: ErrorRow | undefined;
-    if (forward.length > 0) {
-      if (!this.holdFlights(forward.length, heavyCount(forward), "null", items)) return;
-      let results: CallResult[];
-      try {
-        results = await pool.callBatch(forward);
-      } finally {
-        this.releaseFlights();
-      }
-      if (this.aborted) return;
-      const anyOk = settleBatch(plan, results, this.requestId, pool);
-      // Every element was forwardable and none got an answer: the upstream side failed as a whole.
-      if (!anyOk && forward.length === n) wholeFailure = firstError(results);
-    }
+    const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId);
+    if (this.aborted) return;
+    if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
+    // Every element was forwardable and none got an answer: the upstream side failed as a whole.
+    const wholeFailure = plan.forward.length === n ? done.failure : undefined;
     const categories = plan.categories;
     const elapsed = this.elapsed();
     for (let i = 0; i < n; i++) {
@@ -382,37 +354,22 @@ export class RpcExchange {
     this.send(200, body);
   }
 
+  /** The tenant the concurrency caps count: the app key's limit id, else the client's address bucket. */
+  private flightId(): string {
+    return this.key !== undefined ? keyIdentifier(this.key) : `ip:${this.publicIp ?? "unknown"}`;
+  }
+
   /**
-   * Takes `n` upstream-call slots (`heavy` of them heavy calls) for this tenant (MAX_IN_FLIGHT_PER_KEY,
-   * MAX_HEAVY_IN_FLIGHT_PER_KEY). Over a cap: answers 429 concurrency_limit for the whole request (nothing
-   * forwarded) and returns false. At most one acquisition per exchange, released by releaseFlights.
+   * 429 concurrency_limit for the whole request (nothing was forwarded) when a tenant's calls in flight
+   * are over MAX_IN_FLIGHT_PER_KEY / MAX_HEAVY_IN_FLIGHT_PER_KEY.
    */
-  private holdFlights(n: number, heavy: number, idText: string, items?: BatchItem[]): boolean {
-    const flights = this.ctx.flights;
-    const id = this.key !== undefined ? keyIdentifier(this.key) : `ip:${this.publicIp ?? "unknown"}`;
-    const got = flights.tryAcquire(id, n, heavy);
-    if (got === Acquired.Ok) {
-      this.flightId = id;
-      this.flightSlots = n;
-      this.flightHeavy = heavy;
-      return true;
-    }
+  private refuseOverCap(r: ConcurrencyRefusal, idText: string, items?: BatchItem[]): void {
     this.ctx.metrics.limitRefused(
       this.endpoint === Endpoint.App ? "app" : "public",
       GatewayError.ConcurrencyLimit.reason,
       items === undefined ? 1 : items.length,
     );
-    const r = concurrencyRefusal(flights, got, heavy);
     this.refuse({ ...r, retryAfterSeconds: r.retryAfterMs / 1000 }, idText, items);
-    return false;
-  }
-
-  /** Gives the slots back once the upstream call settled (answer, error, timeout; an aborted client too). */
-  private releaseFlights(): void {
-    if (this.flightSlots === 0) return;
-    this.ctx.flights.release(this.flightId, this.flightSlots, this.flightHeavy);
-    this.flightSlots = 0;
-    this.flightHeavy = 0;
   }
 
   private elapsed(): number {
@@ -536,7 +493,3 @@ function isJsonContentType(value: string): boolean {
 }
 
 /** The error of the first failed result (all failed: the batch's whole-request error). */
-function firstError(results: readonly CallResult[]): ErrorRow | undefined {
-  for (const r of results) if (!r.ok) return r.error;
-  return undefined;
-}

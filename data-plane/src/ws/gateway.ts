@@ -8,29 +8,24 @@ import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
 import {
   batchJson,
-  cacheKey,
-  concurrencyRefusal,
   elementRefusal,
-  fetchCall,
-  heavyCount,
-  lookup,
-  observe,
+  forwardCall,
+  forwardPlan,
+  Outcome,
   planBatch,
   refusalJson,
+  refuseForwarded,
   resultCategory,
   resultJson,
   setElement,
-  settleBatch,
-  store,
 } from "../forward/forward";
 import { keyIdentifier, nodeIdentifier } from "../limits/admission";
-import { Acquired } from "../limits/concurrency";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
 import { HandlerGuard } from "../server/guard";
 import { errorJson, nextRequestId, replyJson, STATUS } from "../server/respond";
-import { isHeavy, type NetworkPool } from "../upstream/network-pool";
+import { type NetworkPool } from "../upstream/network-pool";
 import type { CallResult } from "../upstream/reply";
 import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
 import { SubscriptionHubs } from "./hub";
@@ -547,31 +542,15 @@ export class WsGateway {
         }),
       );
     }
-    const forward = plan.forward;
-    if (forward.length > 0) {
-      const flights = this.ctx.flights;
-      const flight = this.flightId(s);
-      const heavy = heavyCount(forward);
-      const got = flights.tryAcquire(flight, forward.length, heavy);
-      if (got === Acquired.Ok) {
-        pending.push(
-          pool
-            .callBatch(forward)
-            .finally(() => flights.release(flight, forward.length, heavy))
-            .then((results) => {
-              settleBatch(plan, results, requestId, pool);
-            }),
-        );
-      } else {
-        // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
-        this.recordConcurrencyRefusal(s, forward.length);
-        const r = concurrencyRefusal(flights, got, heavy);
-        for (let j = 0; j < forward.length; j++) {
-          const idText = forward[j]!.idText;
-          const text = idText === undefined ? undefined : errorJson(r.row, idText, { requestId, ...r });
-          setElement(plan, plan.forwardIdx[j]!, text, r.row.category);
-        }
-      }
+    if (plan.forward.length > 0) {
+      pending.push(
+        forwardPlan(this.ctx, pool, this.flightId(s), plan, requestId).then((done) => {
+          if (done.overCap === undefined) return;
+          // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
+          this.recordConcurrencyRefusal(s, plan.forward.length);
+          refuseForwarded(plan, done.overCap, requestId);
+        }),
+      );
     }
     await Promise.all(pending);
     const body = batchJson(plan.out);
@@ -586,8 +565,7 @@ export class WsGateway {
     }
   }
 
-  private fromResult(pool: NetworkPool | undefined, call: RpcCall, r: CallResult, requestId: string): Answer {
-    if (pool !== undefined) observe(pool, call.method, r);
+  private fromResult(call: RpcCall, r: CallResult, requestId: string): Answer {
     return { text: resultJson(call.idText ?? "null", r, requestId), category: resultCategory(r) };
   }
 
@@ -595,13 +573,15 @@ export class WsGateway {
   private async answer(s: WsSession, call: RpcCall, requestId: string): Promise<Answer> {
     const idText = call.idText ?? "null";
     const pool = s.pool;
-    if (pool !== undefined) {
+    const spec = SUBSCRIBE.get(call.method);
+    const family = spec === undefined ? UNSUBSCRIBE.get(call.method) : undefined;
+    // Other calls meet the method policy in the forwarding core.
+    if (pool !== undefined && (spec !== undefined || family !== undefined)) {
       const refused = elementRefusal(call, pool, s.policy ?? this.ctx.policy);
       if (refused !== undefined) {
         return { text: refusalJson(refused, idText, requestId), category: refused.row.category };
       }
     }
-    const spec = SUBSCRIBE.get(call.method);
     if (spec !== undefined) {
       const max = this.ctx.config.WS_MAX_SUBSCRIPTIONS_PER_CONNECTION;
       if (s.subs.size >= max) {
@@ -632,7 +612,6 @@ export class WsGateway {
       }
       return { text: replyJson(idText, r.tail), category: r.category };
     }
-    const family = UNSUBSCRIBE.get(call.method);
     if (family !== undefined) {
       const p = call.params;
       const id = Array.isArray(p) ? p[0] : undefined;
@@ -648,7 +627,7 @@ export class WsGateway {
       };
     }
     const r = await this.forward(s, pool, call, requestId);
-    return "ok" in r ? this.fromResult(pool, call, r, requestId) : r;
+    return "ok" in r ? this.fromResult(call, r, requestId) : r;
   }
 
   /**
@@ -666,8 +645,8 @@ export class WsGateway {
   }
 
   /**
-   * A single call (as over HTTP): the cache (with in-flight merge), else the pool, holding one
-   * MAX_IN_FLIGHT_PER_KEY slot while the upstream call runs; over the cap, the refusal answer.
+   * A single call (as over HTTP) through the forwarding core; a refusal by the concurrency caps is
+   * answered per call.
    */
   private async forward(
     s: WsSession,
@@ -675,28 +654,27 @@ export class WsGateway {
     call: RpcCall,
     requestId: string,
   ): Promise<CallResult | Answer> {
-    const key = cacheKey(this.ctx, call, pool);
-    if (key !== "") {
-      const hit = lookup(this.ctx, pool, key);
-      if (hit !== undefined) return { ok: true, reply: hit };
+    let out = forwardCall(this.ctx, pool, s.policy ?? this.ctx.policy, this.flightId(s), call);
+    if (out instanceof Promise) out = await out;
+    switch (out.kind) {
+      case Outcome.Cached:
+        return { ok: true, reply: out.reply };
+      case Outcome.Forwarded:
+        return out.result;
+      case Outcome.Refused:
+        return {
+          text: refusalJson(out.refusal, call.idText ?? "null", requestId),
+          category: out.refusal.row.category,
+        };
+      case Outcome.OverCap: {
+        this.recordConcurrencyRefusal(s, 1);
+        const r = out.refusal;
+        return {
+          text: errorJson(r.row, call.idText ?? "null", { requestId, ...r }),
+          category: r.row.category,
+        };
+      }
     }
-    const flights = this.ctx.flights;
-    const id = this.flightId(s);
-    const heavy = isHeavy(call.method) ? 1 : 0;
-    const got = flights.tryAcquire(id, 1, heavy);
-    if (got !== Acquired.Ok) {
-      this.recordConcurrencyRefusal(s, 1);
-      const r = concurrencyRefusal(flights, got, heavy);
-      return { text: errorJson(r.row, call.idText ?? "null", { requestId, ...r }), category: r.row.category };
-    }
-    let result: CallResult;
-    try {
-      result = await fetchCall(call, pool, key, this.ctx.cache);
-    } finally {
-      flights.release(id, 1, heavy);
-    }
-    store(this.ctx, pool, key, result);
-    return result;
   }
 
   // ---- key invalidation ----

@@ -155,8 +155,8 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
   });
 
   it("node answers through the shared upstream client: a missing element, garbage and a node's 500 are rows, not crashes", async () => {
-    // A node stub on loopback: eth_chainId answered, eth_blockNumber left out of the batch answer,
-    // "garbage" answers HTML, "fail" answers 500.
+    // A node stub on loopback: eth_chainId answered, eth_blockNumber left out of a batch answer (a single
+    // one, the pool's health probe, is answered), "garbage" answers HTML, "fail" answers 500.
     const seen: string[] = [];
     const stub = createServer((req, res) => {
       let body = "";
@@ -164,8 +164,14 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
         body += c.toString("utf8");
       });
       req.on("end", () => {
+        const parsed = JSON.parse(body) as { id: number; method: string } | { id: number; method: string }[];
+        if (!Array.isArray(parsed) && parsed.method === "eth_blockNumber") {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify({ jsonrpc: "2.0", id: parsed.id, result: "0x10" }));
+          return;
+        }
         seen.push(body);
-        const calls = JSON.parse(body) as { id: number; method: string }[];
+        const calls = Array.isArray(parsed) ? parsed : [parsed];
         if (calls.some((c) => c.method === "garbage")) {
           res.writeHead(200, { "content-type": "text/html" }).end("<html>oops</html>");
           return;
@@ -177,7 +183,8 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
         const answers = calls
           .filter((c) => c.method !== "eth_blockNumber")
           .map((c) => ({ jsonrpc: "2.0", id: c.id, result: c.method === "eth_chainId" ? "0x1" : null }));
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answers));
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
       });
     });
     await new Promise<void>((r) => stub.listen(0, "127.0.0.1", r));
@@ -193,12 +200,17 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
       assert.equal(b.json[1].id, 2);
       assert.equal(b.json[1].error.data.reason, "upstream_bad_response");
       assert.deepEqual(b.json[2], { jsonrpc: "2.0", id: 3, result: null });
-      // The node got one batch with positional ids, params as sent.
-      assert.deepEqual(JSON.parse(seen[0]!), [
-        { jsonrpc: "2.0", id: 0, method: "eth_chainId" },
-        { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" },
-        { jsonrpc: "2.0", id: 2, method: "eth_getTransactionReceipt", params: ["0x01"] },
-      ]);
+      // The node got one batch (the pool's own ids), methods and params as sent.
+      const sent = JSON.parse(seen[0]!) as { id: unknown; method: string; params?: unknown }[];
+      assert.deepEqual(
+        sent.map(({ method, params }) => ({ method, params })),
+        [
+          { method: "eth_chainId", params: undefined },
+          { method: "eth_blockNumber", params: undefined },
+          { method: "eth_getTransactionReceipt", params: ["0x01"] },
+        ],
+      );
+      assert.equal(new Set(sent.map((c) => c.id)).size, 3, "distinct ids");
       for (const method of ["garbage", "fail"]) {
         const r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 7, method });
         assert.equal(r.status, 502, method);
@@ -208,6 +220,13 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
       // The node's own answers keep flowing on the same client after those.
       const ok = await post(url(unsafeKey), { jsonrpc: "2.0", id: 8, method: "eth_chainId" });
       assert.deepEqual(ok.json, { jsonrpc: "2.0", id: 8, result: "0x1" });
+      // The forwarding core's cache serves node endpoints too: once admitted (CACHE_ADMISSION=second: the
+      // second sighting is stored), eth_chainId no longer reaches the node.
+      await post(url(unsafeKey), { jsonrpc: "2.0", id: 9, method: "eth_chainId" });
+      const before = seen.length;
+      const again = await post(url(unsafeKey), { jsonrpc: "2.0", id: 10, method: "eth_chainId" });
+      assert.deepEqual(again.json, { jsonrpc: "2.0", id: 10, result: "0x1" });
+      assert.equal(seen.length, before, "answered from the cache");
     } finally {
       await putNode();
       await new Promise<void>((r) => stub.close(() => r()));

@@ -7,7 +7,10 @@ import {
   elementRefusal,
   type ForwardDeps,
   fetchCall,
+  forwardCall,
+  forwardPlan,
   lookup,
+  Outcome,
   paramsFromKey,
   planBatch,
   settleBatch,
@@ -48,6 +51,12 @@ class FakePool {
   call(call: OutgoingCall, paramsJson?: string): Promise<CallResult> {
     this.calls.push({ call, paramsJson });
     return new Promise((r) => setImmediate(() => r(this.answer)));
+  }
+  batches: OutgoingCall[][] = [];
+  batchAnswer: CallResult[] | undefined;
+  callBatch(calls: OutgoingCall[]): Promise<CallResult[]> {
+    this.batches.push(calls);
+    return new Promise((r) => setImmediate(() => r(this.batchAnswer ?? calls.map(() => this.answer))));
   }
 }
 
@@ -193,5 +202,65 @@ describe("data-plane: forwarding core", () => {
       [1, 2, 3, 4, "six"],
     );
     assert.equal(batchJson([undefined, undefined]), "");
+  });
+
+  it("forwardCall: refused, forwarded (stored, slot released), cached, over the caps — sync unless it waits", async () => {
+    const { pool, deps, asPool } = setup();
+    const refused = forwardCall(deps, asPool, blockDebug, "app:a", call("debug_traceCall", []));
+    assert.ok(!(refused instanceof Promise) && refused.kind === Outcome.Refused);
+    assert.equal(refused.refusal.row, GatewayError.MethodBlocked);
+    assert.equal(pool.calls.length, 0);
+
+    const first = forwardCall(deps, asPool, blockDebug, "app:a", call("eth_chainId", []));
+    assert.ok(first instanceof Promise, "a miss waits for the upstream");
+    assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.OverTotal, "one slot is held while in flight");
+    const out = await first;
+    assert.ok(out.kind === Outcome.Forwarded && out.result.ok && out.cacheable);
+    assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.Ok, "released once answered");
+    deps.flights.release("app:a", 4);
+
+    const hit = forwardCall(deps, asPool, blockDebug, "app:a", call("eth_chainId", []));
+    assert.ok(!(hit instanceof Promise) && hit.kind === Outcome.Cached, "a hit is answered synchronously");
+    assert.equal(hit.reply.tail, ',"result":"0x1"}');
+    assert.equal(pool.calls.length, 1);
+
+    assert.equal(deps.flights.tryAcquire("app:b", 4), Acquired.Ok);
+    const over = forwardCall(deps, asPool, blockDebug, "app:b", call("eth_getBalance", ["0x1", "latest"]));
+    assert.ok(!(over instanceof Promise) && over.kind === Outcome.OverCap);
+    assert.equal(over.refusal.row, GatewayError.ConcurrencyLimit);
+    assert.equal(pool.calls.length, 1, "nothing sent over the caps");
+  });
+
+  it("forwardPlan: settles the plan; over the caps nothing is sent and the plan is untouched; a whole failure is named", async () => {
+    const { pool, deps, asPool } = setup();
+    const items = [call("eth_chainId", [], "1"), call("debug_x", [], "2"), call("eth_blockNumber", [], "3")];
+    const plan = planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug));
+    const done = await forwardPlan(deps, asPool, "app:a", plan, "req");
+    assert.equal(done.overCap, undefined);
+    assert.equal(done.failure, undefined);
+    assert.deepEqual(
+      pool.batches[0]!.map((c) => c.method),
+      ["eth_chainId", "eth_blockNumber"],
+    );
+    assert.equal(plan.out[0], '{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+    assert.match(plan.out[1]!, /-32601/);
+    assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.Ok, "slots released");
+    deps.flights.release("app:a", 4);
+
+    assert.equal(deps.flights.tryAcquire("app:a", 3), Acquired.Ok);
+    const plan2 = planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug));
+    const refused = await forwardPlan(deps, asPool, "app:a", plan2, "req");
+    assert.equal(refused.overCap?.row, GatewayError.ConcurrencyLimit);
+    assert.equal(pool.batches.length, 1, "nothing sent");
+    assert.equal(plan2.out[0], undefined);
+    deps.flights.release("app:a", 3);
+
+    pool.batchAnswer = [
+      { ok: false, error: GatewayError.UpstreamTimeout },
+      { ok: false, error: GatewayError.UpstreamUnreachable },
+    ];
+    const plan3 = planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug));
+    const failed = await forwardPlan(deps, asPool, "app:a", plan3, "req");
+    assert.equal(failed.failure, GatewayError.UpstreamTimeout, "the first failure's row");
   });
 });

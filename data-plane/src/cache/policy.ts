@@ -104,6 +104,11 @@ const HEAD_HINT_METHODS: Record<string, string> = {
   eth_getBlockByNumber: '"number":"0x',
 };
 
+/** Whether a method's answers carry a head hint (see headHint). */
+export function givesHeadHint(method: string): boolean {
+  return HEAD_HINT_METHODS[method] !== undefined;
+}
+
 /**
  * A block height an answer proves exists (eth_blockNumber, a receipt's block, a fetched block), found
  * by a string search in the reply text rather than a parse; undefined when the method gives none.

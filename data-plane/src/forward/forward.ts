@@ -10,6 +10,7 @@ import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../server/respond";
 import { isHeavy, type NetworkPool } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
+import { verbatimEligible } from "./verbatim";
 
 /**
  * The forwarding core: what happens to a parsed call or batch between a transport (HTTP exchange,
@@ -151,6 +152,7 @@ export async function forwardPlan(
   flight: string,
   plan: BatchPlan,
   requestId: string,
+  text?: string,
 ): Promise<PlanOutcome> {
   const forward = plan.forward;
   if (forward.length === 0) return NOTHING_FORWARDED;
@@ -159,6 +161,31 @@ export async function forwardPlan(
   const got = flights.tryAcquire(flight, forward.length, heavy);
   if (got !== Acquired.Ok) {
     return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
+  }
+  // The client's text itself, when every element goes upstream in one exchange (a batch spread over
+  // several upstreams is re-serialised per part) and nothing in it needs a per-element look at the
+  // answer (forward/verbatim.ts).
+  if (
+    text !== undefined &&
+    forward.length === plan.out.length &&
+    pool.chunksFor(forward.length) === 1 &&
+    verbatimEligible(text, forward)
+  ) {
+    let r: Awaited<ReturnType<NetworkPool["callVerbatim"]>>;
+    try {
+      r = await pool.callVerbatim(text, forward);
+    } finally {
+      flights.release(flight, forward.length, heavy);
+    }
+    if (r.ok) {
+      plan.whole = r.value.text;
+      for (let j = 0; j < forward.length; j++) plan.categories[plan.forwardIdx[j]!] = r.value.categories[j]!;
+      return NOTHING_FORWARDED;
+    }
+    const failed: CallResult = { ok: false, error: r.error };
+    const results = forward.map(() => failed);
+    settleBatch(plan, results, requestId, undefined);
+    return { results, failure: r.error };
   }
   let results: CallResult[];
   try {
@@ -304,6 +331,11 @@ export function resultCategory(r: CallResult): string {
  * or to answer by the transport itself (`localIdx`, e.g. WebSocket subscriptions).
  */
 export interface BatchPlan {
+  /**
+   * The node's answer text for the whole batch, when it went upstream verbatim (forward/verbatim.ts):
+   * then it is the response body, and `out` holds nothing.
+   */
+  whole?: string;
   readonly out: (string | undefined)[];
   readonly categories: string[];
   readonly forwardIdx: number[];
@@ -377,6 +409,22 @@ export function settleBatch(
 export function setElement(plan: BatchPlan, i: number, text: string | undefined, category: string): void {
   plan.out[i] = text;
   plan.categories[i] = category;
+}
+
+/** A settled plan's response body: the node's text of a verbatim batch, else the answers in request order. */
+export function planBody(plan: BatchPlan): string {
+  return plan.whole ?? batchJson(plan.out);
+}
+
+/** Response objects a settled plan answers (the quota's response units): every element with an id. */
+export function planUnits(plan: BatchPlan, items: readonly BatchItem[]): number {
+  let units = 0;
+  if (plan.whole !== undefined) {
+    for (const it of items) if (it.idText !== undefined) units++;
+    return units;
+  }
+  for (const s of plan.out) if (s !== undefined) units++;
+  return units;
 }
 
 /** The batch response body: the answers in request order, "" when there is none (all notifications). */

@@ -1,6 +1,8 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord } from "../../../shared/src/redis/records";
+import { readVerbatimReply, VerbatimRefusal, type VerbatimReply } from "../forward/verbatim";
 import type { Metrics } from "../metrics/metrics";
+import type { RpcCall } from "../rpc/parse";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import {
   type ExchangeFailure,
@@ -357,8 +359,7 @@ export class NetworkPool {
    */
   async callBatch(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
     const n = calls.length;
-    const healthy = Math.max(1, this.healthyCount());
-    const chunks = Math.max(1, Math.min(healthy, Math.ceil(n / MIN_CHUNK)));
+    const chunks = this.chunksFor(n);
     const size = Math.ceil(n / chunks);
     const parts: Promise<CallResult[]>[] = [];
     // Each chunk starts on a different upstream (failover may still move it).
@@ -370,6 +371,37 @@ export class NetworkPool {
     }
     const results = await Promise.all(parts);
     return results.length === 1 ? results[0]! : results.flat();
+  }
+
+  /** Upstream exchanges callBatch spreads a batch of `n` over: one per healthy upstream, chunks of >= MIN_CHUNK. */
+  chunksFor(n: number): number {
+    const healthy = Math.max(1, this.healthyCount());
+    return Math.max(1, Math.min(healthy, Math.ceil(n / MIN_CHUNK)));
+  }
+
+  /**
+   * Forwards a client batch as its own text (forward/verbatim.ts: the caller checked it may) to one
+   * upstream, with failover like any exchange; the node's answer text comes back with each call's category.
+   */
+  async callVerbatim(
+    text: string,
+    calls: readonly RpcCall[],
+  ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
+    let kind: ExchangeKind = ExchangeKind.Light;
+    for (const c of calls) if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+    return this.exchangeWithFailover(
+      text,
+      undefined,
+      (reply) => {
+        const v = readVerbatimReply(reply, calls);
+        if (v === VerbatimRefusal.Invalid) return INVALID_REPLY;
+        if (v !== VerbatimRefusal.BatchesRefused) return v;
+        // As in sendChunk: a healthy node that does not take batches; no penalty, no more coalescing.
+        this.batchesRefused = true;
+        return NOT_BAD;
+      },
+      kind,
+    );
   }
 
   private async sendChunk(

@@ -27,6 +27,8 @@ export class StubUpstream {
   head = 100;
   chainIdHex = "0x7a69";
   readonly calls = new Map<string, number>();
+  /** Every request body received, as sent (cleared by reset). */
+  readonly bodies: string[] = [];
   exchanges = 0;
   private server: Server | undefined;
   private readonly sockets = new Set<import("node:net").Socket>();
@@ -40,6 +42,7 @@ export class StubUpstream {
 
   reset(): void {
     this.calls.clear();
+    this.bodies.length = 0;
     this.exchanges = 0;
     this.refusedTooLarge = 0;
     this.refusedSingles = 0;
@@ -63,6 +66,7 @@ export class StubUpstream {
 
   private async handle(body: string, res: import("node:http").ServerResponse): Promise<void> {
     this.exchanges++;
+    this.bodies.push(body);
     if (this.maxBodyBytes > 0 && Buffer.byteLength(body) > this.maxBodyBytes) {
       this.refusedTooLarge++;
       if (!body.startsWith("[")) this.refusedSingles++;

@@ -377,7 +377,8 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
   const gw = await startGateway({
     redisUrl,
     prefix,
-    nodeArgs: opts.gatewayNodeArgs ?? process.env.BENCH_WS_GATEWAY_NODE_ARGS?.split(" ").filter((a) => a !== ""),
+    nodeArgs:
+      opts.gatewayNodeArgs ?? process.env.BENCH_WS_GATEWAY_NODE_ARGS?.split(" ").filter((a) => a !== ""),
     env: {
       WS_MAX_IN_FLIGHT_PER_CONNECTION: "1000",
       // Every bench socket comes from 127.0.0.1 with one key: the per-key and per-address connection caps

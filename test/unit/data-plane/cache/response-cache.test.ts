@@ -74,6 +74,26 @@ describe("data-plane: response cache", () => {
       assert.ok(c.get("k499"));
     });
 
+    it("dropTimed drops matching live entries set with a TTL, never those without", () => {
+      const c = new LruResponseCache(1 << 20, "first");
+      c.set("t1", reply("1"), 60_000);
+      c.set("t2", reply("2"), 60_000);
+      c.set("t1", reply("1b"), 60_000); // queued twice
+      c.set("p1", reply("3"), undefined);
+      assert.equal(
+        c.dropTimed((k) => k.endsWith("1")),
+        1,
+      );
+      assert.equal(c.get("t1"), undefined);
+      assert.ok(c.get("t2"));
+      assert.ok(c.get("p1"), "an entry without a TTL is not in the timed queue");
+      assert.equal(
+        c.dropTimed(() => true),
+        1,
+      );
+      assert.equal(c.get("t2"), undefined);
+    });
+
     it("merges identical in-flight loads into one", async () => {
       const c = new LruResponseCache(1 << 20);
       let loads = 0;

@@ -3,7 +3,7 @@
  * finalized history while the chain's head advances, through two gateway processes in front of the same
  * real anvil node, one with CACHE_FINALITY_ENABLED=true (the default) and one with false, in one run.
  *
- * History: `BENCH_FINALITY_BLOCKS` (1000) old blocks, the first 100 each carrying a call that emits a log,
+ * History: `BENCH_FINALITY_BLOCKS` (2000) old blocks, the first 100 each carrying a call that emits a log,
  * mined at once; then anvil mines one block a second (evm_setIntervalMining), so the head keeps moving
  * and, anvil's `finalized` being head - 64, every block read is final throughout. The workload cycles,
  * from `BENCH_FINALITY_CONNECTIONS` (32) connections, over three reads per old block b:
@@ -14,7 +14,7 @@
  * upstream exchanges the gateway made (its rpcgw_upstream_requests_total) per request.
  *
  * Without finality the same reads are cached per head only (and at most CACHE_PER_BLOCK_TTL_MS, 2 s): a
- * read comes back after a pass over the 3,000 keys, by which time the head has usually moved.
+ * read comes back after a pass over the 6,000 keys, by which time the head has usually moved.
  *
  *   node dist/bench/finality.js     (alone: prints the figures and writes the `finality` section of
  *                                    bench/results.json, or BENCH_RESULTS; the rest of the file is kept)
@@ -206,7 +206,7 @@ async function measure(
 
 /** Runs the bench: its own anvil and two gateway processes (stopped by PID), Redis records under a fresh prefix. */
 export async function runFinalityBench(opts: FinalityBenchOptions = {}): Promise<FinalityBenchResult> {
-  const blocks = Math.max(10, opts.blocks ?? 1000);
+  const blocks = Math.max(10, opts.blocks ?? 2000);
   const connections = Math.max(1, opts.connections ?? 32);
   const durationS = Math.max(1, opts.durationS ?? 10);
   const redis = new BenchRedis(opts.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
@@ -283,7 +283,7 @@ async function main(): Promise<void> {
     return Number.isFinite(v) && v >= 0 ? v : def;
   };
   const result = await runFinalityBench({
-    blocks: int("BENCH_FINALITY_BLOCKS", 1000),
+    blocks: int("BENCH_FINALITY_BLOCKS", 2000),
     connections: int("BENCH_FINALITY_CONNECTIONS", 32),
     durationS: int("BENCH_FINALITY_DURATION_S", int("BENCH_DURATION_S", 10)),
   });

@@ -11,7 +11,7 @@
  * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk threads:
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
  * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
- * BENCH_FINALITY_BLOCKS (1000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
+ * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
  * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S).
  */
 import { spawnSync } from "node:child_process";
@@ -460,7 +460,7 @@ async function main(): Promise<void> {
 
     // 8. Finality-aware cache: an indexer re-reading finalized history, finality on vs off (bench/finality.ts,
     // its own anvil and gateways). BENCH_FINALITY_BLOCKS=0 skips it.
-    const finalityBlocks = envInt("BENCH_FINALITY_BLOCKS", 1000);
+    const finalityBlocks = envInt("BENCH_FINALITY_BLOCKS", 2000);
     let finality: FinalityBenchResult | null = null;
     if (finalityBlocks > 0) {
       await stopAll();

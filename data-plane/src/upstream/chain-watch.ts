@@ -13,7 +13,8 @@ import { ExchangeKind, INVALID_REPLY, type Upstream } from "./upstream";
  * error or null (no `finalized` tag, no finalized block yet) has no finalized head. The network's finalized
  * head is the lowest among the nodes a call could go to now (selectable), so every node that may answer a
  * call about a final block has that block final too; it stays unknown (-1: per-block caching, as without
- * this feature) while any of them has none, is never above the network's head, and never goes back.
+ * this feature) while any of them has none, is never above the network's head, and never goes back, but
+ * for one case: a node added to the pool may be on another chain, so the pool then starts afresh (reset).
  *
  * Reorgs, per node, from what a health round sees: its head height (the probe) and the hash of the block at
  * that height (EVM `eth_getBlockByNumber(height)`, Substrate `chain_getBlockHash(height)`).
@@ -57,6 +58,12 @@ export class ChainWatch {
   finalized = -1;
 
   constructor(private readonly hooks: ChainWatchHooks) {}
+
+  /** Forgets every node and the finalized head (a node was added to the pool: see the class comment). */
+  reset(): void {
+    this.nodes.clear();
+    this.finalized = -1;
+  }
 
   /** Forgets nodes that left the pool (their Upstream objects are closed). */
   retain(upstreams: readonly Upstream[]): void {

@@ -164,6 +164,7 @@ export class NetworkPool {
     this.batchesRefused = false;
     const old = new Map(this.upstreams.map((u) => [u.id, u]));
     const next: Upstream[] = [];
+    let added = false;
     for (const r of record.upstreams) {
       const existing = old.get(r.id);
       if (existing !== undefined && existing.httpUrl === r.httpUrl) {
@@ -172,10 +173,14 @@ export class NetworkPool {
         old.delete(r.id);
       } else {
         next.push(new Upstream(r, this.opts, this.events));
+        added = true;
       }
     }
     this.upstreams = next;
-    this.chain?.retain(next);
+    // A new node may be on another chain (the reason the response cache is cleared when a network's
+    // definition changes): its finalized head is learnt afresh, not assumed from the others'.
+    if (added) this.chain?.reset();
+    else this.chain?.retain(next);
     for (const u of old.values()) void u.close();
   }
 
@@ -528,10 +533,11 @@ export class NetworkPool {
       await Promise.all(this.upstreams.map((u) => this.probe(u, body, substrate)));
       return;
     }
+    // Polled only after a probe that got a head, so a hung node costs the round one probe timeout, as
+    // before; a node that answers probes but hangs on these reads adds at most two more.
     await Promise.all(
       this.upstreams.map(async (u) => {
-        await this.probe(u, body, substrate);
-        if (!u.breakerOpen && !u.backedOff(Date.now())) await chain.poll(u, substrate);
+        if (await this.probe(u, body, substrate)) await chain.poll(u, substrate);
       }),
     );
     const now = Date.now();
@@ -542,19 +548,21 @@ export class NetworkPool {
 
   /**
    * One health probe of `u` (head height; every failure, timeouts included, counts toward its breaker),
-   * unless one is running already. Also run at once when a client call to `u` timed out.
+   * unless one is running already. Also run at once when a client call to `u` timed out. True when it
+   * got a head.
    */
   private async probe(
     u: Upstream,
     body?: string,
     substrate = this.record.protocol === "SUBSTRATE",
-  ): Promise<void> {
-    if (u.probeRunning) return;
+  ): Promise<boolean> {
+    if (u.probeRunning) return false;
     // An open breaker is probed only once its cooldown has passed, a backed-off node once it has ended.
     if (!u.available(Date.now())) {
       this.reportHealth(u);
-      return;
+      return false;
     }
+    let gotHead = false;
     u.probeRunning = true;
     try {
       // Only a head or the node's rate-limit error is a valid answer; anything else settles as a failed
@@ -570,12 +578,16 @@ export class NetworkPool {
       );
       if (res.ok) {
         if (res.value === RATE_LIMITED) u.backOff(undefined);
-        else u.head = res.value;
+        else {
+          u.head = res.value;
+          gotHead = true;
+        }
       }
     } finally {
       u.probeRunning = false;
     }
     this.reportHealth(u);
+    return gotHead;
   }
 
   private reportHealth(u: Upstream): void {

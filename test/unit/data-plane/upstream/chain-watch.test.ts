@@ -14,6 +14,8 @@ class ScriptedNode {
   /** A height, or how the node fails the finalized read. */
   finalized: number | "rpc-error" | "http500" | "null" = 36;
   fork = "a";
+  /** Answer the health probe (eth_blockNumber) with HTTP 500. */
+  failProbe = false;
   readonly calls = new Map<string, number>();
   url = "";
   private server: Server | undefined;
@@ -31,6 +33,10 @@ class ScriptedNode {
       req.on("end", () => {
         const r = JSON.parse(body) as { id: number; method: string; params: unknown[] };
         this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+        if (this.failProbe && r.method === "eth_blockNumber") {
+          res.writeHead(500).end("sick");
+          return;
+        }
         const finalizedRead =
           (r.method === "eth_getBlockByNumber" && r.params[0] === "finalized") ||
           r.method === "chain_getFinalizedHead";
@@ -180,6 +186,38 @@ describe("data plane: chain watch (finalized head, reorgs)", () => {
       assert.equal(p.healthyCount(), 2, `${how}: no breaker opened (threshold 2, four rounds)`);
       assert.ok(b.calls.get("eth_getBlockByNumber")! >= 4, "asked again each round");
     }
+  });
+
+  it("the same nodes re-applied keep the finalized head; a node added makes the pool learn it afresh", async () => {
+    const a = await node();
+    const b = await node();
+    b.finalized = 20;
+    const rec = record([a]);
+    const { p } = pool(rec);
+    pools.push(p);
+    await p.healthCheck();
+    assert.equal(p.finalizedHead(), 36);
+    p.update({ ...rec });
+    assert.equal(p.finalizedHead(), 36);
+    // b may be another chain: nothing is assumed of it, and the network's value is the lower one.
+    p.update(record([a, b]));
+    assert.equal(p.finalizedHead(), -1);
+    await p.healthCheck();
+    assert.equal(p.finalizedHead(), 20);
+  });
+
+  it("a node whose health probe fails is not polled that round", async () => {
+    const a = await node();
+    const { p } = pool(record([a]));
+    pools.push(p);
+    await p.healthCheck();
+    const polls = a.calls.get("eth_getBlockByNumber")!;
+    a.failProbe = true;
+    await p.healthCheck();
+    assert.equal(a.calls.get("eth_getBlockByNumber"), polls);
+    a.failProbe = false;
+    await p.healthCheck();
+    assert.equal(a.calls.get("eth_getBlockByNumber"), polls + 2, "finalized and head-hash reads");
   });
 
   it("watch off: no finalized reads at all, finalizedHead() -1, no reorg reports", async () => {

@@ -1,6 +1,6 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { maxLogsBlockRange } from "../../../shared/src/redis/records";
-import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
 import type { ResponseCache } from "../cache/response-cache";
 import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
 import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
@@ -220,16 +220,30 @@ export function refusalJson(r: ElementRefusal, idText: string, requestId: string
 /**
  * The cache key of a single call on this pool now, "" when it must not be cached: caching off, a
  * method the cache rules never keep, or a per-block answer while the head is unknown. Layout
- * `{slug}\0{head | "p"}\0{method}\0{params JSON}` (paramsFromKey reads the params back).
+ * `{slug}\0{tag}\0{method}\0{params JSON}` (paramsFromKey reads the params back), the tag being:
+ * - `p`: permanent by method (chain id, data addressed by hash);
+ * - `f`: a per-block method about a block given by number at or below the pool's finalized head
+ *   (finalizableBlock, NetworkPool.finalizedHead): final, so permanent, whatever the head does later;
+ * - the head height (decimal): per block, valid while the pool's cacheHead is that height.
  */
 export function cacheKey(deps: ForwardDeps, call: RpcCall, pool: NetworkPool): string {
   const cache = deps.cache;
   if (!cache.enabled) return "";
   const rule = cacheRule(call.method, call.params);
   if (rule === CacheRule.Never) return "";
-  const head = rule === CacheRule.PerBlock ? pool.cacheHead() : 0;
-  if (head < 0) return "";
-  return `${pool.record.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsText(call.params)}`;
+  let tag: number | string = "p";
+  if (rule === CacheRule.PerBlock) {
+    const finalized = pool.finalizedHead();
+    const n = finalized >= 0 ? finalizableBlock(call.method, call.params) : -1;
+    if (n >= 0 && n <= finalized) {
+      tag = "f";
+    } else {
+      const head = pool.cacheHead();
+      if (head < 0) return "";
+      tag = head;
+    }
+  }
+  return `${pool.record.slug}\u0000${tag}\u0000${call.method}\u0000${paramsText(call.params)}`;
 }
 
 /** The params JSON inside a cache key made by cacheKey for `method` on network `slug`. */
@@ -238,9 +252,32 @@ export function paramsFromKey(key: string, slug: string, method: string): string
   return key.slice(tagEnd + 2 + method.length);
 }
 
-/** Whether a cache key holds a per-block answer (its tag is a head, not "p"). */
+/** Whether a cache key holds a per-block answer (its tag is a head height, not "p" or "f"). */
 function perBlock(key: string, slug: string): boolean {
-  return key.charCodeAt(slug.length + 1) !== 112; // "p"
+  const c = key.charCodeAt(slug.length + 1);
+  return c >= 48 && c <= 57; // a decimal digit
+}
+
+/**
+ * After a reorg on network `slug` (NetworkPool's chain watch): drops its per-block entries keyed to a
+ * head at or above `fromHeight`, the only per-block entries a lookup can reach again (lookups use the
+ * current head, and the head is now below or at `fromHeight`). Permanent (`p`) and finalized (`f`) entries
+ * stay: finality means no reorg there. Returns how many entries were dropped.
+ */
+export function dropReorged(cache: ResponseCache, slug: string, fromHeight: number): number {
+  const start = slug.length + 1;
+  return cache.dropTimed((key) => {
+    if (key.length <= start || key.charCodeAt(slug.length) !== 0 || !key.startsWith(slug)) return false;
+    let head = 0;
+    let i = start;
+    for (; i < key.length; i++) {
+      const c = key.charCodeAt(i);
+      if (c === 0) break;
+      if (c < 48 || c > 57) return false; // "p" / "f": not per-block
+      head = head * 10 + (c - 48);
+    }
+    return i > start && head >= fromHeight;
+  });
 }
 
 /** The cached reply under `key` (counted as a hit or a miss in the cache metrics). */
@@ -266,7 +303,11 @@ export function fetchCall(
   return cache.merge(key, () => pool.call(call, params));
 }
 
-/** Keeps a single call's answer under its key: only real results, per-block ones for CACHE_PER_BLOCK_TTL_MS. */
+/**
+ * Keeps a single call's answer under its key: only real results (never errors or nulls: a node that has
+ * not got the block yet answers null, which must not be kept, least of all under a finalized key),
+ * per-block ones for CACHE_PER_BLOCK_TTL_MS, permanent and finalized ones until evicted.
+ */
 export function store(deps: ForwardDeps, pool: NetworkPool, key: string, r: CallResult): void {
   if (key === "" || !r.ok || r.reply.kind !== ReplyKind.Result) return;
   const ttl = perBlock(key, pool.record.slug) ? deps.config.CACHE_PER_BLOCK_TTL_MS : undefined;

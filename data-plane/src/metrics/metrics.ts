@@ -12,6 +12,10 @@ export interface Metrics {
     seconds: number,
   ): void;
   upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void;
+  /** The network's finalized head moved up to `height` (the chain watch, CACHE_FINALITY_ENABLED). */
+  networkFinalized(network: string, height: number): void;
+  /** A reorg seen on the network; `droppedEntries` per-block cache entries were dropped. */
+  reorg(network: string, droppedEntries: number): void;
   /**
    * A message refused by the limits: `endpoint` app | public, `reason` rate_limit | batch_exceeds_limit |
    * store_unavailable | daily_limit | monthly_limit, `elements` its request objects.
@@ -45,6 +49,8 @@ export class NoopMetrics implements Metrics {
   cache(): void {}
   upstreamRequest(): void {}
   upstreamHealth(): void {}
+  networkFinalized(): void {}
+  reorg(): void {}
   limitRefused(_endpoint: string, _reason: string, _elements: number): void {}
   limitsHealth(): void {}
   upstreamBreakerOpened(): void {}
@@ -120,6 +126,9 @@ export class PromMetrics implements Metrics {
   private readonly upstreamUp: Gauge<"network" | "upstream">;
   private readonly upstreamHead: Gauge<"network" | "upstream">;
   private readonly upstreamLatencyEwma: Gauge<"network" | "upstream">;
+  private readonly finalizedBlock: Gauge<"network">;
+  private readonly reorgs: Counter<"network">;
+  private readonly reorgDrops: Counter<"network">;
   /** `endpoint\u0000reason` -> [messages, request objects] refused. */
   private readonly refusals = new Map<string, [number, number]>();
   private limitsProbe: (() => LimitsRedisHealth) | undefined;
@@ -147,6 +156,24 @@ export class PromMetrics implements Metrics {
       name: "rpcgw_upstream_latency_ewma_ms",
       help: "Exponentially weighted moving average of upstream latency",
       labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.finalizedBlock = new Gauge({
+      name: "rpcgw_network_finalized_block",
+      help: "The network's finalized head as the chain watch tracks it (lowest finalized block among its selectable upstreams; never lowered)",
+      labelNames: ["network"],
+      registers,
+    });
+    this.reorgs = new Counter({
+      name: "rpcgw_reorgs_total",
+      help: "Reorgs the chain watch saw (an upstream's head going back, or a new hash at the same height)",
+      labelNames: ["network"],
+      registers,
+    });
+    this.reorgDrops = new Counter({
+      name: "rpcgw_cache_reorg_dropped_total",
+      help: "Per-block response cache entries dropped after a reorg",
+      labelNames: ["network"],
       registers,
     });
     this.breakerOpens = new Counter({
@@ -197,6 +224,15 @@ export class PromMetrics implements Metrics {
 
   limitsHealth(probe: () => LimitsRedisHealth): void {
     this.limitsProbe = probe;
+  }
+
+  networkFinalized(network: string, height: number): void {
+    this.finalizedBlock.labels(network).set(height);
+  }
+
+  reorg(network: string, droppedEntries: number): void {
+    this.reorgs.labels(network).inc();
+    this.reorgDrops.labels(network).inc(droppedEntries);
   }
 
   upstreamBreakerOpened(network: string, upstream: string, cause: string): void {

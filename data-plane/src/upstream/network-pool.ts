@@ -3,6 +3,7 @@ import type { NetworkRecord } from "../../../shared/src/redis/records";
 import { readVerbatimReply, VerbatimRefusal, type VerbatimReply } from "../forward/verbatim";
 import type { Metrics } from "../metrics/metrics";
 import type { RpcCall } from "../rpc/parse";
+import { ChainWatch } from "./chain-watch";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import {
   type ExchangeFailure,
@@ -19,6 +20,13 @@ export interface PoolOptions extends UpstreamOptions {
   maxLagBlocks: number;
   /** Single calls arriving in the same event-loop turn are sent as one upstream batch of up to this many; 1 = off. */
   coalesceMax: number;
+  /**
+   * CACHE_FINALITY_ENABLED: watch each node's finalized head and head hash after its health probe
+   * (upstream/chain-watch.ts), for the finality-aware cache and reorg drops. Off: finalizedHead() is -1.
+   */
+  finality?: boolean;
+  /** A reorg seen on network `slug`: per-block answers keyed to heads >= `fromHeight` are stale. */
+  onReorg?: (slug: string, fromHeight: number) => void;
 }
 
 interface Queued {
@@ -128,6 +136,8 @@ export class NetworkPool {
   private flushScheduled = false;
   /** Highest head seen in answers passing through (receipts, eth_blockNumber), ahead of health checks. */
   private observedHead = -1;
+  /** Finalized head and reorgs (undefined when CACHE_FINALITY_ENABLED is off). */
+  private readonly chain: ChainWatch | undefined;
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
   private readonly events: UpstreamEvents;
@@ -142,6 +152,7 @@ export class NetworkPool {
       breakerOpened: (u, cause) => this.metrics.upstreamBreakerOpened(this.record.slug, u.id, cause),
       backedOff: (u, ms) => this.metrics.upstreamBackoff(this.record.slug, u.id, ms),
     };
+    this.chain = opts.finality ? new ChainWatch({ reorg: (from) => this.reorged(from) }) : undefined;
     this.update(record);
   }
 
@@ -155,6 +166,7 @@ export class NetworkPool {
     this.batchesRefused = false;
     const old = new Map(this.upstreams.map((u) => [u.id, u]));
     const next: Upstream[] = [];
+    let added = false;
     for (const r of record.upstreams) {
       const existing = old.get(r.id);
       if (existing !== undefined && existing.httpUrl === r.httpUrl) {
@@ -163,9 +175,14 @@ export class NetworkPool {
         old.delete(r.id);
       } else {
         next.push(new Upstream(r, this.opts, this.events));
+        added = true;
       }
     }
     this.upstreams = next;
+    // A new node may be on another chain (the reason the response cache is cleared when a network's
+    // definition changes): its finalized head is learnt afresh, not assumed from the others'.
+    if (added) this.chain?.reset();
+    else this.chain?.retain(next);
     for (const u of old.values()) void u.close();
   }
 
@@ -183,6 +200,24 @@ export class NetworkPool {
   cacheHead(): number {
     const best = this.bestHead();
     return Math.max(this.observedHead, best);
+  }
+
+  /**
+   * The network's finalized head (see upstream/chain-watch.ts): answers about blocks at or below it are
+   * final. -1 while unknown (a node without the `finalized` tag, no health round yet) or with
+   * CACHE_FINALITY_ENABLED off. Never goes back; never above the health-checked head when set.
+   */
+  finalizedHead(): number {
+    return this.chain === undefined ? -1 : this.chain.finalized;
+  }
+
+  /**
+   * A node's chain reorganised (chain watch): the head seen in answers may be on the old branch, so it
+   * is forgotten if it is at or above the reorg height, and the cache drops its stale per-block entries.
+   */
+  private reorged(fromHeight: number): void {
+    if (this.observedHead >= fromHeight) this.observedHead = -1;
+    this.opts.onReorg?.(this.record.slug, fromHeight);
   }
 
   /**
@@ -517,28 +552,49 @@ export class NetworkPool {
     return { ok: false, error: failureRow(lastFailure, failedOn) };
   }
 
-  /** One health-check round over every upstream (head height, latency; failures feed the breaker). */
+  /**
+   * One health-check round over every upstream (head height, latency; failures feed the breaker), then,
+   * with the chain watch on, each node that answered its probe is polled for its finalized head and head
+   * hash, and the network's finalized head moves up when they agree on a higher one.
+   */
   async healthCheck(): Promise<void> {
     const substrate = this.record.protocol === "SUBSTRATE";
     const body = substrate ? SUBSTRATE_PROBE : EVM_PROBE;
-    await Promise.all(this.upstreams.map((u) => this.probe(u, body, substrate)));
+    const chain = this.chain;
+    if (chain === undefined) {
+      await Promise.all(this.upstreams.map((u) => this.probe(u, body, substrate)));
+      return;
+    }
+    // Polled only after a probe that got a head, so a hung node costs the round one probe timeout, as
+    // before; a node that answers probes but hangs on these reads adds at most two more.
+    await Promise.all(
+      this.upstreams.map(async (u) => {
+        if (await this.probe(u, body, substrate)) await chain.poll(u, substrate);
+      }),
+    );
+    const now = Date.now();
+    const best = this.bestHead();
+    const live = this.upstreams.filter((u) => this.selectable(u, now, best));
+    if (chain.settle(live, best)) this.metrics.networkFinalized(this.record.slug, chain.finalized);
   }
 
   /**
    * One health probe of `u` (head height; every failure, timeouts included, counts toward its breaker),
-   * unless one is running already. Also run at once when a client call to `u` timed out.
+   * unless one is running already. Also run at once when a client call to `u` timed out. True when it
+   * got a head.
    */
   private async probe(
     u: Upstream,
     body?: string,
     substrate = this.record.protocol === "SUBSTRATE",
-  ): Promise<void> {
-    if (u.probeRunning) return;
+  ): Promise<boolean> {
+    if (u.probeRunning) return false;
     // An open breaker is probed only once its cooldown has passed, a backed-off node once it has ended.
     if (!u.available(Date.now())) {
       this.reportHealth(u);
-      return;
+      return false;
     }
+    let gotHead = false;
     u.probeRunning = true;
     try {
       // Only a head or the node's rate-limit error is a valid answer; anything else settles as a failed
@@ -554,12 +610,16 @@ export class NetworkPool {
       );
       if (res.ok) {
         if (res.value === RATE_LIMITED) u.backOff(undefined);
-        else u.head = res.value;
+        else {
+          u.head = res.value;
+          gotHead = true;
+        }
       }
     } finally {
       u.probeRunning = false;
     }
     this.reportHealth(u);
+    return gotHead;
   }
 
   private reportHealth(u: Upstream): void {
@@ -567,11 +627,19 @@ export class NetworkPool {
     this.metrics.upstreamHealth(this.record.slug, u.id, healthy, u.head, u.latencyEwmaMs);
   }
 
-  /** Snapshot for diagnostics and tests. */
-  describe(): { id: string; head: number; breakerOpen: boolean; latencyEwmaMs: number; inFlight: number }[] {
+  /** Snapshot for diagnostics and tests (`finalized`: the node's finalized head, -1 = none or watch off). */
+  describe(): {
+    id: string;
+    head: number;
+    finalized: number;
+    breakerOpen: boolean;
+    latencyEwmaMs: number;
+    inFlight: number;
+  }[] {
     return this.upstreams.map((u) => ({
       id: u.id,
       head: u.head,
+      finalized: this.chain?.nodeFinalized(u) ?? -1,
       breakerOpen: u.breakerOpen,
       latencyEwmaMs: u.latencyEwmaMs,
       inFlight: u.inFlight,

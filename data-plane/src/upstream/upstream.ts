@@ -37,8 +37,12 @@ export type ReplyCheck<T> = (text: string) => T | typeof INVALID_REPLY;
  *   as Light, and a timeout is not failed over either (NetworkPool).
  * - `Probe`: health checks (eth_blockNumber / chain_getHeader, cheap on any node): every failure counts,
  *   timeouts included, with a shorter timeout. A node that cannot answer these is sick.
+ * - `Poll`: the chain watch's finalized-head and head-hash reads (upstream/chain-watch.ts), with the
+ *   probe's timeout: no verdict either way (no breaker count or reset, no latency or error EWMA, never the
+ *   half-open probe). A node may not know the `finalized` tag, and its proxy may answer that with a 400
+ *   or a 500: that must not open its breaker.
  */
-export const ExchangeKind = { Light: 0, Heavy: 1, Probe: 2 } as const;
+export const ExchangeKind = { Light: 0, Heavy: 1, Probe: 2, Poll: 3 } as const;
 export type ExchangeKind = (typeof ExchangeKind)[keyof typeof ExchangeKind];
 
 /** Label of the metrics counter of breaker openings, by what tripped it. */
@@ -170,13 +174,13 @@ export class Upstream {
    * breaker on garbage).
    */
   exchange<T>(body: string, kind: ExchangeKind, check: ReplyCheck<T>): Promise<ExchangeResult<T>> {
-    const halfOpen = this.breakerOpen;
+    const halfOpen = kind !== ExchangeKind.Poll && this.breakerOpen;
     if (halfOpen) this.probing = true;
     this.inFlight++;
     if (kind === ExchangeKind.Heavy) this.heavyInFlight++;
     return new Promise<ExchangeResult<T>>((resolve) => {
       const handler = new ExchangeHandler<T>(this, halfOpen, kind, check, resolve);
-      if (kind === ExchangeKind.Probe) {
+      if (kind === ExchangeKind.Probe || kind === ExchangeKind.Poll) {
         const t = this.probeTimeoutMs;
         this.pool.dispatch(
           { path: this.path, method: "POST", headers: HEADERS, body, headersTimeout: t, bodyTimeout: t },
@@ -193,6 +197,7 @@ export class Upstream {
     this.inFlight--;
     if (kind === ExchangeKind.Heavy) this.heavyInFlight--;
     if (halfOpen) this.probing = false;
+    if (kind === ExchangeKind.Poll) return;
     this.latencyEwmaMs =
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
     if (failure === undefined) {

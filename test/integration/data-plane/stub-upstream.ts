@@ -29,6 +29,8 @@ export class StubUpstream {
   readonly calls = new Map<string, number>();
   /** Every request body received, as sent (cleared by reset). */
   readonly bodies: string[] = [];
+  /** Calls per exact `method params-JSON` (batch elements one each), to count one call among its kind. */
+  readonly exact = new Map<string, number>();
   exchanges = 0;
   private server: Server | undefined;
   private readonly sockets = new Set<import("node:net").Socket>();
@@ -40,9 +42,15 @@ export class StubUpstream {
     return this.calls.get(method) ?? 0;
   }
 
+  /** Calls of `method` with exactly these params (compared as JSON text). */
+  countExact(method: string, params: unknown): number {
+    return this.exact.get(`${method} ${JSON.stringify(params)}`) ?? 0;
+  }
+
   reset(): void {
     this.calls.clear();
     this.bodies.length = 0;
+    this.exact.clear();
     this.exchanges = 0;
     this.refusedTooLarge = 0;
     this.refusedSingles = 0;
@@ -84,7 +92,12 @@ export class StubUpstream {
       id?: unknown;
       params?: unknown;
     }[];
-    for (const r of list) if (r?.method) this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+    for (const r of list) {
+      if (!r?.method) continue;
+      this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+      const k = `${r.method} ${JSON.stringify(r.params)}`;
+      this.exact.set(k, (this.exact.get(k) ?? 0) + 1);
+    }
     if (Array.isArray(parsed)) this.largestBatch = Math.max(this.largestBatch, parsed.length);
     let delay = this.delayMs;
     for (const r of list) delay = Math.max(delay, this.methodDelayMs.get(r?.method ?? "") ?? 0);

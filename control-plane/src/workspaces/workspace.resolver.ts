@@ -2,6 +2,7 @@ import { Arg, Ctx, FieldResolver, ID, Mutation, Query, Resolver, Root } from "ty
 import { App } from "../apps/app.entity";
 import { GqlContext } from "../graphql/context";
 import { Plan } from "../plans/plan.entity";
+import { WorkspaceRole } from "./roles";
 import { Workspace } from "./workspace.entity";
 
 @Resolver(() => Workspace)
@@ -19,6 +20,22 @@ export class WorkspaceResolver {
   @Query(() => [Workspace], { description: "Workspaces the caller belongs to (the operator: all)." })
   workspaces(@Ctx() ctx: GqlContext): Promise<Workspace[]> {
     return ctx.services.workspaces.workspacesOfCaller(ctx);
+  }
+
+  @FieldResolver(() => WorkspaceRole, {
+    nullable: true,
+    description: "The caller's role in this workspace (null for the operator).",
+  })
+  myRole(@Root() ws: Workspace, @Ctx() ctx: GqlContext): Promise<WorkspaceRole | null> {
+    return ctx.services.workspaces.roleIn(ctx, ws.id);
+  }
+
+  @Mutation(() => Workspace, {
+    description:
+      "A new workspace on the free plan with the caller as its OWNER (an account owns at most 10).",
+  })
+  createWorkspace(@Arg("name", () => String) name: string, @Ctx() ctx: GqlContext): Promise<Workspace> {
+    return ctx.services.workspaces.create(ctx, name);
   }
 
   @FieldResolver(() => Plan)

@@ -8,7 +8,8 @@ import { Workspace } from "./workspace.entity";
 @Resolver(() => Workspace)
 export class WorkspaceResolver {
   @Query(() => Workspace, {
-    description: "The caller's workspace; the operator passes an id (any workspace).",
+    description:
+      "A workspace the caller belongs to: `id`, or its default (the oldest membership); the operator passes an id (any workspace).",
   })
   workspace(
     @Arg("id", () => ID, { nullable: true }) id: string | null,
@@ -59,7 +60,7 @@ export class WorkspaceResolver {
 
   @Mutation(() => Workspace, {
     description:
-      "Workspace OWNER: change the plan of the caller's workspace (or of workspaceId, if a member).",
+      "Workspace OWNER: change the plan of workspaceId (default: the caller's default workspace) to a self-service plan.",
   })
   changePlan(
     @Arg("plan", () => String) plan: string,

@@ -37,15 +37,22 @@ export function MembersPage() {
   const current = ws.current!;
   const role = current.myRole;
   const manages = roleCan(role, "manageMembers");
-  const q = useQuery(
-    () =>
-      gql<{ members: Member[]; invitations: Invitation[] | null }>(
-        `query($w: ID) { members(workspaceId: $w) { id email role joinedAt isCaller }
-          ${manages ? "invitations(workspaceId: $w) { id email role createdAt expiresAt invitedByEmail }" : ""} }`,
+  const q = useQuery(async () => {
+    const [m, i] = await Promise.all([
+      gql<{ members: Member[] }>(
+        "query($w: ID) { members(workspaceId: $w) { id email role joinedAt isCaller } }",
         { w: current.id },
       ),
-    [current.id, manages],
-  );
+      // Pending invitations are for the roles that manage members only.
+      manages
+        ? gql<{ invitations: Invitation[] }>(
+            "query($w: ID) { invitations(workspaceId: $w) { id email role createdAt expiresAt invitedByEmail } }",
+            { w: current.id },
+          )
+        : Promise.resolve(null),
+    ]);
+    return { members: m.members, invitations: i?.invitations ?? null };
+  }, [current.id, manages]);
   const [pending, setPending] = useState<Pending | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);

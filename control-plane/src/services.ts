@@ -15,12 +15,14 @@ import { NodeService } from "./nodes/node.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
 import { UsageService } from "./usage/usage.service";
+import { MemberService } from "./workspaces/member.service";
 import { WorkspaceService } from "./workspaces/workspace.service";
 
 export interface Services {
   config: ControlPlaneConfig;
   auth: AuthService;
   workspaces: WorkspaceService;
+  members: MemberService;
   apps: AppService;
   allowlist: AllowlistService;
   networks: NetworkService;
@@ -35,6 +37,8 @@ export function createServices(
   ds: DataSource,
   redis: Redis,
   log: Logger,
+  /** The port this control plane listens on (known after listen), for the default console URL. */
+  boundPort: () => number = () => config.port,
 ): Services {
   const names = new RedisNames(config.redisKeyPrefix);
   const publication = new PublicationService(ds, redis, names, log, {
@@ -43,17 +47,24 @@ export function createServices(
     repairLostMarker: true,
   });
   const workspaces = new WorkspaceService(ds, publication);
+  const members = new MemberService(
+    ds,
+    workspaces,
+    () => config.publicConsoleUrl ?? `http://127.0.0.1:${boundPort()}/console`,
+  );
   const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);
   return {
     config,
     publication,
     workspaces,
+    members,
     auth: new AuthService(
       ds,
       limiter,
       publication,
       { adminToken: config.adminToken, sessionTtlSeconds: config.sessionTtlSeconds },
       new SignUpRateLimiter(redis, names, config.signUpMaxPerIp, config.signUpWindowSeconds),
+      members,
     ),
     apps: new AppService(ds, workspaces, publication, deriveEncryptionKey(config.keyEncryptionSecret)),
     allowlist: new AllowlistService(ds, workspaces, publication),

@@ -9,6 +9,7 @@ import { Upstream } from "../networks/upstream.entity";
 import { DedicatedNode } from "../nodes/node.entity";
 import { DedicatedNodeEvent } from "../nodes/node-event.entity";
 import { Plan } from "../plans/plan.entity";
+import { Invitation } from "../workspaces/invitation.entity";
 import { Membership } from "../workspaces/membership.entity";
 import { Workspace } from "../workspaces/workspace.entity";
 import { Initial1700000000000 } from "./migrations/1700000000000-initial";
@@ -16,11 +17,13 @@ import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
+import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
 
 export const ENTITIES = [
   Account,
   Workspace,
   Membership,
+  Invitation,
   AccessToken,
   Plan,
   App,
@@ -39,6 +42,7 @@ export const MIGRATIONS = [
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
+  WorkspaceRoles1700000016000,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -131,6 +131,7 @@ export async function startDataPlane(
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,
       healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
+      stateProbeIntervalMs: config.UPSTREAM_STATE_PROBE_INTERVAL_MS,
     },
     metrics,
     logger,

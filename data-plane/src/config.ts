@@ -54,6 +54,12 @@ export const dataPlaneEnvShape = {
    */
   CACHE_FINALITY_ENABLED: env.bool(true),
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
+  /**
+   * How often each upstream not declared ARCHIVE is probed for the oldest block whose state it serves
+   * (a few eth_getBalance / state_getStorage reads at old blocks); new upstreams are probed at once.
+   * 0 = never: upstreams not declared ARCHIVE stay "not known" (ranked after known ones, never refused).
+   */
+  UPSTREAM_STATE_PROBE_INTERVAL_MS: env.int(60_000, 0, 86_400_000),
   /** An upstream further than this many blocks behind the best head is not selected. */
   HEALTH_MAX_LAG_BLOCKS: env.int(5, 0, 1_000_000),
   /**

@@ -133,6 +133,7 @@ export async function startDataPlane(
     maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
     coalesceMax: config.UPSTREAM_COALESCE_MAX,
     healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
+    stateProbeIntervalMs: config.UPSTREAM_STATE_PROBE_INTERVAL_MS,
     finality: config.CACHE_FINALITY_ENABLED,
     onReorg: (slug: string, fromHeight: number) => metrics.reorg(slug, dropReorged(cache, slug, fromHeight)),
   };

@@ -28,6 +28,16 @@ export interface Metrics {
   /** An upstream answered 429 (or a JSON-RPC rate-limit error) and is sent nothing for `ms`. */
   upstreamBackoff(network: string, upstream: string, ms: number): void;
   /**
+   * A call that needs a capability (`need` state | family | state_family: the state at an old block, a
+   * declared method family), `outcome` routed (to an upstream that can serve it) | refused
+   * (no_capable_upstream).
+   */
+  capabilityRouting(network: string, need: string, outcome: "routed" | "refused"): void;
+  /** `requests` calls went to an upstream past its maxRequestsPerSecond (nothing else was selectable). */
+  upstreamOverBudget(network: string, upstream: string, requests: number): void;
+  /** The oldest block whose state calls are routed to the upstream for (0 archive, -1 unknown). */
+  upstreamOldestState(network: string, upstream: string, block: number): void;
+  /**
    * An exception a uWS handler (or the process) let through, caught by the guard: `handler` names the
    * route / WebSocket callback (`rpc`, `node`, `ws.message`, ..., `process.unhandledRejection`).
    */
@@ -55,6 +65,9 @@ export class NoopMetrics implements Metrics {
   limitsHealth(): void {}
   upstreamBreakerOpened(): void {}
   upstreamBackoff(): void {}
+  capabilityRouting(_network: string, _need: string, _outcome: "routed" | "refused"): void {}
+  upstreamOverBudget(_network: string, _upstream: string, _requests: number): void {}
+  upstreamOldestState(_network: string, _upstream: string, _block: number): void {}
   handlerException(_handler: string): void {}
   async render(): Promise<string | undefined> {
     return undefined;
@@ -136,6 +149,10 @@ export class PromMetrics implements Metrics {
   private readonly breakerOpens: Counter<"network" | "upstream" | "cause">;
   private readonly backoffs: Counter<"network" | "upstream">;
   private readonly handlerExceptions: Counter<"handler">;
+  /** `network\u0000need\u0000outcome` -> calls (plain counts: indexers send many calls with a need). */
+  private readonly capabilityCalls = new Map<string, number>();
+  private readonly overBudget: Counter<"network" | "upstream">;
+  private readonly oldestState: Gauge<"network" | "upstream">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -200,6 +217,18 @@ export class PromMetrics implements Metrics {
         if (h.quota !== null) this.limitsRedisUp.labels("quota").set(h.quota ? 1 : 0);
       },
     });
+    this.overBudget = new Counter({
+      name: "rpcgw_upstream_over_budget_requests_total",
+      help: "Calls sent to an upstream past its maxRequestsPerSecond budget because no other upstream was selectable",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.oldestState = new Gauge({
+      name: "rpcgw_upstream_oldest_state_block",
+      help: "Oldest block whose state calls are routed to the upstream for (0 = archive, -1 = not known yet)",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
     this.handlerExceptions = new Counter({
       name: "rpcgw_handler_exceptions_total",
       help: "Exceptions a request / WebSocket handler let through, caught by the guard (answered 500 or socket closed with 1011), by handler",
@@ -210,6 +239,19 @@ export class PromMetrics implements Metrics {
 
   handlerException(handler: string): void {
     this.handlerExceptions.labels(handler).inc();
+  }
+
+  capabilityRouting(network: string, need: string, outcome: "routed" | "refused"): void {
+    const k = `${network}\u0000${need}\u0000${outcome}`;
+    this.capabilityCalls.set(k, (this.capabilityCalls.get(k) ?? 0) + 1);
+  }
+
+  upstreamOverBudget(network: string, upstream: string, requests: number): void {
+    this.overBudget.labels(network, upstream).inc(requests);
+  }
+
+  upstreamOldestState(network: string, upstream: string, block: number): void {
+    this.oldestState.labels(network, upstream).set(block);
   }
 
   limitRefused(endpoint: string, reason: string, elements: number): void {
@@ -351,6 +393,16 @@ export class PromMetrics implements Metrics {
       elements.push(`rpcgw_limit_refused_elements_total{${labels}} ${e}`);
     }
     out.push(...elements);
+    out.push(
+      "# HELP rpcgw_capability_routing_total Calls that need a capability (state at an old block, a method family), routed to an upstream that can serve them or refused (no_capable_upstream)",
+      "# TYPE rpcgw_capability_routing_total counter",
+    );
+    for (const [k, n] of this.capabilityCalls) {
+      const [network, need, outcome] = k.split("\u0000") as [string, string, string];
+      out.push(
+        `rpcgw_capability_routing_total{network="${label(network)}",need="${label(need)}",outcome="${outcome}"} ${n}`,
+      );
+    }
     return `${out.join("\n")}\n\n${await this.registry.metrics()}`;
   }
 }

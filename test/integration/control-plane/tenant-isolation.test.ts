@@ -204,6 +204,12 @@ describe("control-plane: tenant isolation", () => {
       () => ({ id: upstreamId }),
       "FORBIDDEN",
     ],
+    [
+      "updateUpstream",
+      `mutation($id: ID!) { updateUpstream(networkSlug: "n1", upstreamId: $id, input: { maxRequestsPerSecond: 1 }) { id } }`,
+      () => ({ id: upstreamId }),
+      "FORBIDDEN",
+    ],
   ];
 
   for (const [name, query, vars, expected] of attempts) {

@@ -16,6 +16,7 @@ import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
+import { NetworkLogsChunk1700000005400 } from "./migrations/1700000005400-network-logs-chunk";
 
 export const ENTITIES = [
   Account,
@@ -39,6 +40,7 @@ export const MIGRATIONS = [
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
+  NetworkLogsChunk1700000005400,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

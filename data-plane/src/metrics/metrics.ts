@@ -24,6 +24,11 @@ export interface Metrics {
   /** An upstream answered 429 (or a JSON-RPC rate-limit error) and is sent nothing for `ms`. */
   upstreamBackoff(network: string, upstream: string, ms: number): void;
   /**
+   * One eth_getLogs split into `subCalls` sub-range calls (retries included), `halvings` of them after a
+   * node refused a range as too large (upstream/logs-split.ts).
+   */
+  logsSplit(network: string, subCalls: number, halvings: number): void;
+  /**
    * An exception a uWS handler (or the process) let through, caught by the guard: `handler` names the
    * route / WebSocket callback (`rpc`, `node`, `ws.message`, ..., `process.unhandledRejection`).
    */
@@ -49,6 +54,7 @@ export class NoopMetrics implements Metrics {
   limitsHealth(): void {}
   upstreamBreakerOpened(): void {}
   upstreamBackoff(): void {}
+  logsSplit(_network: string, _subCalls: number, _halvings: number): void {}
   handlerException(_handler: string): void {}
   async render(): Promise<string | undefined> {
     return undefined;
@@ -120,6 +126,8 @@ export class PromMetrics implements Metrics {
   private readonly upstreamUp: Gauge<"network" | "upstream">;
   private readonly upstreamHead: Gauge<"network" | "upstream">;
   private readonly upstreamLatencyEwma: Gauge<"network" | "upstream">;
+  /** Per network: [eth_getLogs calls split, sub-calls sent, halvings]. */
+  private readonly splits = new Map<string, [number, number, number]>();
   /** `endpoint\u0000reason` -> [messages, request objects] refused. */
   private readonly refusals = new Map<string, [number, number]>();
   private limitsProbe: (() => LimitsRedisHealth) | undefined;
@@ -205,6 +213,16 @@ export class PromMetrics implements Metrics {
 
   upstreamBackoff(network: string, upstream: string, _ms: number): void {
     this.backoffs.labels(network, upstream).inc();
+  }
+
+  logsSplit(network: string, subCalls: number, halvings: number): void {
+    const c = this.splits.get(network);
+    if (c === undefined) this.splits.set(network, [1, subCalls, halvings]);
+    else {
+      c[0]++;
+      c[1] += subCalls;
+      c[2] += halvings;
+    }
   }
 
   private network(network: string): NetworkStats {
@@ -315,6 +333,19 @@ export class PromMetrics implements Metrics {
       elements.push(`rpcgw_limit_refused_elements_total{${labels}} ${e}`);
     }
     out.push(...elements);
+    const splitLines: [string, string][] = [
+      ["rpcgw_logs_split_calls_total", "eth_getLogs calls whose block range was split into sub-calls"],
+      ["rpcgw_logs_split_subcalls_total", "Sub-range calls sent for split eth_getLogs (retries included)"],
+      [
+        "rpcgw_logs_split_halvings_total",
+        "Sub-ranges a node refused as too large (range, results or response size), retried in halves",
+      ],
+    ];
+    for (let k = 0; k < splitLines.length; k++) {
+      const [name, help] = splitLines[k]!;
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+      for (const [network, c] of this.splits) out.push(`${name}{network="${label(network)}"} ${c[k]}`);
+    }
     return `${out.join("\n")}\n\n${await this.registry.metrics()}`;
   }
 }

@@ -1,8 +1,10 @@
-import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import type { NetworkRecord } from "../../../shared/src/redis/records";
+import { type ErrorRow, GatewayError, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
+import { logsChunkBlocks, type NetworkRecord } from "../../../shared/src/redis/records";
 import type { Metrics } from "../metrics/metrics";
+import { type LogsSplit, planLogsSplit, runLogsSplit } from "./logs-split";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import {
+  DEFAULT_MAX_RESPONSE_BYTES,
   type ExchangeFailure,
   ExchangeKind,
   exchangeFailureRow,
@@ -17,7 +19,11 @@ export interface PoolOptions extends UpstreamOptions {
   maxLagBlocks: number;
   /** Single calls arriving in the same event-loop turn are sent as one upstream batch of up to this many; 1 = off. */
   coalesceMax: number;
+  /** Sub-calls of one split eth_getLogs in flight at once (LOGS_SPLIT_CONCURRENCY); default 8. */
+  logsSplitConcurrency?: number;
 }
+
+const DEFAULT_LOGS_SPLIT_CONCURRENCY = 8;
 
 interface Queued {
   readonly call: OutgoingCall;
@@ -129,6 +135,8 @@ export class NetworkPool {
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
   private readonly events: UpstreamEvents;
+  /** The row of a merged eth_getLogs answer over UPSTREAM_MAX_RESPONSE_BYTES (as one node's answer would get). */
+  private readonly tooLargeRow: ErrorRow;
 
   constructor(
     record: NetworkRecord,
@@ -140,6 +148,7 @@ export class NetworkPool {
       breakerOpened: (u, cause) => this.metrics.upstreamBreakerOpened(this.record.slug, u.id, cause),
       backedOff: (u, ms) => this.metrics.upstreamBackoff(this.record.slug, u.id, ms),
     };
+    this.tooLargeRow = responseTooLargeRow(opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
     this.update(record);
   }
 
@@ -259,6 +268,10 @@ export class NetworkPool {
    * which is where most of the per-request cost goes. A lone call goes out by itself at once.
    */
   call(c: OutgoingCall, paramsJson?: string): Promise<CallResult> {
+    if (c.method === "eth_getLogs") {
+      const split = this.logsSplit(c.params);
+      if (split !== undefined) return this.callSplit(c.method, split);
+    }
     if (this.opts.coalesceMax <= 1 || this.batchesRefused || !coalescible(c.method)) {
       return this.callDirect(c, paramsJson);
     }
@@ -331,7 +344,46 @@ export class NetworkPool {
     for (let j = 0; j < part.length; j++) part[j]!.resolve(results[j]!);
   }
 
-  private async callDirect(c: OutgoingCall, paramsJson: string | undefined): Promise<CallResult> {
+  /**
+   * How an eth_getLogs call is split on this network now (logs-split.ts), undefined = send it whole. Tags
+   * resolve against cacheHead(), the head the range limit (limits/logs-range.ts) used for the same call.
+   */
+  private logsSplit(params: unknown): LogsSplit | undefined {
+    const chunk = logsChunkBlocks(this.record);
+    return chunk > 0 ? planLogsSplit(params, this.cacheHead(), chunk) : undefined;
+  }
+
+  /**
+   * Sends a split eth_getLogs: each sub-call is its own heavy exchange (a heavy slot on its node, no failover
+   * of a timeout), started on the healthy upstreams in turn (each once before any twice) and failed over as
+   * any call. Never throws.
+   */
+  private async callSplit(method: string, split: LogsSplit): Promise<CallResult> {
+    const chosen: Upstream[] = [];
+    const out = await runLogsSplit(split, {
+      chunk: logsChunkBlocks(this.record),
+      concurrency: this.opts.logsSplitConcurrency ?? DEFAULT_LOGS_SPLIT_CONCURRENCY,
+      maxBytes: this.opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      tooLarge: this.tooLargeRow,
+      send: (params) => {
+        let first = this.select(chosen, true);
+        if (first === undefined && chosen.length > 0) {
+          chosen.length = 0;
+          first = this.select(undefined, true);
+        }
+        if (first !== undefined) chosen.push(first);
+        return this.callDirect({ method, params }, undefined, first);
+      },
+    });
+    this.metrics.logsSplit(this.record.slug, out.subCalls, out.halvings);
+    return out.result;
+  }
+
+  private async callDirect(
+    c: OutgoingCall,
+    paramsJson: string | undefined,
+    first?: Upstream,
+  ): Promise<CallResult> {
     const gid = this.nextId++;
     if (this.nextId > 0x3fffffff) this.nextId = 1;
     const body =
@@ -340,7 +392,7 @@ export class NetworkPool {
         : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
     const r = await this.exchangeWithFailover(
       body,
-      undefined,
+      first,
       (text) => {
         const reply = parseSingleReply(text, gid);
         if (reply === undefined) return INVALID_REPLY;
@@ -353,9 +405,39 @@ export class NetworkPool {
 
   /**
    * Forwards a batch: elements are split into chunks spread over the healthy upstreams (each chunk with
-   * failover) and reassembled in order. Element i of the result answers calls[i].
+   * failover) and reassembled in order. Element i of the result answers calls[i]. An eth_getLogs element
+   * whose range is split (see call) goes out as its own sub-calls, next to the others.
    */
   async callBatch(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+    let splits: (LogsSplit | undefined)[] | undefined;
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!;
+      if (c.method !== "eth_getLogs") continue;
+      const split = this.logsSplit(c.params);
+      if (split === undefined) continue;
+      splits ??= new Array<LogsSplit | undefined>(calls.length);
+      splits[i] = split;
+    }
+    if (splits === undefined) return this.callBatchWhole(calls);
+    const rest: OutgoingCall[] = [];
+    const restIdx: number[] = [];
+    const out = new Array<Promise<CallResult>>(calls.length);
+    for (let i = 0; i < calls.length; i++) {
+      const split = splits[i];
+      if (split !== undefined) out[i] = this.callSplit(calls[i]!.method, split);
+      else {
+        rest.push(calls[i]!);
+        restIdx.push(i);
+      }
+    }
+    if (rest.length > 0) {
+      const whole = this.callBatchWhole(rest);
+      for (let j = 0; j < restIdx.length; j++) out[restIdx[j]!] = whole.then((r) => r[j]!);
+    }
+    return Promise.all(out);
+  }
+
+  private async callBatchWhole(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
     const n = calls.length;
     const healthy = Math.max(1, this.healthyCount());
     const chunks = Math.max(1, Math.min(healthy, Math.ceil(n / MIN_CHUNK)));

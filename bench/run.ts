@@ -10,7 +10,8 @@
  *
  * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk threads:
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
- * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL.
+ * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
+ * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -22,7 +23,9 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
+import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
+import { formatWithBiome } from "./results-file";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
 const envInt = (name: string, def: number) => {
@@ -84,18 +87,6 @@ function versionOf(cmd: string, args: string[]): string | null {
   const r = spawnSync(cmd, args, { encoding: "utf8" });
   if (r.error) return null;
   return `${r.stdout ?? ""}${r.stderr ?? ""}`.split("\n")[0]!.trim() || null;
-}
-
-/** The committed results file is linted with the repo (`biome check .`): write it in Biome's format. */
-function formatWithBiome(file: string): void {
-  try {
-    const biome = require.resolve("@biomejs/biome/bin/biome");
-    const r = spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
-    if (r.status !== 0)
-      log(`note: biome could not format ${file}: ${(r.stderr || r.stdout).trim().split("\n")[0]}`);
-  } catch {
-    log(`note: biome not installed; ${file} left as JSON.stringify wrote it`);
-  }
 }
 
 async function post(url: string, body: string): Promise<{ status: number; json: unknown }> {
@@ -455,7 +446,19 @@ async function main(): Promise<void> {
       skipped.push("ws: BENCH_WS_CONNECTIONS=0");
     }
 
-    // 8. report
+    // 8. eth_getLogs over 50,000 blocks split across two anvil nodes vs whole to one (bench/logs-split.ts).
+    // Runs its own nodes and gateway; BENCH_LOGS_SPLIT=0 skips it.
+    let logsSplit: LogsSplitBenchResult | null = null;
+    if (process.env.BENCH_LOGS_SPLIT !== "0") {
+      await stopAll();
+      log("\neth_getLogs split bench");
+      logsSplit = await runLogsSplitBench({ redisUrl: cfg.redisUrl });
+      printLogsSplitBench(logsSplit);
+    } else {
+      skipped.push("logsSplit: BENCH_LOGS_SPLIT=0");
+    }
+
+    // 9. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -500,6 +503,7 @@ async function main(): Promise<void> {
       fixedRate: fixed,
       rss,
       ws,
+      logsSplit,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -516,6 +520,8 @@ async function main(): Promise<void> {
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))
             : null,
+        /** eth_getLogs over 50,000 blocks: time sent whole to one node / time split across two. */
+        logsSplitSpeedup: logsSplit?.speedup ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

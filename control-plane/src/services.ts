@@ -1,7 +1,7 @@
-import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
 import { Logger } from "../../shared/src/log/logger";
+import type { RedisClient } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
 import { AllowlistService } from "./allowlist/allowlist.service";
 import { AppService } from "./apps/app.service";
@@ -33,7 +33,7 @@ export interface Services {
 export function createServices(
   config: ControlPlaneConfig,
   ds: DataSource,
-  redis: Redis,
+  redis: RedisClient,
   log: Logger,
 ): Services {
   const names = new RedisNames(config.redisKeyPrefix);

@@ -90,6 +90,7 @@ export async function startDataPlane(
     overrides.state ??
     new RedisPlaneState({
       url: config.REDIS_URL,
+      clusterNodes: config.REDIS_CLUSTER_NODES,
       prefix: config.REDIS_KEY_PREFIX,
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       logger,
@@ -149,6 +150,7 @@ export async function startDataPlane(
     overrides.nodes ??
     new RedisNodeDirectory({
       url: config.REDIS_URL,
+      clusterNodes: config.REDIS_CLUSTER_NODES,
       prefix: config.REDIS_KEY_PREFIX,
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       logger,

@@ -26,7 +26,7 @@ export async function startGateway(
   sharedNs?: TestRedisNamespace,
 ): Promise<Gateway> {
   const ns = sharedNs ?? createTestRedisNamespace();
-  const seeder = new RedisSeeder(ns.prefix);
+  const seeder = new RedisSeeder(ns.prefix, ns.redis);
   await seed(seeder);
   const config = loadDataPlaneConfig({
     REDIS_KEY_PREFIX: ns.prefix,
@@ -42,7 +42,7 @@ export async function startGateway(
     // No late keep-alive requests to refuse in these suites: close without the 500 ms wait (the
     // durability suite tests the linger).
     SHUTDOWN_LINGER_MS: "0",
-    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+    ...ns.redis.env(),
     ...env,
   });
   const plane = await startDataPlane(config, overrides);

@@ -47,9 +47,7 @@ export const SINGLE_REDIS: TestRedisTarget = target("single", TEST_REDIS_URL, []
 /**
  * Registers, for each Redis kind, a `describe` named `${title} [single Redis]` / `[Redis Cluster]`. The
  * body runs as the suite's function (`this.timeout()` works) and gets the target, and its kind: known when
- * tests are registered, so a test that only makes sense on one kind is registered only there. The cluster
- * (3 masters on free loopback ports) is started in a `before` hook that runs ahead of the body's own, and
- * stopped after the body's `after` hooks.
+ * tests are registered, so a test that only makes sense on one kind is registered only there.
  */
 export function describeOverRedis(
   title: string,
@@ -58,6 +56,19 @@ export function describeOverRedis(
   describe(`${title} [single Redis]`, function () {
     body.call(this, () => SINGLE_REDIS, "single");
   });
+  describeOnRedisCluster(title, function (redis) {
+    body.call(this, redis, "cluster");
+  });
+}
+
+/**
+ * A `describe` named `${title} [Redis Cluster]` on a private cluster of 3 masters on free loopback ports,
+ * started in a `before` hook that runs ahead of the body's own, and stopped after the body's `after` hooks.
+ */
+export function describeOnRedisCluster(
+  title: string,
+  body: (this: Mocha.Suite, redis: () => TestRedisTarget) => void,
+): void {
   describe(`${title} [Redis Cluster]`, function () {
     let cluster: TestRedisCluster | undefined;
     let t: TestRedisTarget | undefined;
@@ -66,11 +77,10 @@ export function describeOverRedis(
       cluster = await new TestRedisCluster(3).start();
       t = target("cluster", `redis://${cluster.nodes[0]!.host}:${cluster.nodes[0]!.port}`, cluster.nodes);
     });
-    const get = () => {
+    body.call(this, () => {
       if (t === undefined) throw new Error("the test cluster is not started");
       return t;
-    };
-    body.call(this, get, "cluster");
+    });
     // Registered after the body's hooks, so it runs after them (they close what they opened first).
     after(async () => {
       await cluster?.stop();

@@ -40,10 +40,11 @@ export type RedisPurpose =
    * retry, so a command while Redis is away fails at once and the loop keeps its state for the next tick.
    */
   | "dp-background"
-  /** Control plane, worker and CLIs: publication, throttles, node records. Two retries. */
+  /**
+   * Control plane, worker and CLIs: publication, throttles, node records. Two retries. (The node status
+   * subscriber is a `duplicateRedis` of it.)
+   */
   | "cp-commands"
-  /** Control plane, a subscriber that waits for Redis rather than failing (node status subscriptions). */
-  | "cp-events"
   /** BullMQ queues and workers, and the usage stream consumer: blocking commands, never failed by a retry count. */
   | "blocking";
 
@@ -87,7 +88,6 @@ const PURPOSES: Record<RedisPurpose, PurposeOptions> = {
     retryStrategy: fastReconnect,
   },
   "cp-commands": { maxRetriesPerRequest: 2 },
-  "cp-events": { lazyConnect: true, maxRetriesPerRequest: null },
   blocking: { maxRetriesPerRequest: null },
 };
 

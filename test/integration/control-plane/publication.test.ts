@@ -84,7 +84,7 @@ describeOverRedis("control-plane: publication to Redis", (redis) => {
     await flushPrefix(h.redis, h.ns.prefix);
     assert.deepEqual(await dumpPrefix(h.redis, h.ns.prefix, skip), {});
 
-    const sub = h.ns.redis.client("cp-events");
+    const sub = h.ns.redis.client("dp-events");
     const events: PlaneEvent[] = [];
     await sub.subscribe(h.names.eventsChannel());
     sub.on("message", (_c, m) => events.push(JSON.parse(m)));

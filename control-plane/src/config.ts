@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
+import type { RedisNodeAddress, RedisTarget } from "../../shared/src/redis/connect";
 import { validTrustedProxies } from "./auth/client-ip";
 import type { GraphqlLimits } from "./graphql/limits";
 
@@ -118,6 +119,8 @@ const productionShape = {
 export interface ControlPlaneConfig {
   databaseUrl: string;
   redisUrl: string;
+  /** REDIS_CLUSTER_NODES: empty = the single Redis at `redisUrl`. */
+  redisClusterNodes: RedisNodeAddress[];
   redisKeyPrefix: string;
   logLevel: string;
   port: number;
@@ -173,6 +176,7 @@ export function loadConfig(
   return {
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,
+    redisClusterNodes: e.REDIS_CLUSTER_NODES,
     redisKeyPrefix: e.REDIS_KEY_PREFIX,
     logLevel: e.LOG_LEVEL,
     port: e.CONTROL_PLANE_PORT,
@@ -210,4 +214,9 @@ export function loadConfig(
     publicationRetryMaxMs: Math.max(e.PUBLICATION_RETRY_MIN_MS, e.PUBLICATION_RETRY_MAX_MS),
     redisMarkerCheckIntervalMs: e.REDIS_MARKER_CHECK_INTERVAL_MS,
   };
+}
+
+/** Where this process's Redis is (a single server or a cluster), for `createRedis`. */
+export function redisTarget(config: Pick<ControlPlaneConfig, "redisUrl" | "redisClusterNodes">): RedisTarget {
+  return { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
 }

@@ -4,16 +4,16 @@ import { AddressInfo } from "node:net";
 import { ApolloServer, HeaderMap } from "@apollo/server";
 import { GraphQLError } from "graphql";
 import { useServer as attachGraphqlWs } from "graphql-ws/use/ws";
-import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { WebSocketServer } from "ws";
 import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
 import { createLogger, Logger } from "../../shared/src/log/logger";
+import { createRedis, type RedisClient } from "../../shared/src/redis/connect";
 import { clientIp, parseTrustedProxies } from "./auth/client-ip";
 import { WsSessions } from "./auth/ws-sessions";
 import { tooManyRequests } from "./common/errors";
 import { rebindLegacyKeyCiphertexts } from "./common/key-ciphertext";
-import { ControlPlaneConfig } from "./config";
+import { ControlPlaneConfig, redisTarget } from "./config";
 import { isConsolePath, serveConsole } from "./console/static";
 import { createDataSource, migrate } from "./db/data-source";
 import { ensureDatabase } from "./db/ensure-database";
@@ -29,7 +29,7 @@ export interface ControlPlane {
   port: number;
   services: Services;
   dataSource: DataSource;
-  redis: Redis;
+  redis: RedisClient;
   log: Logger;
   close(): Promise<void>;
 }
@@ -76,7 +76,7 @@ export async function createControlPlane(
   if (await ensureDatabase(config.databaseUrl)) log.info("created the database");
   const ds = createDataSource(config.databaseUrl);
   await ds.initialize();
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
+  const redis = createRedis(redisTarget(config), "cp-commands", { lazyConnect: true });
   // Redis down: publications are retried (PublicationService); one line per 10 s, not an unhandled error.
   let lastRedisError = 0;
   redis.on("error", (err: Error) => {

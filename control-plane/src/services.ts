@@ -1,7 +1,7 @@
-import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
 import { Logger } from "../../shared/src/log/logger";
+import type { RedisClient } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
 import { AllowlistService } from "./allowlist/allowlist.service";
 import { AppService } from "./apps/app.service";
@@ -35,7 +35,7 @@ export interface Services {
 export function createServices(
   config: ControlPlaneConfig,
   ds: DataSource,
-  redis: Redis,
+  redis: RedisClient,
   log: Logger,
   /** The port this control plane listens on (known after listen), for the default console URL. */
   boundPort: () => number = () => config.port,

@@ -91,6 +91,7 @@ export async function startDataPlane(
     overrides.state ??
     new RedisPlaneState({
       url: config.REDIS_URL,
+      clusterNodes: config.REDIS_CLUSTER_NODES,
       prefix: config.REDIS_KEY_PREFIX,
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       logger,
@@ -154,6 +155,7 @@ export async function startDataPlane(
     overrides.nodes ??
     new RedisNodeDirectory({
       url: config.REDIS_URL,
+      clusterNodes: config.REDIS_CLUSTER_NODES,
       prefix: config.REDIS_KEY_PREFIX,
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       logger,

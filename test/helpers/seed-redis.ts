@@ -1,5 +1,5 @@
-import { Redis } from "ioredis";
 import { generateApiKey, hashApiKey } from "../../shared/src/crypto/api-key";
+import { createRedis, type RedisClient } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
 import {
   type KeyRecord,
@@ -9,7 +9,7 @@ import {
   type PlaneEvent,
   PlaneEventSchema,
 } from "../../shared/src/redis/records";
-import { TEST_REDIS_URL } from "./redis";
+import { SINGLE_REDIS, type TestRedisTarget } from "./redis";
 
 /**
  * Writes what the control plane would publish, validated against the shared schemas, so data-plane tests
@@ -17,11 +17,15 @@ import { TEST_REDIS_URL } from "./redis";
  */
 export class RedisSeeder {
   readonly names: RedisNames;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
-  constructor(prefix: string, url = TEST_REDIS_URL) {
+  /** `target`: a test Redis (single or cluster), or the URL of a single Redis. */
+  constructor(prefix: string, target: TestRedisTarget | string = SINGLE_REDIS) {
     this.names = new RedisNames(prefix);
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1 });
+    this.redis =
+      typeof target === "string"
+        ? createRedis({ url: target }, "cp-commands")
+        : createRedis({ url: target.url, clusterNodes: target.clusterNodes }, "cp-commands");
   }
 
   /** Stores a key record (defaults: app key on the free plan, no allowlist) and returns the plaintext key. */

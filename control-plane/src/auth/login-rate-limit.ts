@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { Redis } from "ioredis";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { tooManyRequests } from "../common/errors";
 import { throttleSubject } from "./client-ip";
@@ -11,7 +11,7 @@ import { throttleSubject } from "./client-ip";
  */
 export class LoginRateLimiter {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly maxAttempts: number,
     private readonly windowSeconds: number,
@@ -26,16 +26,17 @@ export class LoginRateLimiter {
       this.names.loginAttempts("email", LoginRateLimiter.subject(email)),
       this.names.loginAttempts("ip", LoginRateLimiter.subject(throttleSubject(ip))),
     ];
-    const multi = this.redis.multi();
-    for (const k of keys) {
-      multi.incr(k);
-      multi.expire(k, this.windowSeconds, "NX");
-      multi.pttl(k);
-    }
-    const res = (await multi.exec()) ?? [];
+    // One MULTI per counter: the two keys hash to different Redis Cluster slots, and each counter only
+    // needs its own INCR, first EXPIRE and PTTL to be atomic.
+    const res = await Promise.all(
+      keys.map(
+        async (k) =>
+          (await this.redis.multi().incr(k).expire(k, this.windowSeconds, "NX").pttl(k).exec()) ?? [],
+      ),
+    );
     for (let i = 0; i < keys.length; i++) {
-      const count = Number(res[i * 3]?.[1] ?? 0);
-      const pttl = Number(res[i * 3 + 2]?.[1] ?? 0);
+      const count = Number(res[i]![0]?.[1] ?? 0);
+      const pttl = Number(res[i]![2]?.[1] ?? 0);
       if (count > this.maxAttempts) {
         throw tooManyRequests(
           "Too many login attempts; try again later",

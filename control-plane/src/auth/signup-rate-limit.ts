@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { Redis } from "ioredis";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { tooManyRequests } from "../common/errors";
 import { throttleSubject } from "./client-ip";
@@ -11,7 +11,7 @@ import { throttleSubject } from "./client-ip";
  */
 export class SignUpRateLimiter {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly maxPerIp: number,
     private readonly windowSeconds: number,

@@ -1,8 +1,8 @@
-import { Redis } from "ioredis";
 import pino, { type Logger } from "pino";
 import type { DataSource } from "typeorm";
 import { REDACT_PATHS } from "../../../shared/src/log/logger";
-import { type ControlPlaneConfig, loadConfig } from "../config";
+import { createRedis, type RedisClient } from "../../../shared/src/redis/connect";
+import { type ControlPlaneConfig, loadConfig, redisTarget } from "../config";
 import { createDataSource, migrate } from "../db/data-source";
 import { ensureDatabase } from "../db/ensure-database";
 
@@ -10,7 +10,7 @@ export interface CliContext {
   config: ControlPlaneConfig;
   log: Logger;
   ds: DataSource;
-  redis: Redis;
+  redis: RedisClient;
 }
 
 /**
@@ -27,7 +27,7 @@ export function runCli(name: string, fn: (cli: CliContext) => Promise<unknown>):
     await ensureDatabase(config.databaseUrl);
     const ds = createDataSource(config.databaseUrl, 2);
     await ds.initialize();
-    const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
+    const redis = createRedis(redisTarget(config), "cp-commands");
     try {
       await migrate(ds);
       return await fn({ config, log, ds, redis });

@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
-import type { Redis } from "ioredis";
 import type { Logger } from "../../../shared/src/log/logger";
+import { duplicateRedis, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { PlaneEventSchema } from "../../../shared/src/redis/records";
 
@@ -11,11 +11,11 @@ import { PlaneEventSchema } from "../../../shared/src/redis/records";
  */
 export class NodeStatusHub {
   private readonly emitter = new EventEmitter();
-  private sub: Redis | undefined;
+  private sub: RedisClient | undefined;
   private starting: Promise<void> | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly log: Logger,
   ) {
@@ -24,7 +24,7 @@ export class NodeStatusHub {
 
   private ensure(): Promise<void> {
     this.starting ??= (async () => {
-      const sub = this.redis.duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
+      const sub = duplicateRedis(this.redis, { lazyConnect: true, maxRetriesPerRequest: null });
       this.sub = sub;
       sub.on("error", (err) => this.log.warn({ err: err.message }, "node status subscriber error"));
       sub.on("message", (channel: string, message: string) => {

@@ -1,5 +1,4 @@
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import type { DataSource } from "typeorm";
 import type { QueryDeepPartialEntity } from "typeorm/query-builder/QueryPartialEntity";
 import type { Logger } from "../../../shared/src/log/logger";
@@ -10,6 +9,7 @@ import {
   nodeJobId,
   QueueName,
 } from "../../../shared/src/queue/names";
+import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { NodeSessionKeysRecordSchema } from "../../../shared/src/redis/records";
 import { decodeAccountIdVec, fromHex } from "../../../shared/src/substrate/scale";
@@ -56,7 +56,7 @@ export class NodeOperations {
     private readonly ds: DataSource,
     private readonly provider: NodeProvider,
     private readonly publication: PublicationService,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly queue: Queue,
     private readonly cfg: NodeConfig,
@@ -404,8 +404,8 @@ export interface NodeWorker {
 /** Starts the QueueName.Nodes worker and its two repeatable sweeps. */
 export async function startNodeWorker(deps: {
   ds: DataSource;
-  redis: Redis;
-  bullConnection: Redis;
+  redis: RedisClient;
+  bullConnection: RedisClient;
   names: RedisNames;
   publication: PublicationService;
   provider: NodeProvider;
@@ -413,7 +413,7 @@ export async function startNodeWorker(deps: {
   log: Logger;
 }): Promise<NodeWorker> {
   const { cfg, log } = deps;
-  const prefix = deps.names.bullPrefix();
+  const prefix = deps.names.bullPrefix(isCluster(deps.bullConnection));
   const queue = new Queue(QueueName.Nodes, { connection: deps.bullConnection, prefix });
   const ops = new NodeOperations(
     deps.ds,

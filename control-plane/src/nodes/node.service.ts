@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import { DataSource, EntityManager, In, Not } from "typeorm";
 import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
 import type { Logger } from "../../../shared/src/log/logger";
 import { JobName, type NodeOpPayload, nodeJobId, QueueName } from "../../../shared/src/queue/names";
+import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { parseAccountId } from "../../../shared/src/substrate/storage-keys";
 import type { RequestContext } from "../auth/context";
@@ -101,7 +101,7 @@ export class NodeService {
     private readonly ds: DataSource,
     private readonly workspaces: WorkspaceService,
     private readonly publication: PublicationService,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly encryptionKey: Buffer,
     readonly config: NodeConfig,
@@ -112,7 +112,10 @@ export class NodeService {
   }
 
   private nodeQueue(): Queue {
-    this.queue ??= new Queue(QueueName.Nodes, { connection: this.redis, prefix: this.names.bullPrefix() });
+    this.queue ??= new Queue(QueueName.Nodes, {
+      connection: this.redis,
+      prefix: this.names.bullPrefix(isCluster(this.redis)),
+    });
     return this.queue;
   }
 

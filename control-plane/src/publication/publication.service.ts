@@ -1,6 +1,6 @@
-import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { Logger } from "../../../shared/src/log/logger";
+import { type RedisClient, scanKeys } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import {
   KeyRecord,
@@ -13,6 +13,7 @@ import {
   PlanLimits,
   WorkspaceRecord,
 } from "../../../shared/src/redis/records";
+import { SlotTransactions } from "../../../shared/src/redis/slot-transactions";
 
 interface LiveKeyRow {
   key_hash: string;
@@ -105,8 +106,9 @@ export interface RepublishResult {
 
 /**
  * Writes what the data plane reads (shared/src/redis/records.ts) under the RedisNames keys, after the
- * Postgres change is committed, and announces it on the events channel. Writes and the PUBLISH of the
- * matching event go in one MULTI, so a subscriber that reacts to an event always reads the new state.
+ * Postgres change is committed, and announces it on the events channel. The PUBLISH of the matching event
+ * follows the writes (one MULTI on a single Redis, one per slot then the PUBLISH on a Redis Cluster: see
+ * SlotTransactions), so a subscriber that reacts to an event always reads the new state.
  *
  * Publication failures (Redis down) are logged and do not fail the mutation that was already committed.
  * Postgres is the source of truth, so a failed step is not replayed: Redis is marked dirty and a full
@@ -118,7 +120,7 @@ export interface RepublishResult {
 export class PublicationService {
   constructor(
     readonly dataSource: DataSource,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly log: Logger,
     private readonly retry: PublicationRetryOptions = { minMs: 250, maxMs: 5_000 },
@@ -329,29 +331,49 @@ export class PublicationService {
         ? await this.buildNodeRecords("n.id = ANY($1::uuid[])", [nodeIds])
         : { keys: new Map<string, KeyRecord>(), nodes: [] };
     const live = new Set(nodes.map((n) => n.nodeId));
-    const multi = this.redis.multi();
-    this.queueKeyWrites(multi, keys);
-    for (const n of nodes) multi.set(this.names.node(n.nodeId), JSON.stringify(n));
-    for (const id of nodeIds) if (!live.has(id)) multi.del(this.names.node(id));
-    for (const hash of revokedKeyHashes) multi.del(this.names.apiKey(hash));
+    const tx = new SlotTransactions(this.redis);
+    this.queueKeyWrites(tx, keys);
+    for (const n of nodes) this.set(tx, this.names.node(n.nodeId), JSON.stringify(n));
+    for (const id of nodeIds) if (!live.has(id)) this.del(tx, this.names.node(id));
+    for (const hash of revokedKeyHashes) this.del(tx, this.names.apiKey(hash));
     for (const hash of keys.keys()) {
-      multi.publish(this.names.eventsChannel(), this.event({ type: "key.upsert", keyHash: hash }));
+      tx.publish(this.names.eventsChannel(), this.event({ type: "key.upsert", keyHash: hash }));
     }
     for (const hash of revokedKeyHashes) {
-      multi.publish(this.names.eventsChannel(), this.event({ type: "key.revoke", keyHash: hash }));
+      tx.publish(this.names.eventsChannel(), this.event({ type: "key.revoke", keyHash: hash }));
     }
     for (const id of nodeIds) {
-      multi.publish(this.names.eventsChannel(), this.event({ type: "node.update", nodeId: id }));
+      tx.publish(this.names.eventsChannel(), this.event({ type: "node.update", nodeId: id }));
     }
-    await multi.exec();
+    await tx.exec();
   }
 
-  private queueKeyWrites(multi: ReturnType<Redis["multi"]>, records: Map<string, KeyRecord>): void {
+  private set(tx: SlotTransactions, key: string, value: string): void {
+    tx.write(key, (m) => m.set(key, value));
+  }
+
+  private del(tx: SlotTransactions, key: string): void {
+    tx.write(key, (m) => m.del(key));
+  }
+
+  /** Key record and its expiry in one step (one key: atomic on a cluster too). */
+  private queueKeyWrites(tx: SlotTransactions, records: Map<string, KeyRecord>): void {
     for (const [hash, rec] of records) {
       const key = this.names.apiKey(hash);
-      multi.set(key, JSON.stringify(rec));
-      if (rec.expiresAtMs !== null) multi.pexpireat(key, rec.expiresAtMs);
+      const value = JSON.stringify(rec);
+      tx.write(key, (m) => {
+        m.set(key, value);
+        if (rec.expiresAtMs !== null) m.pexpireat(key, rec.expiresAtMs);
+      });
     }
+  }
+
+  /** Replaces a whole hash (one key: readers see the old or the new one, never an empty or half one). */
+  private replaceHash(tx: SlotTransactions, key: string, fields: [field: string, value: string][]): void {
+    tx.write(key, (m) => {
+      m.del(key);
+      for (const [f, v] of fields) m.hset(key, f, v);
+    });
   }
 
   /**
@@ -361,16 +383,16 @@ export class PublicationService {
   async publishKeys(appIds: string[], revokedKeyHashes: string[] = []): Promise<void> {
     const records =
       appIds.length > 0 ? await this.buildKeyRecords("a.id = ANY($1::uuid[])", [appIds]) : new Map();
-    const multi = this.redis.multi();
-    this.queueKeyWrites(multi, records);
-    for (const hash of revokedKeyHashes) multi.del(this.names.apiKey(hash));
+    const tx = new SlotTransactions(this.redis);
+    this.queueKeyWrites(tx, records);
+    for (const hash of revokedKeyHashes) this.del(tx, this.names.apiKey(hash));
     for (const hash of records.keys()) {
-      multi.publish(this.names.eventsChannel(), this.event({ type: "key.upsert", keyHash: hash }));
+      tx.publish(this.names.eventsChannel(), this.event({ type: "key.upsert", keyHash: hash }));
     }
     for (const hash of revokedKeyHashes) {
-      multi.publish(this.names.eventsChannel(), this.event({ type: "key.revoke", keyHash: hash }));
+      tx.publish(this.names.eventsChannel(), this.event({ type: "key.revoke", keyHash: hash }));
     }
-    await multi.exec();
+    await tx.exec();
   }
 
   private async loadWorkspacePlans(where: string, params: unknown[]): Promise<WorkspaceRecord[]> {
@@ -390,16 +412,16 @@ export class PublicationService {
     const records = await this.buildKeyRecords("a.workspace_id = ANY($1::uuid[])", [workspaceIds]);
     const nodeRecords = await this.buildNodeRecords("n.workspace_id = ANY($1::uuid[])", [workspaceIds]);
     for (const [hash, rec] of nodeRecords.keys) records.set(hash, rec);
-    const multi = this.redis.multi();
-    for (const ws of wss) multi.set(this.names.workspace(ws.workspaceId), JSON.stringify(ws));
-    this.queueKeyWrites(multi, records);
+    const tx = new SlotTransactions(this.redis);
+    for (const ws of wss) this.set(tx, this.names.workspace(ws.workspaceId), JSON.stringify(ws));
+    this.queueKeyWrites(tx, records);
     for (const ws of wss) {
-      multi.publish(
+      tx.publish(
         this.names.eventsChannel(),
         this.event({ type: "workspace.update", workspaceId: ws.workspaceId }),
       );
     }
-    await multi.exec();
+    await tx.exec();
   }
 
   /** Workspaces on one plan (after the plan's limits were edited). */
@@ -422,10 +444,9 @@ export class PublicationService {
 
   async publishPlans(): Promise<void> {
     const plans = await this.buildPlans();
-    const multi = this.redis.multi();
-    multi.del(this.names.plans());
-    for (const [name, p] of plans) multi.hset(this.names.plans(), name, JSON.stringify(p));
-    await multi.exec();
+    const tx = new SlotTransactions(this.redis);
+    this.replaceHash(tx, this.names.plans(), this.planFields(plans));
+    await tx.exec();
   }
 
   private async buildNetworks(): Promise<NetworkRecord[]> {
@@ -478,14 +499,21 @@ export class PublicationService {
     );
   }
 
+  private networkFields(nets: NetworkRecord[]): [string, string][] {
+    return nets.map((n) => [n.slug, JSON.stringify(n)]);
+  }
+
+  private planFields(plans: Map<string, PlanLimits>): [string, string][] {
+    return [...plans].map(([name, p]) => [name, JSON.stringify(p)]);
+  }
+
   /** Replaces the networks hash and announces `networks.update`. */
   async publishNetworks(): Promise<void> {
     const nets = await this.buildNetworks();
-    const multi = this.redis.multi();
-    multi.del(this.names.networks());
-    for (const n of nets) multi.hset(this.names.networks(), n.slug, JSON.stringify(n));
-    multi.publish(this.names.eventsChannel(), this.event({ type: "networks.update" }));
-    await multi.exec();
+    const tx = new SlotTransactions(this.redis);
+    this.replaceHash(tx, this.names.networks(), this.networkFields(nets));
+    tx.publish(this.names.eventsChannel(), this.event({ type: "networks.update" }));
+    await tx.exec();
   }
 
   /**
@@ -501,32 +529,31 @@ export class PublicationService {
     const nets = await this.buildNetworks();
     const plans = await this.buildPlans();
 
+    // Key records live in every slot: on a cluster, every master is scanned.
     const stale: string[] = [];
     const keyPrefix = this.names.apiKey("");
-    let cursor = "0";
-    do {
-      const [next, keys] = await this.redis.scan(cursor, "MATCH", this.names.apiKeyPattern(), "COUNT", 1000);
-      cursor = next;
+    await scanKeys(this.redis, this.names.apiKeyPattern(), (keys) => {
       for (const k of keys) if (!records.has(k.slice(keyPrefix.length))) stale.push(k);
-    } while (cursor !== "0");
+    });
 
     const entries = [...records];
     for (let i = 0; i < entries.length; i += 500) {
-      const multi = this.redis.multi();
-      this.queueKeyWrites(multi, new Map(entries.slice(i, i + 500)));
-      await multi.exec();
+      const tx = new SlotTransactions(this.redis);
+      this.queueKeyWrites(tx, new Map(entries.slice(i, i + 500)));
+      await tx.exec();
     }
-    const multi = this.redis.multi();
-    for (let i = 0; i < stale.length; i += 500) multi.del(...stale.slice(i, i + 500));
-    for (const ws of wss) multi.set(this.names.workspace(ws.workspaceId), JSON.stringify(ws));
-    for (const n of nodeRecords.nodes) multi.set(this.names.node(n.nodeId), JSON.stringify(n));
-    multi.del(this.names.networks());
-    for (const n of nets) multi.hset(this.names.networks(), n.slug, JSON.stringify(n));
-    multi.del(this.names.plans());
-    for (const [name, p] of plans) multi.hset(this.names.plans(), name, JSON.stringify(p));
-    multi.set(this.names.publishedAt(), new Date().toISOString());
-    multi.publish(this.names.eventsChannel(), this.event({ type: "resync" }));
-    await multi.exec();
+    const tx = new SlotTransactions(this.redis);
+    for (const k of stale) this.del(tx, k);
+    for (const ws of wss) this.set(tx, this.names.workspace(ws.workspaceId), JSON.stringify(ws));
+    for (const n of nodeRecords.nodes) this.set(tx, this.names.node(n.nodeId), JSON.stringify(n));
+    this.replaceHash(tx, this.names.networks(), this.networkFields(nets));
+    this.replaceHash(tx, this.names.plans(), this.planFields(plans));
+    // The marker last: its presence says every record above is in Redis.
+    const marker = this.names.publishedAt();
+    const at = new Date().toISOString();
+    tx.last(marker, (m) => m.set(marker, at));
+    tx.publish(this.names.eventsChannel(), this.event({ type: "resync" }));
+    await tx.exec();
     return {
       keys: records.size,
       staleKeysRemoved: stale.length,

@@ -1,6 +1,6 @@
-import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { Logger } from "../../../shared/src/log/logger";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import {
   USAGE_CONSUMER_GROUP,
@@ -58,7 +58,7 @@ export class UsageIngestor {
   constructor(
     private readonly ds: DataSource,
     /** A dedicated connection: XREADGROUP BLOCK holds it. */
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     names: RedisNames,
     private readonly log: Logger,
     private readonly opts: UsageIngestorOptions,
@@ -71,7 +71,7 @@ export class UsageIngestor {
    * ingestor's own connection, which may sit in a blocking read for up to `blockMs`: callers in a hurry
    * pass another one.
    */
-  async ensureGroup(conn: Redis = this.redis): Promise<void> {
+  async ensureGroup(conn: RedisClient = this.redis): Promise<void> {
     try {
       await conn.xgroup("CREATE", this.stream, USAGE_CONSUMER_GROUP, "0", "MKSTREAM");
     } catch (err) {

@@ -1,7 +1,7 @@
-import { Redis } from "ioredis";
 import { DataSource } from "typeorm";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { nextUtcMidnightMs, utcDayKey } from "../../../shared/src/quota/day";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { quantileFromBuckets } from "../../../shared/src/usage/contract";
 import { RequestContext } from "../auth/context";
@@ -101,7 +101,7 @@ function seriesPoints(from: number, to: number): number {
 export class UsageService {
   constructor(
     private readonly ds: DataSource,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly names: RedisNames,
     private readonly workspaces: WorkspaceService,
     private readonly limits: UsageQueryLimits = DEFAULT_USAGE_QUERY_LIMITS,

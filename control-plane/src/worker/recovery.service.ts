@@ -1,10 +1,10 @@
-import type { Redis } from "ioredis";
 import type { Logger } from "../../../shared/src/log/logger";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 
 export interface RedisRecoveryDeps {
   /** The worker's command connection (maxRetriesPerRequest bounded: a check fails fast while Redis is down). */
-  redis: Redis;
+  redis: RedisClient;
   names: RedisNames;
   log: Logger;
   intervalMs: number;

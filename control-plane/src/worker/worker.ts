@@ -1,10 +1,10 @@
 import "reflect-metadata";
 import { Queue, Worker } from "bullmq";
-import { Redis } from "ioredis";
 import { createLogger, Logger } from "../../../shared/src/log/logger";
 import { JobName, JobPayloads, QueueName } from "../../../shared/src/queue/names";
+import { createRedis, isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
-import { ControlPlaneConfig } from "../config";
+import { ControlPlaneConfig, redisTarget } from "../config";
 import { createDataSource, migrate } from "../db/data-source";
 import { ensureDatabase } from "../db/ensure-database";
 import { createNodeProvider, loadNodeConfig, NodeConfig } from "../nodes/node.config";
@@ -58,8 +58,9 @@ export async function startWorker(
   const ds = createDataSource(config.databaseUrl, 4);
   await ds.initialize();
   await migrate(ds);
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
-  const bullConnection = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  const target = redisTarget(config);
+  const redis = createRedis(target, "cp-commands");
+  const bullConnection = createRedis(target, "blocking");
   // Redis down is an expected state (the connections reconnect, RedisRecoveryService repairs what it
   // lost): log at most one line per connection per 10 s instead of an unhandled 'error' per attempt.
   const quiet = (what: string) => {
@@ -76,7 +77,7 @@ export async function startWorker(
     minMs: config.publicationRetryMinMs,
     maxMs: config.publicationRetryMaxMs,
   });
-  const prefix = names.bullPrefix();
+  const prefix = names.bullPrefix(isCluster(bullConnection));
   const queue = new Queue<JobPayloads[JobName.RepublishAll]>(QueueName.Publication, {
     connection: bullConnection,
     prefix,
@@ -123,10 +124,10 @@ export async function startWorker(
   usageWorker.on("error", quiet("usage worker"));
   usageQueue.on("error", quiet("usage queue"));
   await usageWorker.waitUntilReady();
-  let usageRedis: Redis | undefined;
+  let usageRedis: RedisClient | undefined;
   let usageIngestor: UsageIngestor | undefined;
   if (usageCfg.enabled) {
-    usageRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+    usageRedis = createRedis(target, "blocking");
     usageRedis.on("error", quiet("usage stream"));
     usageIngestor = new UsageIngestor(ds, usageRedis, names, logger, {
       consumerName: usageCfg.consumerName,

@@ -1,5 +1,5 @@
-import { Redis } from "ioredis";
 import type { Logger } from "../../../shared/src/log/logger";
+import { createRedis, type RedisClient, type RedisNodeAddress } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import {
   type NodeRecord,
@@ -10,6 +10,8 @@ import {
 
 export interface NodeDirectoryOptions {
   url: string;
+  /** REDIS_CLUSTER_NODES (empty or absent: the single Redis at `url`). */
+  clusterNodes?: readonly RedisNodeAddress[];
   prefix: string;
   commandTimeoutMs: number;
   /** How long a read record is trusted without an event (events invalidate at once). */
@@ -34,7 +36,7 @@ interface Entry {
 
 export class RedisNodeDirectory implements NodeLookup {
   private readonly names: RedisNames;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly cache = new Map<string, Entry>();
   private generation = 0;
   private readonly ttlMs: number;
@@ -42,12 +44,9 @@ export class RedisNodeDirectory implements NodeLookup {
   constructor(private readonly opts: NodeDirectoryOptions) {
     this.names = new RedisNames(opts.prefix);
     this.ttlMs = opts.ttlMs ?? 5000;
-    this.redis = new Redis(opts.url, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 1,
-      commandTimeout: opts.commandTimeoutMs,
-      connectionName: `data-plane:${opts.prefix}nodes`,
-      retryStrategy: (times: number) => Math.min(50 * times, 1000),
+    this.redis = createRedis({ url: opts.url, clusterNodes: opts.clusterNodes }, "dp-nodes", {
+      commandTimeoutMs: opts.commandTimeoutMs,
+      name: `data-plane:${opts.prefix}nodes`,
     });
     this.redis.on("error", (err) => opts.logger.warn({ err: err.message }, "redis (nodes) connection error"));
   }

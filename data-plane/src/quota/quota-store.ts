@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 
 /** Response units a workspace used on one UTC day (and so in that day's month). */
@@ -56,7 +56,7 @@ return {tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('GET', 
 type ApplyCommand = (numKeys: number, ...args: Array<string | number>) => Promise<[number, number]>;
 
 export interface RedisQuotaStoreOptions {
-  redis: Redis;
+  redis: RedisClient;
   names: RedisNames;
   /** Day counters outlive their day so the console and usage jobs can still read yesterday. */
   dayTtlMs?: number;

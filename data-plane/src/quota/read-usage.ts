@@ -1,5 +1,5 @@
-import type { Redis } from "ioredis";
 import { nextUtcMidnightMs, utcDayKey, utcMonthKey } from "../../../shared/src/quota/day";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 
 export interface WorkspaceUsage {
@@ -16,12 +16,13 @@ export interface WorkspaceUsage {
  * same key names from `RedisNames.quotaDay` + `utcDayKey`; this is the data plane's (and tests') reader.
  */
 export async function readWorkspaceUsage(
-  redis: Redis,
+  redis: RedisClient,
   names: RedisNames,
   workspaceId: string,
   nowMs: number = Date.now(),
 ): Promise<WorkspaceUsage> {
   const dayKey = utcDayKey(nowMs);
+  // One MGET: both keys carry the {workspaceId} tag (one Redis Cluster slot).
   const [day, month] = await redis.mget(
     names.quotaDay(workspaceId, dayKey),
     names.quotaMonth(workspaceId, utcMonthKey(nowMs)),

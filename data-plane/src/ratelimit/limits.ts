@@ -1,7 +1,7 @@
-import type { Redis } from "ioredis";
 import { z } from "zod";
 import { env } from "../../../shared/src/config/env";
 import type { Logger } from "../../../shared/src/log/logger";
+import type { RedisClient, RedisNodeAddress } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { MemoryQuotaStore, RedisQuotaStore } from "../quota/quota-store";
 import { NoopQuotaTracker, type QuotaTracker, ReconciledQuotaTracker } from "../quota/quota-tracker";
@@ -54,16 +54,22 @@ export interface CreateLimitsOptions {
 
 /** Builds the limiter and quota tracker the server uses, from configuration. */
 export function createLimits(
-  config: LimitsConfig & { REDIS_URL: string; REDIS_KEY_PREFIX: string; REDIS_COMMAND_TIMEOUT_MS?: number },
+  config: LimitsConfig & {
+    REDIS_URL: string;
+    REDIS_CLUSTER_NODES?: readonly RedisNodeAddress[];
+    REDIS_KEY_PREFIX: string;
+    REDIS_COMMAND_TIMEOUT_MS?: number;
+  },
   logger?: Logger,
   opts: CreateLimitsOptions = {},
 ): Limits {
   const clock = opts.clock;
   const names = new RedisNames(config.REDIS_KEY_PREFIX);
   const needRedis = config.RATE_LIMIT_MODE === "redis" || config.QUOTA_MODE === "redis";
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   if (needRedis) {
     redis = createLimitsRedis(config.REDIS_URL, {
+      clusterNodes: config.REDIS_CLUSTER_NODES,
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       name: `data-plane:${config.REDIS_KEY_PREFIX}limits`,
     });

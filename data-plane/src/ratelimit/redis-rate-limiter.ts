@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import type { Logger } from "../../../shared/src/log/logger";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { type Clock, systemClock } from "./clock";
 import { type RateLimiter, type RateLimitResult, refuse, WINDOW_MS } from "./rate-limiter";
@@ -31,7 +31,7 @@ import { type RateLimiter, type RateLimitResult, refuse, WINDOW_MS } from "./rat
  */
 export interface RedisRateLimiterOptions {
   /** Caller-owned connection; see `createLimitsRedis` for the recommended settings. */
-  redis: Redis;
+  redis: RedisClient;
   names: RedisNames;
   clock?: Clock;
   /** Identifies this instance's field in the window hashes; random per process by default. */
@@ -117,7 +117,7 @@ type SyncCommand = (
 
 export class RedisReconciledRateLimiter implements RateLimiter {
   readonly instanceId: string;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly names: RedisNames;
   private readonly clock: Clock;
   private readonly syncIntervalMs: number;

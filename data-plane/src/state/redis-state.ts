@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
-import { Redis } from "ioredis";
 import type { Logger } from "../../../shared/src/log/logger";
+import { createRedis, type RedisClient, type RedisNodeAddress } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import {
   type KeyRecord,
@@ -39,6 +39,8 @@ export interface PlaneState {
 
 export interface RedisStateOptions {
   url: string;
+  /** REDIS_CLUSTER_NODES: set = a Redis Cluster (`url` then gives only credentials and TLS). */
+  clusterNodes?: readonly RedisNodeAddress[];
   prefix: string;
   commandTimeoutMs: number;
   logger: Logger;
@@ -52,8 +54,8 @@ const CONSISTENT_READ_ATTEMPTS = 5;
 /** Redis-backed state: one command connection and one subscriber connection. */
 export class RedisPlaneState extends EventEmitter implements PlaneState {
   readonly names: RedisNames;
-  private readonly cmd: Redis;
-  private readonly sub: Redis;
+  private readonly cmd: RedisClient;
+  private readonly sub: RedisClient;
   private readonly logger: Logger;
   private _subscribed = false;
   /** A connection closed since the last `reconnect` was emitted (or since start). */
@@ -69,19 +71,14 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
     this.names = new RedisNames(opts.prefix);
     this.logger = opts.logger;
     this.syncRetryMs = opts.syncRetryMs ?? 250;
-    const common = {
-      lazyConnect: true,
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: true,
-      retryStrategy: (times: number) => Math.min(50 * times, 1000),
-    };
+    const target = { url: opts.url, clusterNodes: opts.clusterNodes };
     // Named so an operator (or a test) can find this instance's connections in CLIENT LIST.
-    this.cmd = new Redis(opts.url, {
-      ...common,
-      commandTimeout: opts.commandTimeoutMs,
-      connectionName: `data-plane:${opts.prefix}cmd`,
+    this.cmd = createRedis(target, "dp-commands", {
+      commandTimeoutMs: opts.commandTimeoutMs,
+      name: `data-plane:${opts.prefix}cmd`,
     });
-    this.sub = new Redis(opts.url, { ...common, connectionName: `data-plane:${opts.prefix}sub` });
+    // On a Redis Cluster the subscription sits on one node; PUBLISH on any node reaches it.
+    this.sub = createRedis(target, "dp-events", { name: `data-plane:${opts.prefix}sub` });
     this.cmd.on("error", (err) => this.logger.warn({ err: err.message }, "redis command connection error"));
     this.sub.on("error", (err) => this.logger.warn({ err: err.message }, "redis subscriber error"));
     // The two connections back off independently, and ioredis emits "ready" on the subscriber before its
@@ -195,9 +192,9 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
 
   async getPublishedNetworks(): Promise<{ marker: string | null; networks: NetworkRecord[] }> {
     // Separate commands, not a MULTI: the keys may be in different Redis Cluster slots. The marker is read
-    // on both sides of the networks: every full re-publish writes a new marker in the same MULTI as the
-    // networks, so equal values mean the networks were not replaced in between (an emptied Redis shows as
-    // null on both sides or as a mismatch).
+    // on both sides of the networks: every full re-publish writes a new marker with the networks (same
+    // MULTI on a single Redis; after them on a cluster), so equal values mean the networks were not
+    // replaced in between (an emptied Redis shows as null on both sides or as a mismatch).
     let before = await this.readMarker();
     for (let attempt = 1; ; attempt++) {
       const networks = this.parseNetworks(await this.cmd.hgetall(this.names.networks()));

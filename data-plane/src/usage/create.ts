@@ -1,5 +1,6 @@
 import type { Registry } from "prom-client";
 import type { Logger } from "../../../shared/src/log/logger";
+import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import type { DataPlaneConfig } from "../config";
 import { createLimitsRedis } from "../ratelimit/redis-client";
@@ -28,15 +29,17 @@ export function createUsageRecorder(
     return { recorder, start() {}, close: () => recorder.close() };
   }
   const redis = createLimitsRedis(config.REDIS_URL, {
+    clusterNodes: config.REDIS_CLUSTER_NODES,
     commandTimeoutMs: Math.max(config.REDIS_COMMAND_TIMEOUT_MS, 2_000),
     name: `data-plane:${config.REDIS_KEY_PREFIX}usage`,
   });
   const logger = opts.logger;
+  const names = new RedisNames(config.REDIS_KEY_PREFIX);
   redis.on("error", (err: Error) => logger?.warn({ err: err.message }, "usage redis connection error"));
   let lastErrorLog = 0;
   const recorder = new RedisUsageRecorder({
     redis,
-    names: new RedisNames(config.REDIS_KEY_PREFIX),
+    names,
     registry: opts.registry,
     config: {
       flushIntervalMs: config.USAGE_FLUSH_INTERVAL_MS,
@@ -56,7 +59,7 @@ export function createUsageRecorder(
   });
   // A Redis that restarted (new run_id) may have lost entries written just before (no persistence, or
   // AOF's last second): write the recent ones again; the worker counts each batchId once.
-  const watcher = watchRedisRestarts(redis, () => {
+  const watcher = watchRedisRestarts(runIdSource(redis, names.usageStream()), () => {
     const n = recorder.redeliverRecent();
     logger?.warn({ entries: n }, "redis restarted: writing recent usage entries again");
   });
@@ -78,6 +81,28 @@ export interface RunIdSource {
   readonly status: string;
   on(event: "ready", listener: () => void): unknown;
   info(section: "server"): Promise<string>;
+}
+
+/**
+ * Where the run id of the server holding `key` is read. A single Redis: the connection itself. A Redis
+ * Cluster: INFO of the master that serves `key`'s slot (a script declaring the key is routed there, after
+ * a failover too), read again whenever the cluster (re)connects or adds a node (a node that restarted
+ * comes back as a new one); a failover to a replica shows as a new run id, and the replica may well have
+ * missed the last writes, so the recent entries are written again then too.
+ */
+export function runIdSource(redis: RedisClient, key: string): RunIdSource {
+  if (!isCluster(redis)) return redis;
+  return {
+    get status() {
+      return redis.status;
+    },
+    on(event, listener) {
+      redis.on(event, listener);
+      redis.on("+node", listener);
+      return this;
+    },
+    info: () => redis.eval("return redis.call('INFO', 'server')", 1, key) as Promise<string>,
+  };
 }
 
 /**

@@ -71,6 +71,29 @@ export const env = {
           .map((s) => s.trim())
           .filter(Boolean),
       ),
+  /**
+   * Comma-separated `host:port` list (IPv6 in brackets: `[::1]:7000`); empty entries dropped, empty = [].
+   * Parsed to addresses; a malformed entry is named in the error.
+   */
+  hostPorts: () =>
+    z
+      .string()
+      .default("")
+      .transform((v, ctx) => {
+        const out: { host: string; port: number }[] = [];
+        for (const raw of v.split(",")) {
+          const entry = raw.trim();
+          if (entry === "") continue;
+          const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(entry);
+          const port = Number(m?.[3]);
+          if (m === null || port < 1 || port > 65535) {
+            ctx.addIssue({ code: "custom", message: `expected host:port entries, "${entry}" is not one` });
+            return z.NEVER;
+          }
+          out.push({ host: (m[1] ?? m[2])!, port });
+        }
+        return out;
+      }),
   logLevel: () => z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 };
 
@@ -78,6 +101,11 @@ export const env = {
 export const commonEnvShape = {
   DATABASE_URL: env.url("postgres://postgres@127.0.0.1:5432/rpc_gateway", ["postgres:", "postgresql:"]),
   REDIS_URL: env.url("redis://127.0.0.1:6379", ["redis:", "rediss:"]),
+  /**
+   * Redis Cluster: `host:port` of some of its masters (the rest is discovered); REDIS_URL then gives only
+   * the user, password and TLS. Empty: the single Redis at REDIS_URL.
+   */
+  REDIS_CLUSTER_NODES: env.hostPorts(),
   /** Namespaces every Redis key and channel; lets several deployments or test runs share one Redis. */
   REDIS_KEY_PREFIX: z
     .string()

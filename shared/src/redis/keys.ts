@@ -69,9 +69,14 @@ export class RedisNames {
     return `${this.prefix}usage:stream`;
   }
 
-  /** Prefix BullMQ puts in front of its queue keys (`<prefix>bull:<queue>:...`), inside the namespace. */
-  bullPrefix(): string {
-    return `${this.prefix}bull`;
+  /**
+   * Prefix BullMQ puts in front of its queue keys (`<bullPrefix>:<queue>:...`), inside the namespace. On a
+   * Redis Cluster it is a hash tag, `{<prefix>bull}`: BullMQ's scripts touch several keys of a queue at
+   * once, so they must share a slot (every queue then lives in that one slot). A single Redis keeps the
+   * untagged name, so the jobs and schedulers of an existing deployment are not orphaned by an upgrade.
+   */
+  bullPrefix(cluster = false): string {
+    return cluster ? `{${this.prefix}bull}` : `${this.prefix}bull`;
   }
 
   /**

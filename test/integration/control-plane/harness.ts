@@ -1,10 +1,15 @@
-import { Redis } from "ioredis";
 import { ControlPlaneConfig, loadConfig } from "../../../control-plane/src/config";
 import { ControlPlane, createControlPlane } from "../../../control-plane/src/server";
 import { Logger } from "../../../shared/src/log/logger";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { createTestDatabase, TestDatabase } from "../../helpers/postgres";
-import { createTestRedisNamespace, TEST_REDIS_URL, TestRedisNamespace } from "../../helpers/redis";
+import {
+  createTestRedisNamespace,
+  SINGLE_REDIS,
+  type TestRedisNamespace,
+  type TestRedisTarget,
+} from "../../helpers/redis";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789abcdef";
 
@@ -24,8 +29,8 @@ export interface Harness {
   db: TestDatabase;
   ns: TestRedisNamespace;
   names: RedisNames;
-  /** A separate Redis client for assertions. */
-  redis: Redis;
+  /** A separate Redis client for assertions (a cluster client when the harness runs on one). */
+  redis: RedisClient;
   gql<T = Json>(query: string, variables?: Record<string, unknown>, token?: string): Promise<GqlResult<T>>;
   /** Like gql but fails the test on errors; returns data. */
   ok<T = Json>(query: string, variables?: Record<string, unknown>, token?: string): Promise<T>;
@@ -37,13 +42,13 @@ let counter = 0;
 
 export async function startHarness(
   env: Record<string, string> = {},
-  opts: { log?: Logger } = {},
+  opts: { log?: Logger; redis?: TestRedisTarget } = {},
 ): Promise<Harness> {
   const db = await createTestDatabase();
-  const ns = createTestRedisNamespace();
+  const ns = createTestRedisNamespace(opts.redis ?? SINGLE_REDIS);
   const config = loadConfig({
     DATABASE_URL: db.url,
-    REDIS_URL: TEST_REDIS_URL,
+    ...ns.redis.env(),
     REDIS_KEY_PREFIX: ns.prefix,
     LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
     CONTROL_PLANE_PORT: "0",
@@ -56,7 +61,7 @@ export async function startHarness(
     ...env,
   });
   const cp = await createControlPlane(config, { host: "127.0.0.1", log: opts.log });
-  const redis = new Redis(TEST_REDIS_URL);
+  const redis = ns.redis.client();
   const gql = async <T>(
     query: string,
     variables?: Record<string, unknown>,

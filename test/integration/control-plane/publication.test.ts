@@ -4,39 +4,48 @@ import type { DataSource } from "typeorm";
 import { loadConfig } from "../../../control-plane/src/config";
 import { PublicationService } from "../../../control-plane/src/publication/publication.service";
 import { startWorker } from "../../../control-plane/src/worker/worker";
+import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { startDataPlane } from "../../../data-plane/src/data-plane";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { createLogger } from "../../../shared/src/log/logger";
+import { type RedisClient, scanKeys } from "../../../shared/src/redis/connect";
 import { PlaneEvent } from "../../../shared/src/redis/records";
 import { freePort } from "../../helpers/ports";
-import { TEST_REDIS_URL } from "../../helpers/redis";
+import { describeOverRedis } from "../../helpers/redis";
+import { post, sleep } from "../data-plane/harness";
+import { StubUpstream } from "../data-plane/stub-upstream";
 import { ADMIN_TOKEN, createApp, Harness, startHarness } from "./harness";
 
-async function dumpPrefix(redis: Redis, prefix: string, exclude: RegExp): Promise<Record<string, string>> {
+/** Every key under `prefix` with its value (on a cluster: every master scanned). */
+async function dumpPrefix(
+  redis: RedisClient,
+  prefix: string,
+  exclude: RegExp,
+): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  let cursor = "0";
-  do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-    cursor = next;
+  await scanKeys(redis, `${prefix}*`, async (keys) => {
     for (const k of keys) {
       if (exclude.test(k)) continue;
       const type = await redis.type(k);
       out[k] = type === "hash" ? JSON.stringify(await redis.hgetall(k)) : ((await redis.get(k)) ?? "");
     }
-  } while (cursor !== "0");
+  });
   return out;
 }
 
-async function flushPrefix(redis: Redis, prefix: string): Promise<void> {
-  const keys = await redis.keys(`${prefix}*`);
-  if (keys.length) await redis.del(...keys);
+/** Deletes every key under `prefix`, one DEL per key (keys of many slots on a cluster). */
+async function flushPrefix(redis: RedisClient, prefix: string): Promise<void> {
+  await scanKeys(redis, `${prefix}*`, async (keys) => {
+    await Promise.all(keys.map((k) => redis.del(k)));
+  });
 }
 
-describe("control-plane: publication to Redis", () => {
+describeOverRedis("control-plane: publication to Redis", (redis) => {
   let h: Harness;
   let user: { token: string; workspaceId: string };
   let graceOld: string;
   before(async () => {
-    h = await startHarness({ REPUBLISH_INTERVAL_SECONDS: "5" });
+    h = await startHarness({ REPUBLISH_INTERVAL_SECONDS: "5" }, { redis: redis() });
     user = await h.signUp();
     await h.ok(
       `mutation { createNetwork(input: { slug: "n1", name: "N1", protocol: EVM, chainId: 1 }) { id } }`,
@@ -75,7 +84,7 @@ describe("control-plane: publication to Redis", () => {
     await flushPrefix(h.redis, h.ns.prefix);
     assert.deepEqual(await dumpPrefix(h.redis, h.ns.prefix, skip), {});
 
-    const sub = new Redis(TEST_REDIS_URL);
+    const sub = h.ns.redis.client("dp-events");
     const events: PlaneEvent[] = [];
     await sub.subscribe(h.names.eventsChannel());
     sub.on("message", (_c, m) => events.push(JSON.parse(m)));
@@ -108,7 +117,7 @@ describe("control-plane: publication to Redis", () => {
   it("the worker's repeatable RepublishAll job repairs a flushed Redis; starting twice keeps one scheduler", async () => {
     const config = loadConfig({
       DATABASE_URL: h.db.url,
-      REDIS_URL: TEST_REDIS_URL,
+      ...h.ns.redis.env(),
       REDIS_KEY_PREFIX: h.ns.prefix,
       LOG_LEVEL: "silent",
       REPUBLISH_INTERVAL_SECONDS: "5",
@@ -117,7 +126,9 @@ describe("control-plane: publication to Redis", () => {
     const w2 = await startWorker(config);
     try {
       assert.equal((await w1.queue.getJobSchedulers()).length, 1);
-      await h.redis.del(h.names.publishedAt(), h.names.networks());
+      // Two DELs: the keys are in different slots on a cluster.
+      await h.redis.del(h.names.publishedAt());
+      await h.redis.del(h.names.networks());
       const deadline = Date.now() + 15_000;
       while (Date.now() < deadline && !(await h.redis.exists(h.names.publishedAt()))) {
         await new Promise((r) => setTimeout(r, 100));
@@ -145,6 +156,54 @@ describe("control-plane: publication to Redis", () => {
     assert.equal(await h.redis.exists(h.names.apiKey(hashApiKey(app.apiKey))), 0);
     await h.cp.services.publication.republishAll();
     assert.equal(await h.redis.exists(h.names.apiKey(hashApiKey(app.apiKey))), 1);
+  });
+
+  it("a key revoked through GraphQL stops working on a data plane within 1 s; a new key works at once", async () => {
+    const stub = await new StubUpstream().start();
+    await h.ok(
+      `mutation($u: String!) {
+        n: createNetwork(input: { slug: "n2", name: "N2", protocol: EVM, chainId: 31337 }) { id }
+        u: addUpstream(networkSlug: "n2", input: { httpUrl: $u }) { id } }`,
+      { u: stub.url },
+      ADMIN_TOKEN,
+    );
+    const dp = await startDataPlane(
+      loadDataPlaneConfig({
+        ...h.ns.redis.env(),
+        REDIS_KEY_PREFIX: h.ns.prefix,
+        DATA_PLANE_PORT: "0",
+        DATA_PLANE_HOST: "127.0.0.1",
+        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+        RATE_LIMIT_MODE: "off",
+        QUOTA_MODE: "off",
+        USAGE_MODE: "off",
+      }),
+    );
+    try {
+      const app = await createApp(h, user.token, "revoked-later");
+      const body = { jsonrpc: "2.0", id: 1, method: "eth_chainId" };
+      const url = (key: string) => `http://127.0.0.1:${dp.port}/n2/rpc?apikey=${key}`;
+      // Cached as valid by the data plane before the change.
+      assert.equal((await post(url(app.apiKey), body)).status, 200);
+      const t0 = Date.now();
+      const regenerated = await h.ok<{ regenerateApiKey: { apiKey: string } }>(
+        `mutation($a: ID!) { regenerateApiKey(appId: $a, gracePeriodSeconds: 0) { apiKey } }`,
+        { a: app.id },
+        user.token,
+      );
+      assert.equal((await post(url(regenerated.regenerateApiKey.apiKey), body)).status, 200);
+      let status = 200;
+      while (Date.now() - t0 < 1000) {
+        status = (await post(url(app.apiKey), body)).status;
+        if (status === 401) break;
+        await sleep(20);
+      }
+      assert.equal(status, 401, "the revoked key still works 1 s after the mutation");
+      assert.equal(await h.redis.exists(h.names.apiKey(hashApiKey(app.apiKey))), 0);
+    } finally {
+      await dp.close();
+      await stub.stop();
+    }
   });
 
   it("while Redis is unreachable the retry timer does not read Postgres (no attempt can land)", async () => {

@@ -26,7 +26,7 @@ export async function startGateway(
   sharedNs?: TestRedisNamespace,
 ): Promise<Gateway> {
   const ns = sharedNs ?? createTestRedisNamespace();
-  const seeder = new RedisSeeder(ns.prefix);
+  const seeder = new RedisSeeder(ns.prefix, ns.redis);
   await seed(seeder);
   const config = loadDataPlaneConfig({
     REDIS_KEY_PREFIX: ns.prefix,
@@ -45,7 +45,7 @@ export async function startGateway(
     // No state probes (eth_getBalance at old blocks) unless a suite turns them on: the stub upstreams
     // count every exchange (upstream-routing.test.ts tests the probes).
     UPSTREAM_STATE_PROBE_INTERVAL_MS: "0",
-    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+    ...ns.redis.env(),
     ...env,
   });
   const plane = await startDataPlane(config, overrides);

@@ -1,13 +1,14 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Redis } from "ioredis";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { NodeRecordSchema } from "../../../shared/src/redis/records";
 import { pidsWithArgument, stopPids } from "../../helpers/process";
+import type { TestRedisTarget } from "../../helpers/redis";
 import { ADMIN_TOKEN, type Harness, type Json, startHarness } from "../control-plane/harness";
 
 export const NODE_FIELDS = `id displayName nodeType status statusReason imageVersion region workspaceId
@@ -38,14 +39,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * fresh database, Redis namespace and nodes data dir.
  */
 export async function startNodesEnv(
-  opts: { worker?: boolean; workerEnv?: Record<string, string> } = {},
+  opts: { worker?: boolean; workerEnv?: Record<string, string>; redis?: TestRedisTarget } = {},
 ): Promise<NodesEnv> {
   const dataDir = mkdtempSync(join(tmpdir(), "rg-nodes-"));
   process.env.NODES_DATA_DIR = dataDir;
   // Read by the control plane's NodeService when it enqueues jobs.
   process.env.NODE_JOB_ATTEMPTS = "3";
   process.env.NODE_JOB_BACKOFF_MS = "200";
-  const h = await startHarness();
+  const h = await startHarness({}, { redis: opts.redis });
   await h.ok(
     `mutation { a: createNetwork(input: { slug: "dot-test", name: "Substrate test", protocol: SUBSTRATE }) { id }
       b: createNetwork(input: { slug: "evm-test", name: "EVM test", protocol: EVM, chainId: 31337 }) { id } }`,
@@ -71,7 +72,7 @@ export async function startNodesEnv(
     DATA_PLANE_PORT: "0",
     DATA_PLANE_HOST: "127.0.0.1",
     LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+    ...h.ns.redis.env(),
   });
   const dp = await startDataPlane(config);
   const env: NodesEnv = {
@@ -144,7 +145,7 @@ export async function rpcPost(url: string, body: unknown): Promise<{ status: num
 }
 
 /** The node's internal URL (what the data plane forwards to), for test-only control calls. */
-export async function internalUrl(redis: Redis, names: RedisNames, nodeId: string): Promise<string> {
+export async function internalUrl(redis: RedisClient, names: RedisNames, nodeId: string): Promise<string> {
   const raw = await redis.get(names.node(nodeId));
   if (!raw) throw new Error("no node record");
   const rec = NodeRecordSchema.parse(JSON.parse(raw));

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { type Client, createClient } from "graphql-ws";
 import WebSocket from "ws";
+import { describeOverRedis } from "../../helpers/redis";
 import type { Json } from "../control-plane/harness";
 import { DEPLOY, FAST_SUBSTRATE, type NodesEnv, setPlan, startNodesEnv } from "./env";
 
@@ -54,14 +55,14 @@ function collect(c: Client, id: string, until: (n: Json) => boolean, timeoutMs =
   });
 }
 
-describe("dedicated nodes: graphql-ws status subscription", function () {
+describeOverRedis("dedicated nodes: graphql-ws status subscription", function (redis) {
   this.timeout(60_000);
   let env: NodesEnv;
   let owner: { token: string; workspaceId: string };
   const clients: Client[] = [];
 
   before(async () => {
-    env = await startNodesEnv();
+    env = await startNodesEnv({ redis: redis() });
     owner = await env.h.signUp();
     await setPlan(env.h, owner.workspaceId, "growth");
   });

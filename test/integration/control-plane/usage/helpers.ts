@@ -1,13 +1,11 @@
-import { Redis } from "ioredis";
 import { UsageIngestor, UsageIngestorOptions } from "../../../../control-plane/src/usage/usage.ingestor";
 import { RedisUsageRecorder } from "../../../../data-plane/src/usage";
 import { createLogger } from "../../../../shared/src/log/logger";
-import { TEST_REDIS_URL } from "../../../helpers/redis";
 import { Harness } from "../harness";
 
-/** A data-plane recorder writing to the harness's Redis namespace, with a settable clock. */
+/** A data-plane recorder writing to the harness's Redis namespace (single or cluster), with a settable clock. */
 export function recorderFor(h: Harness, instanceId = "dp-test") {
-  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  const redis = h.ns.redis.client("dp-commands");
   const clock = { now: Date.now() };
   const rec = new RedisUsageRecorder({
     redis,
@@ -31,7 +29,7 @@ const silent = createLogger("usage-test", "silent");
 
 /** An ingestor on the harness's database with its own Redis connection. */
 export function ingestorFor(h: Harness, opts: Partial<UsageIngestorOptions> = {}) {
-  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+  const redis = h.ns.redis.client("blocking");
   const ing = new UsageIngestor(h.cp.dataSource, redis, h.names, silent, {
     consumerName: "c1",
     blockMs: 0,

@@ -4,18 +4,18 @@ import { applyRetention } from "../../../../control-plane/src/usage/usage.retent
 import { startWorker } from "../../../../control-plane/src/worker/worker";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import { USAGE_CONSUMER_GROUP, UsageBatch } from "../../../../shared/src/usage/contract";
-import { TEST_REDIS_URL } from "../../../helpers/redis";
+import { describeOverRedis } from "../../../helpers/redis";
 import { Harness, startHarness } from "../harness";
 import { ingestorFor, recorderFor } from "./helpers";
 
 const WS = "11111111-1111-4111-8111-111111111111";
 const APP = "22222222-2222-4222-8222-222222222222";
 
-describe("control-plane: usage ingestion (stream -> Postgres)", () => {
+describeOverRedis("control-plane: usage ingestion (stream -> Postgres)", (redis) => {
   let h: Harness;
 
   before(async () => {
-    h = await startHarness();
+    h = await startHarness({}, { redis: redis() });
   });
   after(async () => {
     await h?.close();
@@ -192,7 +192,7 @@ describe("control-plane: usage ingestion (stream -> Postgres)", () => {
   it("the worker process ingests in the background and stops cleanly", async () => {
     const config = loadConfig({
       DATABASE_URL: h.db.url,
-      REDIS_URL: TEST_REDIS_URL,
+      ...h.ns.redis.env(),
       REDIS_KEY_PREFIX: h.ns.prefix,
       LOG_LEVEL: "silent",
     });

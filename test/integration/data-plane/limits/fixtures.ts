@@ -1,10 +1,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Redis } from "ioredis";
 import { readWorkspaceUsage, type WorkspaceUsage } from "../../../../data-plane/src/quota/read-usage";
 import type { Clock } from "../../../../data-plane/src/ratelimit/clock";
+import type { RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
-import { TEST_REDIS_URL } from "../../../helpers/redis";
+import { SINGLE_REDIS, type TestRedisTarget } from "../../../helpers/redis";
 import { type RpcResponse, sleep } from "../harness";
 
 /** Limits on, through real Redis; no response cache so every call is forwarded (and counted upstream). */
@@ -84,11 +84,12 @@ export class RecordingUpstream {
 
 /** Reads a workspace's quota counters straight from Redis (as the control plane would). */
 export class UsageReader {
-  private readonly redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  private readonly redis: RedisClient;
   private readonly names: RedisNames;
 
-  constructor(prefix: string) {
+  constructor(prefix: string, target: TestRedisTarget = SINGLE_REDIS) {
     this.names = new RedisNames(prefix);
+    this.redis = target.client();
   }
 
   read(workspaceId: string, nowMs = Date.now()): Promise<WorkspaceUsage> {

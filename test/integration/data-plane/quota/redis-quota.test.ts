@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import type { Redis } from "ioredis";
 import { RedisQuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
 import { readWorkspaceUsage } from "../../../../data-plane/src/quota/read-usage";
 import { createLimits, LimitsEnvSchema } from "../../../../data-plane/src/ratelimit/limits";
 import { createLimitsRedis } from "../../../../data-plane/src/ratelimit/redis-client";
 import { nextUtcMidnightMs, utcDayKey } from "../../../../shared/src/quota/day";
+import type { RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import type { PlanLimits } from "../../../../shared/src/redis/records";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
@@ -13,7 +13,7 @@ import { TcpProxy } from "../ratelimit/tcp-proxy";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function ready(r: Redis): Promise<void> {
+async function ready(r: RedisClient): Promise<void> {
   if (r.status === "ready") return;
   await new Promise<void>((resolve) => r.once("ready", () => resolve()));
 }
@@ -29,7 +29,7 @@ describe("data-plane quota: two instances through real Redis", function () {
   this.timeout(15_000);
   let ns: TestRedisNamespace;
   let names: RedisNames;
-  const clients: Redis[] = [];
+  const clients: RedisClient[] = [];
 
   function tracker(url = TEST_REDIS_URL) {
     const redis = createLimitsRedis(url, { commandTimeoutMs: 500 });

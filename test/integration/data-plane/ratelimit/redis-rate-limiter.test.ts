@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
-import { Redis } from "ioredis";
 import { createLimitsRedis } from "../../../../data-plane/src/ratelimit/redis-client";
 import { RedisReconciledRateLimiter } from "../../../../data-plane/src/ratelimit/redis-rate-limiter";
+import type { RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 import { TcpProxy } from "./tcp-proxy";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function ready(r: Redis): Promise<void> {
+async function ready(r: RedisClient): Promise<void> {
   if (r.status === "ready") return;
   await new Promise<void>((resolve) => r.once("ready", () => resolve()));
 }
@@ -29,7 +29,7 @@ async function knowEachOther(...rls: RedisReconciledRateLimiter[]): Promise<void
 describe("data-plane ratelimit: two instances through real Redis", function () {
   this.timeout(15_000);
   let ns: TestRedisNamespace;
-  const clients: Redis[] = [];
+  const clients: RedisClient[] = [];
   const limiters: RedisReconciledRateLimiter[] = [];
 
   function instance(url = TEST_REDIS_URL, failClosedAfterMs: number | null = null) {

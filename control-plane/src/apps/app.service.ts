@@ -5,6 +5,8 @@ import { RequestContext } from "../auth/context";
 import { badInput, notFound } from "../common/errors";
 import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { PublicationService } from "../publication/publication.service";
+import type { WebhookEmitter } from "../webhooks/webhook.emitter";
+import { WebhookEventType } from "../webhooks/webhook.types";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { ApiKey } from "./api-key.entity";
 import { APP_NAME_MAX, App, AppEnvironment } from "./app.entity";
@@ -34,6 +36,7 @@ export class AppService {
     private readonly workspaces: WorkspaceService,
     private readonly publication: PublicationService,
     private readonly encryptionKey: Buffer,
+    private readonly webhooks: WebhookEmitter,
   ) {}
 
   private async insertKey(m: EntityManager, appId: string): Promise<string> {
@@ -164,6 +167,12 @@ export class AppService {
       return { revoked: revokedHashes, view };
     });
     await this.publication.safely("key regeneration", () => this.publication.publishKeys([app.id], revoked));
+    await this.webhooks.emit(app.workspaceId, WebhookEventType.KEY_REGENERATED, {
+      kind: "app",
+      appId: app.id,
+      appName: app.name,
+      previousKeyExpiresAt: view.previousApiKeyExpiresAt?.toISOString() ?? null,
+    });
     return { app, view };
   }
 

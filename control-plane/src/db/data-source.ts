@@ -9,6 +9,9 @@ import { Upstream } from "../networks/upstream.entity";
 import { DedicatedNode } from "../nodes/node.entity";
 import { DedicatedNodeEvent } from "../nodes/node-event.entity";
 import { Plan } from "../plans/plan.entity";
+import { WebhookAttempt } from "../webhooks/webhook-attempt.entity";
+import { WebhookDelivery } from "../webhooks/webhook-delivery.entity";
+import { WebhookEndpoint } from "../webhooks/webhook-endpoint.entity";
 import { Membership } from "../workspaces/membership.entity";
 import { Workspace } from "../workspaces/workspace.entity";
 import { Initial1700000000000 } from "./migrations/1700000000000-initial";
@@ -16,6 +19,7 @@ import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
+import { Webhooks1700000006000 } from "./migrations/1700000006000-webhooks";
 
 export const ENTITIES = [
   Account,
@@ -30,6 +34,9 @@ export const ENTITIES = [
   Upstream,
   DedicatedNode,
   DedicatedNodeEvent,
+  WebhookEndpoint,
+  WebhookDelivery,
+  WebhookAttempt,
 ];
 
 /** Checked-in migrations, oldest first. The schema is never synchronised from the entities. */
@@ -39,6 +46,7 @@ export const MIGRATIONS = [
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
+  Webhooks1700000006000,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -7,6 +7,7 @@ import { AuthPage } from "./pages/Auth";
 import { NodeDeployPage, NodePage, NodesPage } from "./pages/Nodes";
 import { PlanPage } from "./pages/Plan";
 import { UsagePage } from "./pages/Usage";
+import { WebhookPage, WebhooksPage } from "./pages/Webhooks";
 import { Link, match, RouterProvider, useRoute } from "./router";
 import "./styles.css";
 
@@ -55,6 +56,7 @@ function Shell() {
 
   const appMatch = match("/apps/:id", path);
   const nodeMatch = match("/nodes/:id", path);
+  const webhookMatch = match("/webhooks/:id", path);
   let page: ReactElement;
   if (path === "/" || path === "/apps") page = <AppsPage />;
   else if (appMatch) page = <AppPage id={appMatch.id!} />;
@@ -63,6 +65,8 @@ function Shell() {
   else if (path === "/nodes") page = <NodesPage />;
   else if (path === "/nodes/new") page = <NodeDeployPage />;
   else if (nodeMatch) page = <NodePage id={nodeMatch.id!} />;
+  else if (path === "/webhooks") page = <WebhooksPage />;
+  else if (webhookMatch) page = <WebhookPage id={webhookMatch.id!} />;
   else
     page = (
       <div className="card">
@@ -90,6 +94,7 @@ function Shell() {
           <Link to="/">Apps</Link>
           <Link to="/usage">Usage</Link>
           <Link to="/nodes">Dedicated nodes</Link>
+          <Link to="/webhooks">Webhooks</Link>
           <Link to="/plan">Plan</Link>
           <button type="button" className="link" onClick={logOut}>
             Log out

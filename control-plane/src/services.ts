@@ -49,7 +49,7 @@ export function createServices(
   const workspaces = new WorkspaceService(ds, publication);
   const encryptionKey = deriveEncryptionKey(config.keyEncryptionSecret);
   // Webhook jobs (test sends, events raised by mutations) go out on the command connection.
-  const webhookQueue = new WebhookQueue(redis, names, config.webhooks);
+  const webhookQueue = new WebhookQueue(redis, names, config.webhooks, log);
   const webhookEmitter = new QueueWebhookEmitter(webhookQueue, log);
   const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);
   return {

@@ -51,17 +51,12 @@ export class WebhookOperations {
     private readonly log: Logger,
   ) {}
 
-  /** Creates the event's deliveries (enabled endpoints subscribed to it, or the one endpoint named). */
+  /** Creates the event's deliveries: one per enabled endpoint of the workspace subscribed to its type. */
   async fanout(event: WebhookEventPayload): Promise<number> {
-    const rows: { id: string }[] = event.endpointId
-      ? await this.ds.query(`SELECT id FROM webhook_endpoints WHERE id = $1 AND workspace_id = $2`, [
-          event.endpointId,
-          event.workspaceId,
-        ])
-      : await this.ds.query(
-          `SELECT id FROM webhook_endpoints WHERE workspace_id = $1 AND enabled AND $2 = ANY(event_types)`,
-          [event.workspaceId, event.type],
-        );
+    const rows: { id: string }[] = await this.ds.query(
+      `SELECT id FROM webhook_endpoints WHERE workspace_id = $1 AND enabled AND $2 = ANY(event_types)`,
+      [event.workspaceId, event.type],
+    );
     const ids = await recordDeliveries(
       this.ds,
       event,
@@ -203,7 +198,7 @@ export async function startWebhookWorker(deps: {
   log: Logger;
 }): Promise<WebhookWorker> {
   const { cfg, log } = deps;
-  const queue = new WebhookQueue(deps.bullConnection, deps.names, cfg);
+  const queue = new WebhookQueue(deps.bullConnection, deps.names, cfg, log);
   const emitter = new QueueWebhookEmitter(queue, log);
   const sender = new WebhookSender({
     allowPrivateAddresses: cfg.allowPrivateAddresses,

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { DataSource, EntityManager } from "typeorm";
+import type { Logger } from "../../../shared/src/log/logger";
 import {
   JobName,
   QueueName,
@@ -16,6 +17,8 @@ const FANOUT_ATTEMPTS = 5;
 const FANOUT_BACKOFF_MS = 1000;
 /** Finished jobs BullMQ keeps (the history is in Postgres). */
 const KEEP_JOBS = 1000;
+/** At most one logged queue connection error per this period (Redis down is an expected state). */
+const ERROR_LOG_EVERY_MS = 10_000;
 
 /** `evt_` + 32 hex digits. */
 export function newWebhookEventId(): string {
@@ -39,18 +42,29 @@ export function webhookBody(event: WebhookEventPayload): string {
  */
 export class WebhookQueue {
   private opened: Queue | undefined;
+  private lastErrorLogMs = 0;
 
   constructor(
     private readonly connection: Redis,
     private readonly names: RedisNames,
     private readonly cfg: { maxAttempts: number; retryBaseMs: number },
+    private readonly log: Logger,
   ) {}
 
   get queue(): Queue {
-    this.opened ??= new Queue(QueueName.Webhooks, {
-      connection: this.connection,
-      prefix: this.names.bullPrefix(),
-    });
+    if (!this.opened) {
+      const q = new Queue(QueueName.Webhooks, {
+        connection: this.connection,
+        prefix: this.names.bullPrefix(),
+      });
+      // A queue re-emits its connection's errors; unheard, an 'error' event would throw.
+      q.on("error", (err: Error) => {
+        if (Date.now() - this.lastErrorLogMs < ERROR_LOG_EVERY_MS) return;
+        this.lastErrorLogMs = Date.now();
+        this.log.warn({ err: err.message }, "webhooks queue connection error");
+      });
+      this.opened = q;
+    }
     return this.opened;
   }
 

@@ -202,7 +202,6 @@ export class WebhookService {
       workspaceId: endpoint.workspaceId,
       occurredAt: new Date().toISOString(),
       data: { endpointId: endpoint.id, message: "Test event sent from the console or sendTestWebhook" },
-      endpointId: endpoint.id,
     };
     const [id] = await recordDeliveries(this.ds, event, [endpoint.id]);
     await this.queue.addDelivery(id!);

@@ -153,7 +153,6 @@ export async function startWorker(
     encryptionKey: deriveEncryptionKey(config.keyEncryptionSecret),
     log: logger,
   });
-  webhooks.queue.queue.on("error", quiet("webhooks queue"));
   // Dedicated nodes: provisioning / roll / stop / delete jobs and the sync + validator sweeps.
   const nodeCfg = { ...loadNodeConfig(), ...opts.nodes };
   const nodes = await startNodeWorker({

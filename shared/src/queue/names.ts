@@ -54,10 +54,7 @@ export function nodeJobId(op: JobName, nodeId: string, generation: number): stri
   return `${op}-${nodeId}-${generation}`;
 }
 
-/**
- * An event on its way to a workspace's webhook endpoints. `endpointId` set: only that endpoint, whatever
- * its event types (`sendTestWebhook`).
- */
+/** An event on its way to the workspace's webhook endpoints subscribed to its type. */
 export interface WebhookEventPayload {
   /** `evt_` + 32 hex: the `webhook-id` header, the same on every attempt and every endpoint. */
   id: string;
@@ -67,7 +64,6 @@ export interface WebhookEventPayload {
   /** ISO time the event happened. */
   occurredAt: string;
   data: Record<string, unknown>;
-  endpointId?: string;
 }
 
 /** Job id of an event's fan-out: one per event, so re-queueing it is a no-op. */

@@ -334,6 +334,79 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     assert.equal(code(gone), "NOT_FOUND");
   });
 
+  it("a secret ciphertext copied from another endpoint does not open: the delivery fails, unsigned", async () => {
+    const donor = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/donor");
+    const victim = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/victim");
+    // Sealed to the donor's row id: in the victim's row the AES-GCM tag does not verify.
+    await h.cp.dataSource.query(
+      `UPDATE webhook_endpoints SET secret_ciphertext = (SELECT secret_ciphertext FROM webhook_endpoints WHERE id = $1) WHERE id = $2`,
+      [donor.endpoint.id, victim.endpoint.id],
+    );
+    await h.ok(
+      `mutation($id: ID!) { sendTestWebhook(endpointId: $id) { id } }`,
+      { id: victim.endpoint.id },
+      a.token,
+    );
+    const d = await until("refused", async () => {
+      const [x] = await deliveries(a.token, victim.endpoint.id);
+      return x?.status === "FAILED" ? x : undefined;
+    });
+    assert.equal(d.attempts.length, 1);
+    assert.match(d.attempts[0].error, /signing secret unreadable/);
+    assert.equal(rx.on("/victim").length, 0, "nothing sent");
+    // Rotating gives the endpoint a secret of its own again.
+    const rot = await h.ok<{ rotateWebhookSecret: { secret: string } }>(
+      `mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret } }`,
+      { id: victim.endpoint.id },
+      a.token,
+    );
+    rx.setSecret("/victim", rot.rotateWebhookSecret.secret);
+    await h.ok(
+      `mutation($id: ID!) { sendTestWebhook(endpointId: $id) { id } }`,
+      { id: victim.endpoint.id },
+      a.token,
+    );
+    const [got] = await rx.waitFor("/victim", (rs) => rs.length === 1);
+    assert.ok(got!.verified);
+  });
+
+  it("pages deliveries newest first with first/after, and deletes old ones (retention)", async () => {
+    const { endpoint } = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/pages");
+    const sent: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const d = await h.ok<{ sendTestWebhook: { id: string } }>(
+        `mutation($id: ID!) { sendTestWebhook(endpointId: $id) { id } }`,
+        { id: endpoint.id },
+        a.token,
+      );
+      sent.push(d.sendTestWebhook.id);
+    }
+    const page = async (after: string | null) =>
+      (
+        await h.ok<{ webhookDeliveries: Json[] }>(DELIVERIES, { e: endpoint.id, first: 2, after }, a.token)
+      ).webhookDeliveries.map((d) => d.id);
+    const p1 = await page(null);
+    assert.deepEqual(p1, [sent[2], sent[1]]);
+    const p2 = await page(p1[1]!);
+    assert.deepEqual(p2, [sent[0]]);
+    assert.deepEqual(await page(p2[0]!), []);
+    const big = await h.gql(DELIVERIES, { e: endpoint.id, first: 101 }, a.token);
+    assert.equal(code(big), "BAD_USER_INPUT");
+    // Retention: a delivery older than WEBHOOK_DELIVERY_RETENTION_DAYS (30) goes, with its attempts.
+    await rx.waitFor("/pages", (rs) => rs.length === 3);
+    await h.cp.dataSource.query(
+      `UPDATE webhook_deliveries SET created_at = now() - interval '31 days' WHERE id = $1`,
+      [sent[0]],
+    );
+    assert.equal(await worker!.webhooks.ops.retention(), 1);
+    assert.deepEqual(await page(null), [sent[2], sent[1]]);
+    const left: { n: number }[] = await h.cp.dataSource.query(
+      "SELECT count(*)::int AS n FROM webhook_attempts WHERE delivery_id = $1",
+      [sent[0]],
+    );
+    assert.equal(left[0]!.n, 0);
+  });
+
   describe("quota.threshold", () => {
     let ws: { token: string; workspaceId: string };
     const day = () => utcDayKey(Date.now());

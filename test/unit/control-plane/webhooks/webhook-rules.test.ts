@@ -48,7 +48,6 @@ describe("control-plane: webhook rules", () => {
       workspaceId: "w",
       occurredAt: "2025-01-01T00:00:00.000Z",
       data: { kind: "app" },
-      endpointId: "not in the body",
     });
     assert.deepEqual(JSON.parse(body), {
       id,

@@ -167,7 +167,8 @@ export class AppService {
       return { revoked: revokedHashes, view };
     });
     await this.publication.safely("key regeneration", () => this.publication.publishKeys([app.id], revoked));
-    await this.webhooks.emit(app.workspaceId, WebhookEventType.KEY_REGENERATED, {
+    // Not awaited: with Redis down, queueing waits for the reconnect, and the answer must not.
+    void this.webhooks.emit(app.workspaceId, WebhookEventType.KEY_REGENERATED, {
       kind: "app",
       appId: app.id,
       appName: app.name,

@@ -287,7 +287,7 @@ export class NodeService {
     // The gateway enforces the new rpc-methods at once, before the node has restarted.
     await this.publication.safely("node update", () => this.publication.publishNodes([node.id]));
     if (roll) {
-      await emitNodeStatus(this.webhooks, node, previousStatus, node.status, node.statusReason);
+      void emitNodeStatus(this.webhooks, node, previousStatus, node.status, node.statusReason);
       await this.enqueueSafely(JobName.RollNode, node);
     }
     return repo.findOneOrFail({ where: { id: node.id }, relations: { network: true } });
@@ -313,7 +313,8 @@ export class NodeService {
       await recordEvent(m, node.id, event, `${event.charAt(0)}${event.slice(1).toLowerCase()} requested`);
     });
     await this.publication.safely("node op", () => this.publication.publishNodes([node.id]));
-    await emitNodeStatus(this.webhooks, node, previousStatus, node.status, node.statusReason);
+    // Not awaited (here and below): with Redis down, queueing waits for the reconnect; the answer must not.
+    void emitNodeStatus(this.webhooks, node, previousStatus, node.status, node.statusReason);
     await this.enqueueSafely(op, node);
     return node;
   }
@@ -369,7 +370,7 @@ export class NodeService {
       await recordEvent(m, node.id, "KEY_REGENERATED", "API key regenerated; the previous key was revoked");
     });
     await this.publication.safely("node key", () => this.publication.publishNodes([node.id], [old]));
-    await this.webhooks.emit(node.workspaceId, WebhookEventType.KEY_REGENERATED, {
+    void this.webhooks.emit(node.workspaceId, WebhookEventType.KEY_REGENERATED, {
       kind: "node",
       nodeId: node.id,
       displayName: node.displayName,

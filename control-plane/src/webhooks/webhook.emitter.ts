@@ -6,7 +6,9 @@ import { isAnnouncedNodeTransition, type WebhookEventData, WebhookEventType } fr
 /**
  * What other services call to announce an event to a workspace's webhook endpoints. Emitting only queues
  * the event (QueueName.Webhooks, JobName.WebhookFanout); the worker finds the subscribed endpoints and
- * delivers. Never throws: a caller's operation does not fail because its event could not be queued.
+ * delivers. Never rejects: a caller's operation does not fail because its event could not be queued.
+ * While Redis is unreachable the promise waits for the reconnect (BullMQ waits for its connection), so
+ * request paths do not await it.
  */
 export interface WebhookEmitter {
   /** True when the event was queued; false (and logged) when Redis refused it. */

@@ -21,7 +21,12 @@ describe("webhooks from dedicated nodes: node.status, validator.status, key.rege
   let owner: { token: string; workspaceId: string };
   let node: Json;
   const rx = new WebhookReceiver();
-  const of = (type: string): Received[] => rx.on("/n").filter((r) => r.json?.type === type);
+  // In the order the events happened (deliveries run concurrently, so arrival order may differ).
+  const of = (type: string): Received[] =>
+    rx
+      .on("/n")
+      .filter((r) => r.json?.type === type)
+      .sort((x, y) => Date.parse(x.json.timestamp) - Date.parse(y.json.timestamp));
   const statuses = () => of("node.status").map((r) => `${r.json.data.previousStatus}>${r.json.data.status}`);
 
   before(async () => {

@@ -22,6 +22,8 @@ export const WEBHOOK_QUOTA_SCHEDULER_ID = "webhook-quota-check-every";
 export const WEBHOOK_RETENTION_SCHEDULER_ID = "webhook-retention-every";
 /** Period of the delivery retention job. */
 const RETENTION_INTERVAL_MS = 3_600_000;
+/** Pending deliveries re-queued per pass of `requeuePending`. */
+const REQUEUE_BATCH = 1000;
 
 interface DeliveryRow {
   id: string;
@@ -159,6 +161,25 @@ export class WebhookOperations {
     );
   }
 
+  /**
+   * Queues every PENDING delivery again (at worker start and after Redis lost its data, when their jobs
+   * may be gone). Idempotent: a delivery whose job exists keeps it (same job id). Returns the rows seen.
+   */
+  async requeuePending(): Promise<number> {
+    let seen = 0;
+    let after = "00000000-0000-0000-0000-000000000000";
+    for (;;) {
+      const rows: { id: string }[] = await this.ds.query(
+        `SELECT id FROM webhook_deliveries WHERE status = 'PENDING' AND id > $1 ORDER BY id LIMIT ${REQUEUE_BATCH}`,
+        [after],
+      );
+      if (rows.length === 0) return seen;
+      for (const r of rows) await this.queue.addDelivery(r.id);
+      seen += rows.length;
+      after = rows[rows.length - 1]!.id;
+    }
+  }
+
   checkQuotas(nowMs?: number): Promise<number> {
     return checkQuotaThresholds(
       { ds: this.ds, redis: this.redis, names: this.names, emitter: this.emitter },
@@ -182,7 +203,7 @@ export interface WebhookWorker {
   ops: WebhookOperations;
   /** Emitter for the worker's own services (dedicated-node status). */
   emitter: WebhookEmitter;
-  /** (Re)creates the repeatable quota check and retention. */
+  /** (Re)creates the repeatable quota check and retention, and re-queues pending deliveries. */
   ensureSchedulers(): Promise<void>;
   close(): Promise<void>;
 }
@@ -228,6 +249,7 @@ export async function startWebhookWorker(deps: {
       { every: RETENTION_INTERVAL_MS },
       { name: JobName.WebhookRetention, data: {}, opts: keep },
     );
+    await ops.requeuePending();
   };
   await ensureSchedulers();
   const worker = new Worker(

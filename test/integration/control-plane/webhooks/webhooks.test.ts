@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { newWebhookEventId, recordDeliveries } from "../../../../control-plane/src/webhooks/webhook.queue";
 import { type ControlPlaneWorker, startWorker } from "../../../../control-plane/src/worker/worker";
 import { utcDayKey } from "../../../../shared/src/quota/day";
 import { ADMIN_TOKEN, code, createApp, type Harness, type Json, startHarness } from "../harness";
@@ -405,6 +406,34 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       [sent[0]],
     );
     assert.equal(left[0]!.n, 0);
+  });
+
+  it("a pending delivery whose job was lost (Redis flushed) is queued again when a worker starts", async () => {
+    const { endpoint } = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/lost");
+    // The row as the control plane writes it, but its job never reached (or was flushed from) Redis.
+    const [id] = await recordDeliveries(
+      h.cp.dataSource,
+      {
+        id: newWebhookEventId(),
+        type: "webhook.test",
+        workspaceId: a.workspaceId,
+        occurredAt: new Date().toISOString(),
+        data: {},
+      },
+      [endpoint.id],
+    );
+    await sleep(500);
+    assert.equal(rx.on("/lost").length, 0, "no job, no delivery");
+    await worker!.close();
+    worker = await startTheWorker();
+    const [got] = await rx.waitFor("/lost", (rs) => rs.length === 1);
+    assert.ok(got!.verified);
+    const d = await until("delivered", async () => {
+      const [x] = await deliveries(a.token, endpoint.id);
+      return x?.status === "SUCCEEDED" ? x : undefined;
+    });
+    assert.equal(d.id, id);
+    assert.equal(d.attemptCount, 1);
   });
 
   describe("quota.threshold", () => {

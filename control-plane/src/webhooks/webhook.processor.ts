@@ -69,7 +69,7 @@ export class WebhookOperations {
   }
 
   private async recordAttempt(deliveryId: string, n: number, at: Date, o: AttemptOutcome): Promise<void> {
-    // A job run twice for one attempt number (a stalled job re-run) keeps the first record.
+    // Attempt numbers come from the row's counter and never repeat; the conflict clause is only a guard.
     await this.ds.query(
       `INSERT INTO webhook_attempts (delivery_id, attempt, status_code, error, duration_ms, response_excerpt, at)
        VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (delivery_id, attempt) DO NOTHING`,

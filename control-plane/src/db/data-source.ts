@@ -19,7 +19,7 @@ import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
-import { Webhooks1700000006000 } from "./migrations/1700000006000-webhooks";
+import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
 
 export const ENTITIES = [
   Account,
@@ -46,7 +46,7 @@ export const MIGRATIONS = [
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
-  Webhooks1700000006000,
+  Webhooks1700000017200,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -4,8 +4,8 @@ import { MigrationInterface, QueryRunner } from "typeorm";
  * Webhooks (issue 17 §2): endpoints with their sealed signing secret, deliveries (one event for one
  * endpoint) and their attempts.
  */
-export class Webhooks1700000006000 implements MigrationInterface {
-  name = "Webhooks1700000006000";
+export class Webhooks1700000017200 implements MigrationInterface {
+  name = "Webhooks1700000017200";
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`

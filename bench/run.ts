@@ -10,7 +10,9 @@
  *
  * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk threads:
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
- * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL.
+ * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
+ * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
+ * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -20,6 +22,7 @@ import { Pool } from "undici";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
+import { type FinalityBenchResult, runFinalityBench } from "./finality";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type Nginx, startNginx } from "./nginx";
@@ -455,7 +458,24 @@ async function main(): Promise<void> {
       skipped.push("ws: BENCH_WS_CONNECTIONS=0");
     }
 
-    // 8. report
+    // 8. Finality-aware cache: an indexer re-reading finalized history, finality on vs off (bench/finality.ts,
+    // its own anvil and gateways). BENCH_FINALITY_BLOCKS=0 skips it.
+    const finalityBlocks = envInt("BENCH_FINALITY_BLOCKS", 2000);
+    let finality: FinalityBenchResult | null = null;
+    if (finalityBlocks > 0) {
+      await stopAll();
+      log("\nfinality-aware cache bench:");
+      finality = await runFinalityBench({
+        redisUrl: cfg.redisUrl,
+        blocks: finalityBlocks,
+        connections: Math.max(1, envInt("BENCH_FINALITY_CONNECTIONS", 32)),
+        durationS: Math.max(1, envInt("BENCH_FINALITY_DURATION_S", cfg.durationS)),
+      });
+    } else {
+      skipped.push("finality: BENCH_FINALITY_BLOCKS=0");
+    }
+
+    // 9. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -500,6 +520,7 @@ async function main(): Promise<void> {
       fixedRate: fixed,
       rss,
       ws,
+      finality,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -512,6 +533,8 @@ async function main(): Promise<void> {
           ? Number((fixed.nginx.p99Ms - fixed.direct.p99Ms).toFixed(3))
           : null,
         rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
+        /** Indexer re-reading finalized history: req/s with the finality-aware cache on / off. */
+        finalityCacheOnVsOffReqPerSec: finality?.ratios.requestsPerSecOnVsOff ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))

@@ -40,6 +40,8 @@ export interface WsBenchOptions {
   method?: string;
   /** Extra environment for the gateway process (e.g. UPSTREAM_WS_CONNECTIONS, WS_MAX_BUFFERED_BYTES). */
   gatewayEnv?: NodeJS.ProcessEnv;
+  /** Node flags for the gateway (e.g. `--cpu-prof`); default BENCH_WS_GATEWAY_NODE_ARGS, space-separated. */
+  gatewayNodeArgs?: string[];
 }
 
 export interface WsBenchResult {
@@ -375,6 +377,8 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
   const gw = await startGateway({
     redisUrl,
     prefix,
+    nodeArgs:
+      opts.gatewayNodeArgs ?? process.env.BENCH_WS_GATEWAY_NODE_ARGS?.split(" ").filter((a) => a !== ""),
     env: {
       WS_MAX_IN_FLIGHT_PER_CONNECTION: "1000",
       // Every bench socket comes from 127.0.0.1 with one key: the per-key and per-address connection caps

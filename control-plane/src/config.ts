@@ -19,6 +19,24 @@ const schema = z.object({
   KEY_ENCRYPTION_SECRET: z.string().min(16, { error: "expected at least 16 characters" }).optional(),
   PUBLIC_HTTP_URL: env.url("http://127.0.0.1:8080", ["http:", "https:"]),
   PUBLIC_WS_URL: env.url("ws://127.0.0.1:8080", ["ws:", "wss:"]),
+  /**
+   * The console's public base URL (e.g. `https://console.example.com/console`), the base of invitation
+   * links. Unset: this control plane's own `http://127.0.0.1:{port}/console`.
+   */
+  PUBLIC_CONSOLE_URL: z
+    .string()
+    .optional()
+    .refine(
+      (v) => {
+        if (v === undefined) return true;
+        try {
+          return ["http:", "https:"].includes(new URL(v).protocol);
+        } catch {
+          return false;
+        }
+      },
+      { error: "expected a URL with scheme http: or https:" },
+    ),
   /** Lifetime of tokens returned by signUp / logIn. */
   SESSION_TTL_SECONDS: env.int(7 * 24 * 3600, 60, 365 * 24 * 3600),
   /** Login attempts allowed per email and per client IP within one window. */
@@ -139,6 +157,8 @@ export interface ControlPlaneConfig {
   keyEncryptionSecretIsDefault: boolean;
   publicHttpUrl: string;
   publicWsUrl: string;
+  /** PUBLIC_CONSOLE_URL without a trailing slash; null: derived from the bound port. */
+  publicConsoleUrl: string | null;
   sessionTtlSeconds: number;
   loginMaxAttempts: number;
   loginWindowSeconds: number;
@@ -193,6 +213,7 @@ export function loadConfig(
     keyEncryptionSecretIsDefault: e.KEY_ENCRYPTION_SECRET === undefined,
     publicHttpUrl: e.PUBLIC_HTTP_URL.replace(/\/+$/, ""),
     publicWsUrl: e.PUBLIC_WS_URL.replace(/\/+$/, ""),
+    publicConsoleUrl: e.PUBLIC_CONSOLE_URL ? e.PUBLIC_CONSOLE_URL.replace(/\/+$/, "") : null,
     sessionTtlSeconds: e.SESSION_TTL_SECONDS,
     loginMaxAttempts: e.LOGIN_MAX_ATTEMPTS,
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,

@@ -91,7 +91,9 @@ export async function createControlPlane(
     if (applied.length > 0) log.info({ applied }, "database migrations applied");
     await rebindLegacyKeyCiphertexts(ds, deriveEncryptionKey(config.keyEncryptionSecret), log);
     await redis.connect();
-    const services = createServices(config, ds, redis, log);
+    // Set once listening (CONTROL_PLANE_PORT 0 picks a port): the default base of invitation links.
+    let boundPort = config.port;
+    const services = createServices(config, ds, redis, log, () => boundPort);
     if (opts.publishOnStart !== false) {
       const res = await services.publication.republishAllSerial();
       log.info(res, "published all records to Redis");
@@ -165,7 +167,7 @@ export async function createControlPlane(
           const ip = clientIp(req.socket.remoteAddress, req.headers["x-forwarded-for"], trustedProxies);
           try {
             const principal = await services.auth.authenticate(req.headers.authorization);
-            return { principal, ip, services };
+            return { principal, ip, services, roles: new Map() };
           } catch (err) {
             if (err instanceof GraphQLError) {
               throw new GraphQLError(err.message, {
@@ -281,6 +283,7 @@ export async function createControlPlane(
       socket.on("error", (err) => log.debug({ err: err.message }, "graphql-ws socket error"));
     });
     const port = (srv.address() as AddressInfo).port;
+    boundPort = port;
     const url = `http://127.0.0.1:${port}/graphql`;
     log.info({ port }, "control plane listening");
 

@@ -18,12 +18,14 @@ import { UsageService } from "./usage/usage.service";
 import { QueueWebhookEmitter } from "./webhooks/webhook.emitter";
 import { WebhookQueue } from "./webhooks/webhook.queue";
 import { WebhookService } from "./webhooks/webhook.service";
+import { MemberService } from "./workspaces/member.service";
 import { WorkspaceService } from "./workspaces/workspace.service";
 
 export interface Services {
   config: ControlPlaneConfig;
   auth: AuthService;
   workspaces: WorkspaceService;
+  members: MemberService;
   apps: AppService;
   allowlist: AllowlistService;
   networks: NetworkService;
@@ -39,6 +41,8 @@ export function createServices(
   ds: DataSource,
   redis: Redis,
   log: Logger,
+  /** The port this control plane listens on (known after listen), for the default console URL. */
+  boundPort: () => number = () => config.port,
 ): Services {
   const names = new RedisNames(config.redisKeyPrefix);
   const publication = new PublicationService(ds, redis, names, log, {
@@ -51,17 +55,24 @@ export function createServices(
   // Webhook jobs (test sends, events raised by mutations) go out on the command connection.
   const webhookQueue = new WebhookQueue(redis, names, config.webhooks, log);
   const webhookEmitter = new QueueWebhookEmitter(webhookQueue, log);
+  const members = new MemberService(
+    ds,
+    workspaces,
+    () => config.publicConsoleUrl ?? `http://127.0.0.1:${boundPort()}/console`,
+  );
   const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);
   return {
     config,
     publication,
     workspaces,
+    members,
     auth: new AuthService(
       ds,
       limiter,
       publication,
       { adminToken: config.adminToken, sessionTtlSeconds: config.sessionTtlSeconds },
       new SignUpRateLimiter(redis, names, config.signUpMaxPerIp, config.signUpWindowSeconds),
+      members,
     ),
     apps: new AppService(ds, workspaces, publication, encryptionKey, webhookEmitter),
     allowlist: new AllowlistService(ds, workspaces, publication),

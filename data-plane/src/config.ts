@@ -46,7 +46,20 @@ export const dataPlaneEnvShape = {
   CACHE_ADMISSION: z.enum(["second", "first"]).default("second"),
   /** Upper bound on the life of a per-block cache entry, should head tracking stall. */
   CACHE_PER_BLOCK_TTL_MS: env.int(2_000, 10, 600_000),
+  /**
+   * Finality-aware cache: each health round also reads every node's finalized head (EVM `finalized` tag,
+   * Substrate chain_getFinalizedHead) and head hash; answers about blocks given by number at or below the
+   * network's finalized head are kept as permanent, and a reorg the health checks see drops the per-block
+   * entries it made stale (upstream/chain-watch.ts). false = per-block caching only, no extra polls.
+   */
+  CACHE_FINALITY_ENABLED: env.bool(true),
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
+  /**
+   * How often each upstream not declared ARCHIVE is probed for the oldest block whose state it serves
+   * (a few eth_getBalance / state_getStorage reads at old blocks); new upstreams are probed at once.
+   * 0 = never: upstreams not declared ARCHIVE stay "not known" (ranked after known ones, never refused).
+   */
+  UPSTREAM_STATE_PROBE_INTERVAL_MS: env.int(60_000, 0, 86_400_000),
   /** An upstream further than this many blocks behind the best head is not selected. */
   HEALTH_MAX_LAG_BLOCKS: env.int(5, 0, 1_000_000),
   /**

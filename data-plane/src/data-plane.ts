@@ -3,6 +3,7 @@ import { type Cidr, parseCidr } from "./allowlist/ip";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import type { DataPlaneConfig } from "./config";
+import { dropReorged } from "./forward/forward";
 import { LimitsGate } from "./limits/admission";
 import { ConcurrencyLimiter } from "./limits/concurrency";
 import { limitsWsHooks } from "./limits/ws-hooks";
@@ -109,6 +110,10 @@ export async function startDataPlane(
   });
   // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
   const bufferBudget = new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
+  const cache =
+    config.CACHE_MAX_BYTES > 0
+      ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
+      : new NoopResponseCache();
   // One set of pool options for the shared networks and the dedicated nodes (NodePools adjusts its own).
   const poolOptions = {
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
@@ -128,12 +133,11 @@ export async function startDataPlane(
     maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
     coalesceMax: config.UPSTREAM_COALESCE_MAX,
     healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
+    stateProbeIntervalMs: config.UPSTREAM_STATE_PROBE_INTERVAL_MS,
+    finality: config.CACHE_FINALITY_ENABLED,
+    onReorg: (slug: string, fromHeight: number) => metrics.reorg(slug, dropReorged(cache, slug, fromHeight)),
   };
   const upstreams = new UpstreamRegistry(poolOptions, metrics, logger);
-  const cache =
-    config.CACHE_MAX_BYTES > 0
-      ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
-      : new NoopResponseCache();
   const limits = overrides.limits ?? createLimits(config, logger, { clock: overrides.clock });
   const gate = new LimitsGate({ limits, metrics, publicPerSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND });
   const ownedUsage =

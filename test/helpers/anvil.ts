@@ -12,12 +12,18 @@ export interface Anvil extends StartedProcess {
   wsUrl: string;
 }
 
-/** Starts a real anvil node on a free port. `blockTimeSec` mines on an interval (else on each tx). */
-export async function startAnvil(opts: { blockTimeSec?: number; chainId?: number } = {}): Promise<Anvil> {
+/**
+ * Starts a real anvil node on a free port. `blockTimeSec` mines on an interval (else on each tx); `args`
+ * are more anvil flags (e.g. `--prune-history 10`).
+ */
+export async function startAnvil(
+  opts: { blockTimeSec?: number; chainId?: number; args?: string[] } = {},
+): Promise<Anvil> {
   const port = await freePort();
   const args = ["--host", "127.0.0.1", "--port", String(port), "--silent"];
   if (opts.blockTimeSec) args.push("--block-time", String(opts.blockTimeSec));
   if (opts.chainId) args.push("--chain-id", String(opts.chainId));
+  if (opts.args) args.push(...opts.args);
   const httpUrl = `http://127.0.0.1:${port}`;
   const proc = await startProcess(anvilBinary(), args, {
     ready: async () => {

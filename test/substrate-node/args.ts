@@ -7,8 +7,10 @@ import type { RpcMethodsMode, SubstrateTestNodeOptions } from "./node";
  *   real:      --rpc-port N, --rpc-methods Safe|Unsafe|Auto, --rpc-external, --unsafe-rpc-external,
  *              --chain NAME, --dev, --name NAME, --base-path DIR (-d), --validator, --tmp;
  *              accepted and ignored: --port, --prometheus-port, --rpc-cors, --rpc-max-connections, --log/-l,
- *              --pruning, --state-pruning, --blocks-pruning, --sync, --bootnodes, --node-key, --telemetry-url,
+ *              --blocks-pruning, --sync, --bootnodes, --node-key, --telemetry-url,
  *              --no-telemetry, --no-prometheus, --no-mdns, --prometheus-external, --rpc-rate-limit, ...
+ *   real, simulated: --state-pruning N|archive|archive-canonical (and its old name --pruning): see
+ *              SubstrateTestNodeOptions.statePruning;
  *   test-only: --host ADDR, --block-time-ms N, --start-block N, --sync-target N, --sync-rate N (blocks/s),
  *              --peers N, --finality-lag N
  *
@@ -29,8 +31,6 @@ const IGNORED_WITH_VALUE = new Set([
   "--rpc-message-buffer-capacity-per-connection",
   "--log",
   "-l",
-  "--pruning",
-  "--state-pruning",
   "--blocks-pruning",
   "--sync",
   "--bootnodes",
@@ -178,6 +178,13 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       case "--peers":
         options.peers = toInt(flag, value());
         break;
+      case "--state-pruning":
+      case "--pruning": {
+        const v = value();
+        if (v === "archive" || v === "archive-canonical") options.statePruning = undefined;
+        else options.statePruning = toInt(flag, v);
+        break;
+      }
       case "--finality-lag":
         options.finalityLag = toInt(flag, value());
         break;

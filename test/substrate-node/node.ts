@@ -13,6 +13,7 @@
  * (a real node uses blake2-256); `state_getMetadata` returns a tiny fixed blob that is not real metadata;
  * storage history is not kept (a storage read `at` any known block answers the current value, except
  * System::Number); only the most recent 65,536 block hashes are indexed (older ones answer like a pruned node).
+ * `--state-pruning N` makes reads `at` blocks N or more below the finalized one fail as a pruned node's do.
  *
  * Chain simulation: the "network" produces a block every `blockTimeMs`. The node's own best block follows it;
  * when it is behind (started with `syncTargetBlock`, or after `fallBehind(n)`), it imports
@@ -62,6 +63,11 @@ export interface SubstrateTestNodeOptions {
   syncBlocksPerSecond?: number;
   /** Finalized = best - finalityLag (default 2, like GRANDPA usually trails). */
   finalityLag?: number;
+  /**
+   * `--state-pruning N`: state kept for the last N finalized blocks and every block above them; reads at
+   * older blocks fail with 4003 "State already discarded", as a pruned node's. Undefined = archive.
+   */
+  statePruning?: number;
   /** `--rpc-methods` (default Auto: unsafe methods allowed only when listening on loopback). */
   rpcMethods?: RpcMethodsMode;
   /** `--rpc-external`: counts as external for `Auto` even on loopback. */
@@ -316,6 +322,7 @@ export async function startSubstrateTestNode(
     spec: "node",
   };
   const finalityLag = opts.finalityLag ?? 2;
+  const statePruning = opts.statePruning;
   const syncRate = Math.max(1, opts.syncBlocksPerSecond ?? 1000);
   const mode: RpcMethodsMode = opts.rpcMethods ?? "Auto";
   const unsafeAllowed = mode === "Unsafe" || (mode === "Auto" && !opts.rpcExternal && isLoopback(host));
@@ -420,7 +427,7 @@ export async function startSubstrateTestNode(
     if (at === undefined || at === null) return best;
     if (typeof at !== "string") throw invalidParams("block hash expected");
     const n = numberByHash.get(at.toLowerCase());
-    if (n === undefined || n > best)
+    if (n === undefined || n > best || (statePruning !== undefined && n <= finalized() - statePruning))
       throw new RpcError(4003, `Client error: UnknownBlock: State already discarded for ${at}`);
     return n;
   };

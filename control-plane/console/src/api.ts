@@ -11,6 +11,18 @@ export function setToken(token: string | null): void {
   else localStorage.removeItem(TOKEN_KEY);
 }
 
+const WORKSPACE_KEY = "rpc-gateway.workspace";
+
+/** The workspace picked in the switcher (kept across reloads); null: the account's default. */
+export function getWorkspaceId(): string | null {
+  return localStorage.getItem(WORKSPACE_KEY);
+}
+
+export function setWorkspaceId(id: string | null): void {
+  if (id) localStorage.setItem(WORKSPACE_KEY, id);
+  else localStorage.removeItem(WORKSPACE_KEY);
+}
+
 export interface GqlErrorItem {
   message: string;
   path?: (string | number)[];
@@ -22,12 +34,16 @@ export class GqlError extends Error {
   readonly errors: GqlErrorItem[];
   readonly fields: Record<string, string>;
   readonly code?: string;
+  /** `extensions.reason` of the first error (e.g. INVITATION_EXPIRED). */
+  readonly reason?: string;
   readonly status: number;
   constructor(errors: GqlErrorItem[], status: number) {
     super(errors.map((e) => e.message).join("; ") || `HTTP ${status}`);
     this.errors = errors;
     this.status = status;
     this.code = errors[0]?.extensions?.code;
+    const reason = errors[0]?.extensions?.reason;
+    this.reason = typeof reason === "string" ? reason : undefined;
     this.fields = {};
     for (const e of errors) {
       const f = e.extensions?.field;
@@ -107,9 +123,12 @@ export interface Endpoint {
 
 export interface App {
   id: string;
+  workspaceId: string;
   name: string;
   environment: AppEnvironment;
   apiKey: string;
+  /** The caller is a VIEWER: apiKey and the endpoint URLs carry a masked key. */
+  apiKeyMasked: boolean;
   apiKeyCreatedAt: string;
   previousApiKeyExpiresAt: string | null;
   createdAt: string;
@@ -134,6 +153,46 @@ export interface Today {
   resetsAt: string;
 }
 
-export const APP_FIELDS = `id name environment apiKey apiKeyCreatedAt previousApiKeyExpiresAt createdAt
+export const APP_FIELDS = `id workspaceId name environment apiKey apiKeyMasked apiKeyCreatedAt previousApiKeyExpiresAt createdAt
   allowlist { id kind value createdAt }
   endpoints { network { id slug name protocol chainId } httpsUrl wssUrl exampleCommand }`;
+
+export type WorkspaceRole = "OWNER" | "ADMIN" | "MEMBER" | "VIEWER";
+
+export interface WorkspaceSummary {
+  id: string;
+  name: string;
+  myRole: WorkspaceRole | null;
+}
+
+/**
+ * What the console offers to a role (it hides what the server would refuse). The server's table
+ * (control-plane/src/workspaces/roles.ts) is the rule; this only decides which buttons to show.
+ */
+export const ROLE_CAN = {
+  createApps: ["OWNER", "ADMIN", "MEMBER"],
+  manageApps: ["OWNER", "ADMIN"],
+  manageKeys: ["OWNER", "ADMIN"],
+  manageAccessRules: ["OWNER", "ADMIN"],
+  manageNodes: ["OWNER", "ADMIN"],
+  manageWebhooks: ["OWNER", "ADMIN"],
+  manageMembers: ["OWNER", "ADMIN"],
+  managePlan: ["OWNER"],
+  transferOwnership: ["OWNER"],
+} as const satisfies Record<string, readonly WorkspaceRole[]>;
+
+export function roleCan(role: WorkspaceRole | null | undefined, what: keyof typeof ROLE_CAN): boolean {
+  return role != null && (ROLE_CAN[what] as readonly WorkspaceRole[]).includes(role);
+}
+
+const RANK: Record<WorkspaceRole, number> = { OWNER: 3, ADMIN: 2, MEMBER: 1, VIEWER: 0 };
+
+/** Roles strictly below `role` (those it may give and manage). */
+export function rolesBelow(role: WorkspaceRole | null | undefined): WorkspaceRole[] {
+  if (!role) return [];
+  return (["ADMIN", "MEMBER", "VIEWER"] as const).filter((r) => RANK[r] < RANK[role]);
+}
+
+export function outranks(a: WorkspaceRole | null | undefined, b: WorkspaceRole): boolean {
+  return a != null && RANK[a] > RANK[b];
+}

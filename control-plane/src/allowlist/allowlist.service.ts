@@ -2,6 +2,7 @@ import { DataSource } from "typeorm";
 import { RequestContext } from "../auth/context";
 import { badInput, isUniqueViolation, isUuid, notFound } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
+import { Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { normaliseAllowlistValue } from "./allowlist.validation";
 import { AllowlistEntry, AllowlistKind } from "./allowlist-entry.entity";
@@ -27,7 +28,7 @@ export class AllowlistService {
     appId: string,
     input: { kind: AllowlistKind; value: string },
   ): Promise<AllowlistEntry> {
-    const app = await this.workspaces.appForCaller(ctx, appId);
+    const app = await this.workspaces.appForCaller(ctx, appId, Permission.ManageAccessRules);
     const value = normaliseAllowlistValue(input.kind, input.value);
     const repo = this.ds.getRepository(AllowlistEntry);
     if ((await repo.countBy({ appId: app.id })) >= ALLOWLIST_MAX_ENTRIES) {
@@ -48,7 +49,7 @@ export class AllowlistService {
   }
 
   async remove(ctx: RequestContext, appId: string, entryId: string): Promise<AllowlistEntry> {
-    const app = await this.workspaces.appForCaller(ctx, appId);
+    const app = await this.workspaces.appForCaller(ctx, appId, Permission.ManageAccessRules);
     if (!isUuid(entryId)) throw notFound("Allowlist entry");
     const repo = this.ds.getRepository(AllowlistEntry);
     const entry = await repo.findOneBy({ id: entryId, appId: app.id });

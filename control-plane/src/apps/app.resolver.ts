@@ -61,7 +61,7 @@ function keyView(app: App, ctx: GqlContext): Promise<AppKeyView> {
   ctx.keyViews ??= new Map();
   let v = ctx.keyViews.get(app.id);
   if (!v) {
-    v = ctx.services.apps.keyView(app.id);
+    v = ctx.services.apps.keyViewFor(ctx, app);
     ctx.keyViews.set(app.id, v);
   }
   return v;
@@ -126,9 +126,18 @@ export class AppResolver {
     return app.workspaceId;
   }
 
-  @FieldResolver(() => String, { description: "The app's current API key (shown to workspace members)." })
+  @FieldResolver(() => String, {
+    description: "The app's current API key; masked (apiKeyMasked) for a VIEWER of the workspace.",
+  })
   async apiKey(@Root() app: App, @Ctx() ctx: GqlContext): Promise<string> {
     return (await keyView(app, ctx)).apiKey;
+  }
+
+  @FieldResolver(() => Boolean, {
+    description: "True when apiKey (and the endpoints' URLs) carry a masked key: the caller is a VIEWER.",
+  })
+  async apiKeyMasked(@Root() app: App, @Ctx() ctx: GqlContext): Promise<boolean> {
+    return (await keyView(app, ctx)).apiKeyMasked;
   }
 
   @FieldResolver(() => Date)
@@ -151,10 +160,7 @@ export class AppResolver {
 
   @FieldResolver(() => [Endpoint], { description: "Integration URLs, one per network." })
   async endpoints(@Root() app: App, @Ctx() ctx: GqlContext): Promise<Endpoint[]> {
-    const [networks, view] = await Promise.all([
-      ctx.services.networks.list(),
-      ctx.services.apps.keyView(app.id),
-    ]);
+    const [networks, view] = await Promise.all([ctx.services.networks.list(), keyView(app, ctx)]);
     const { publicHttpUrl, publicWsUrl } = ctx.services.config;
     return buildEndpoints(networks, view.apiKey, publicHttpUrl, publicWsUrl);
   }

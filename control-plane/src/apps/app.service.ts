@@ -7,6 +7,7 @@ import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { PublicationService } from "../publication/publication.service";
 import type { WebhookEmitter } from "../webhooks/webhook.emitter";
 import { WebhookEventType } from "../webhooks/webhook.types";
+import { maskKey, Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { ApiKey } from "./api-key.entity";
 import { APP_NAME_MAX, App, AppEnvironment } from "./app.entity";
@@ -17,7 +18,9 @@ export const MAX_GRACE_PERIOD_SECONDS = 604_800;
 export const MAX_APPS_PER_WORKSPACE = 1000;
 
 export interface AppKeyView {
+  /** In clear, or masked (`maskKey`) for a caller whose role may not read keys. */
   apiKey: string;
+  apiKeyMasked: boolean;
   apiKeyCreatedAt: Date;
   previousApiKeyExpiresAt: Date | null;
 }
@@ -56,7 +59,7 @@ export class AppService {
   }
 
   async list(ctx: RequestContext, workspaceId?: string | null): Promise<App[]> {
-    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
+    const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.Read);
     return this.listForWorkspace(wsId);
   }
 
@@ -67,7 +70,7 @@ export class AppService {
   }
 
   get(ctx: RequestContext, id: string): Promise<App> {
-    return this.workspaces.appForCaller(ctx, id);
+    return this.workspaces.appForCaller(ctx, id, Permission.Read);
   }
 
   /** Creates the app and its first key in one transaction. */
@@ -77,7 +80,7 @@ export class AppService {
     workspaceId?: string | null,
   ): Promise<App> {
     const name = validName(input.name);
-    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
+    const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.CreateApps);
     const app = await this.ds.transaction(async (m) => {
       if ((await m.getRepository(App).countBy({ workspaceId: wsId })) >= MAX_APPS_PER_WORKSPACE) {
         throw badInput("name", `A workspace may have at most ${MAX_APPS_PER_WORKSPACE} apps`);
@@ -98,7 +101,7 @@ export class AppService {
     id: string,
     input: { name?: string | null; environment?: AppEnvironment | null },
   ): Promise<App> {
-    const app = await this.workspaces.appForCaller(ctx, id);
+    const app = await this.workspaces.appForCaller(ctx, id, Permission.ManageApps);
     if (input.name != null) app.name = validName(input.name);
     if (input.environment != null) app.environment = input.environment;
     return this.ds.getRepository(App).save(app);
@@ -106,7 +109,7 @@ export class AppService {
 
   /** Deletes the app (keys and allowlist cascade); its keys stop working at once. */
   async delete(ctx: RequestContext, id: string): Promise<App> {
-    const app = await this.workspaces.appForCaller(ctx, id);
+    const app = await this.workspaces.appForCaller(ctx, id, Permission.ManageApps);
     const hashes = await this.ds.transaction(async (m) => {
       const keys = await m
         .getRepository(ApiKey)
@@ -138,7 +141,7 @@ export class AppService {
         `gracePeriodSeconds must be 0..${MAX_GRACE_PERIOD_SECONDS} (7 days)`,
       );
     }
-    const app = await this.workspaces.appForCaller(ctx, appId);
+    const app = await this.workspaces.appForCaller(ctx, appId, Permission.ManageKeys);
     const { revoked, view } = await this.ds.transaction(async (m) => {
       // Serialise concurrent regenerations of one app.
       const locked: unknown[] = await m.query("SELECT id FROM apps WHERE id = $1 FOR UPDATE", [app.id]);
@@ -160,6 +163,7 @@ export class AppService {
       const created = await repo.findOneByOrFail({ keyHash: hashApiKey(newKey) });
       const view: AppKeyView = {
         apiKey: newKey,
+        apiKeyMasked: false,
         apiKeyCreatedAt: created.createdAt,
         previousApiKeyExpiresAt:
           gracePeriodSeconds > 0 ? new Date(now.getTime() + gracePeriodSeconds * 1000) : null,
@@ -178,8 +182,21 @@ export class AppService {
   }
 
   /**
-   * The current key (decrypted) and the previous key's expiry, for workspace members. A ciphertext that is
-   * not this row's answers KEY_UNREADABLE; a legacy unbound one is rewritten bound on the way.
+   * The key as the caller may see it: in clear for roles that may read keys, masked for a VIEWER (the
+   * endpoints built from it carry the masked key too). `app` was reached through an authorised path.
+   */
+  async keyViewFor(ctx: RequestContext, app: App): Promise<AppKeyView> {
+    const [view, clear] = await Promise.all([
+      this.keyView(app.id),
+      this.workspaces.seesKeys(ctx, app.workspaceId),
+    ]);
+    return clear ? view : { ...view, apiKey: maskKey(view.apiKey), apiKeyMasked: true };
+  }
+
+  /**
+   * The current key (decrypted) and the previous key's expiry, unmasked (internal: `keyViewFor` is what
+   * callers get). A ciphertext that is not this row's answers KEY_UNREADABLE; a legacy unbound one is
+   * rewritten bound on the way.
    */
   async keyView(appId: string): Promise<AppKeyView> {
     const keys = await this.ds.getRepository(ApiKey).find({ where: { appId, revokedAt: IsNull() } });
@@ -194,6 +211,7 @@ export class AppService {
       await storeRebound(this.ds, "api_keys", current.id, current.keyCiphertext, opened.rebound);
     return {
       apiKey: opened.key,
+      apiKeyMasked: false,
       apiKeyCreatedAt: current.createdAt,
       previousApiKeyExpiresAt: previous?.expiresAt ?? null,
     };

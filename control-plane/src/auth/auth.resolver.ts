@@ -1,9 +1,10 @@
-import { MaxLength } from "class-validator";
+import { IsOptional, MaxLength } from "class-validator";
 import { Arg, Ctx, Field, ID, InputType, Int, Mutation, ObjectType, Query, Resolver } from "type-graphql";
 import { Account } from "../accounts/account.entity";
 import { GqlContext } from "../graphql/context";
+import { WORKSPACE_NAME_MAX } from "../workspaces/workspace.service";
 import { AccessToken } from "./access-token.entity";
-import { EMAIL_MAX, PASSWORD_MAX, WORKSPACE_NAME_MAX } from "./auth.service";
+import { EMAIL_MAX, PASSWORD_MAX } from "./auth.service";
 
 @InputType()
 export class SignUpInput {
@@ -15,9 +16,22 @@ export class SignUpInput {
   @MaxLength(PASSWORD_MAX)
   password: string;
 
-  @Field()
+  @Field(() => String, {
+    nullable: true,
+    description: "The account's own workspace; required unless signing up with an invitationToken.",
+  })
+  @IsOptional()
   @MaxLength(WORKSPACE_NAME_MAX)
-  workspaceName: string;
+  workspaceName?: string | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description:
+      "A token from inviteMember: the new account joins that workspace (its email must be the invitation's).",
+  })
+  @IsOptional()
+  @MaxLength(128)
+  invitationToken?: string | null;
 }
 
 @ObjectType()
@@ -44,7 +58,7 @@ export class CreatedAccessToken {
 export class AuthResolver {
   @Mutation(() => AuthPayload, {
     description:
-      "Creates an account and its workspace (free plan, account as OWNER). Rate limited per client IP.",
+      "Creates an account and its workspace (free plan, account as OWNER). With input.invitationToken the account joins the invited workspace, and gets its own only if workspaceName is given. Rate limited per client IP.",
   })
   signUp(@Arg("input", () => SignUpInput) input: SignUpInput, @Ctx() ctx: GqlContext): Promise<AuthPayload> {
     return ctx.services.auth.signUp(input, ctx.ip);

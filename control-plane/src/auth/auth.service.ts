@@ -3,10 +3,9 @@ import { hash as argon2Hash, verify as argon2Verify } from "@node-rs/argon2";
 import { DataSource, In, IsNull, Repository } from "typeorm";
 import { Account } from "../accounts/account.entity";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
-import { Plan } from "../plans/plan.entity";
 import { PublicationService } from "../publication/publication.service";
-import { Membership, MembershipRole } from "../workspaces/membership.entity";
-import { Workspace } from "../workspaces/workspace.entity";
+import type { MemberService } from "../workspaces/member.service";
+import { insertOwnedWorkspace, validWorkspaceName } from "../workspaces/workspace.service";
 import { AccessToken, AccessTokenKind } from "./access-token.entity";
 import { Principal, RequestContext } from "./context";
 import { LoginRateLimiter } from "./login-rate-limit";
@@ -15,9 +14,7 @@ import { SignUpRateLimiter } from "./signup-rate-limit";
 export const EMAIL_MAX = 254;
 export const PASSWORD_MIN = 8;
 export const PASSWORD_MAX = 256;
-export const WORKSPACE_NAME_MAX = 64;
 export const TOKEN_NAME_MAX = 64;
-export const DEFAULT_PLAN = "free";
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -51,6 +48,8 @@ export class AuthService {
     private readonly publication: PublicationService,
     private readonly opts: AuthServiceOptions,
     private readonly signUpLimiter?: SignUpRateLimiter,
+    /** Accepts an invitation inside sign-up's transaction (`signUp(invitationToken)`). */
+    private readonly members?: MemberService,
   ) {
     this.adminTokenHash = createHash("sha256").update(opts.adminToken, "utf8").digest();
   }
@@ -101,9 +100,19 @@ export class AuthService {
     return new Set(rows.filter((r) => !r.expiresAt || r.expiresAt.getTime() > now).map((r) => r.id));
   }
 
-  /** `ip` is the client IP (sign-ups are throttled per IP before any work is done). */
+  /**
+   * Creates the account with its own workspace (free plan, OWNER). With `invitationToken` the account
+   * also joins the invited workspace, and its own workspace is created only when `workspaceName` is given;
+   * a refused invitation (expired, revoked, used, another email) creates nothing. `ip` is the client IP
+   * (sign-ups are throttled per IP before any work is done).
+   */
   async signUp(
-    input: { email: string; password: string; workspaceName: string },
+    input: {
+      email: string;
+      password: string;
+      workspaceName?: string | null;
+      invitationToken?: string | null;
+    },
     ip?: string,
   ): Promise<IssuedToken> {
     if (ip !== undefined) await this.signUpLimiter?.hit(ip);
@@ -111,30 +120,22 @@ export class AuthService {
     if (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX) {
       throw badInput("password", `Password must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters`);
     }
-    const workspaceName = input.workspaceName.trim();
-    if (workspaceName.length < 1 || workspaceName.length > WORKSPACE_NAME_MAX) {
-      throw badInput("workspaceName", `Workspace name must be 1-${WORKSPACE_NAME_MAX} characters`);
-    }
+    const invitation = input.invitationToken || null;
+    const members = this.members;
+    if (invitation && !members) throw new Error("signUp with an invitation needs the member service");
+    const workspaceName =
+      invitation && !input.workspaceName?.trim() ? null : validWorkspaceName(input.workspaceName ?? "");
     const passwordHash = await argon2Hash(input.password);
-    let workspaceId = "";
+    const workspaceIds: string[] = [];
     let issued: IssuedToken;
     try {
       issued = await this.ds.transaction(async (m) => {
-        const plan = await m.getRepository(Plan).findOneByOrFail({ name: DEFAULT_PLAN });
         const account = await m
           .getRepository(Account)
           .save(m.getRepository(Account).create({ email, passwordHash }));
-        const ws = await m
-          .getRepository(Workspace)
-          .save(m.getRepository(Workspace).create({ name: workspaceName, planId: plan.id }));
-        workspaceId = ws.id;
-        await m
-          .getRepository(Membership)
-          .save(
-            m
-              .getRepository(Membership)
-              .create({ accountId: account.id, workspaceId: ws.id, role: MembershipRole.OWNER }),
-          );
+        if (workspaceName !== null)
+          workspaceIds.push((await insertOwnedWorkspace(m, account.id, workspaceName)).id);
+        if (invitation && members) await members.acceptIn(m, account, invitation);
         const token = await this.issue(
           m.getRepository(AccessToken),
           account.id,
@@ -147,7 +148,9 @@ export class AuthService {
       if (isUniqueViolation(err)) throw badInput("email", "An account with this email already exists");
       throw err;
     }
-    await this.publication.safely("workspace", () => this.publication.publishWorkspaces([workspaceId]));
+    if (workspaceIds.length > 0) {
+      await this.publication.safely("workspace", () => this.publication.publishWorkspaces(workspaceIds));
+    }
     return issued;
   }
 

@@ -25,17 +25,23 @@ export const PUBLIC_ERROR_CODES = new Set<string>([
   "KEY_UNREADABLE",
 ]);
 
-/** Validation failure of one input field; `field` is the input field's name. */
-export function badInput(field: string, message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT", field } });
+/**
+ * Validation failure of one input field; `field` is the input field's name. `reason`: a stable
+ * machine-readable cause where clients need one (e.g. INVITATION_EXPIRED).
+ */
+export function badInput(field: string, message: string, reason?: string): GraphQLError {
+  return new GraphQLError(message, {
+    extensions: reason ? { code: "BAD_USER_INPUT", field, reason } : { code: "BAD_USER_INPUT", field },
+  });
 }
 
 export function unauthenticated(message = "Authentication required"): GraphQLError {
   return new GraphQLError(message, { extensions: { code: "UNAUTHENTICATED" } });
 }
 
-export function forbidden(message = "Not allowed"): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: "FORBIDDEN" } });
+/** `extra`: machine-readable detail, e.g. `{ role, permission }` when a workspace role is too low. */
+export function forbidden(message = "Not allowed", extra: Record<string, unknown> = {}): GraphQLError {
+  return new GraphQLError(message, { extensions: { ...extra, code: "FORBIDDEN" } });
 }
 
 /** Also used for another workspace's ids, so their existence is not revealed. */

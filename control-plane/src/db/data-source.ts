@@ -12,6 +12,7 @@ import { Plan } from "../plans/plan.entity";
 import { WebhookAttempt } from "../webhooks/webhook-attempt.entity";
 import { WebhookDelivery } from "../webhooks/webhook-delivery.entity";
 import { WebhookEndpoint } from "../webhooks/webhook-endpoint.entity";
+import { Invitation } from "../workspaces/invitation.entity";
 import { Membership } from "../workspaces/membership.entity";
 import { Workspace } from "../workspaces/workspace.entity";
 import { Initial1700000000000 } from "./migrations/1700000000000-initial";
@@ -19,12 +20,15 @@ import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
+import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-upstream-capabilities";
+import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
 
 export const ENTITIES = [
   Account,
   Workspace,
   Membership,
+  Invitation,
   AccessToken,
   Plan,
   App,
@@ -46,6 +50,8 @@ export const MIGRATIONS = [
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
+  UpstreamCapabilities1700000006000,
+  WorkspaceRoles1700000016000,
   Webhooks1700000017200,
 ];
 

@@ -9,11 +9,13 @@ import { NodeStatusResolver } from "../nodes/node-status.resolver";
 import { PlanResolver } from "../plans/plan.resolver";
 import { UsageResolver, WorkspaceUsageResolver } from "../usage/usage.resolver";
 import { WebhookDeliveryResolver, WebhookEndpointResolver } from "../webhooks/webhook.resolver";
+import { MemberResolver } from "../workspaces/member.resolver";
 import { WorkspaceResolver } from "../workspaces/workspace.resolver";
 
 export const RESOLVERS = [
   AuthResolver,
   WorkspaceResolver,
+  MemberResolver,
   AppResolver,
   AllowlistResolver,
   NetworkResolver,

@@ -16,7 +16,7 @@ import { forbidden } from "../common/errors";
 import { GqlContext } from "../graphql/context";
 import { Network, NetworkProtocol } from "./network.entity";
 import { NETWORK_NAME_MAX, URL_MAX } from "./network.service";
-import { Upstream } from "./upstream.entity";
+import { Upstream, UpstreamArchiveMode, UpstreamMethodFamily } from "./upstream.entity";
 
 @InputType()
 export class CreateNetworkInput {
@@ -71,6 +71,42 @@ export class AddUpstreamInput {
 
   @Field(() => Int, { nullable: true, description: "Relative share of traffic, 1..1000 (default 1)." })
   weight?: number | null;
+
+  @Field(() => UpstreamArchiveMode, { nullable: true, description: "Default AUTO (probed)." })
+  archiveMode?: UpstreamArchiveMode | null;
+
+  @Field(() => [UpstreamMethodFamily], {
+    nullable: true,
+    description: "Method families it serves (default: none declared).",
+  })
+  methodFamilies?: UpstreamMethodFamily[] | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description: "Requests per second it should get, 1..1000000 (default: no budget; 0 = none).",
+  })
+  maxRequestsPerSecond?: number | null;
+}
+
+@InputType({ description: "Fields left out (or null) keep their value." })
+export class UpdateUpstreamInput {
+  @Field(() => Int, { nullable: true, description: "Relative share of traffic, 1..1000." })
+  weight?: number | null;
+
+  @Field(() => UpstreamArchiveMode, { nullable: true })
+  archiveMode?: UpstreamArchiveMode | null;
+
+  @Field(() => [UpstreamMethodFamily], {
+    nullable: true,
+    description: "Method families it serves; [] = none declared.",
+  })
+  methodFamilies?: UpstreamMethodFamily[] | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description: "Requests per second it should get, 1..1000000; 0 = no budget.",
+  })
+  maxRequestsPerSecond?: number | null;
 }
 
 @Resolver(() => Network)
@@ -110,6 +146,19 @@ export class NetworkResolver {
     @Ctx() ctx: GqlContext,
   ): Promise<Upstream> {
     return ctx.services.networks.addUpstream(ctx, networkSlug, input);
+  }
+
+  @Mutation(() => Upstream, {
+    description:
+      "Operator only. Edits an upstream's weight and capabilities; its URLs stay (remove and add to change them).",
+  })
+  updateUpstream(
+    @Arg("networkSlug", () => String) networkSlug: string,
+    @Arg("upstreamId", () => ID) upstreamId: string,
+    @Arg("input", () => UpdateUpstreamInput) input: UpdateUpstreamInput,
+    @Ctx() ctx: GqlContext,
+  ): Promise<Upstream> {
+    return ctx.services.networks.updateUpstream(ctx, networkSlug, upstreamId, input);
   }
 
   @Mutation(() => Upstream, { description: "Operator only. Returns the removed upstream." })

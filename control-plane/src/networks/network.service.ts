@@ -4,7 +4,7 @@ import { RequestContext } from "../auth/context";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
 import { Network, NetworkProtocol } from "./network.entity";
-import { Upstream } from "./upstream.entity";
+import { Upstream, UpstreamArchiveMode, UpstreamMethodFamily } from "./upstream.entity";
 
 export const SLUG_RE = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
 export const NETWORK_NAME_MAX = 64;
@@ -21,6 +21,56 @@ function checkLogsBlockRange(v: number): number {
     );
   }
   return v;
+}
+
+/** Upper bound of an upstream's maxRequestsPerSecond. */
+export const MAX_UPSTREAM_REQUESTS_PER_SECOND = 1_000_000;
+
+/** The operator-settable capabilities of an upstream (docs/contracts.md#upstream-capabilities). */
+export interface UpstreamCapabilitiesInput {
+  archiveMode?: UpstreamArchiveMode | null;
+  methodFamilies?: UpstreamMethodFamily[] | null;
+  maxRequestsPerSecond?: number | null;
+}
+
+function checkWeight(weight: number): number {
+  if (!Number.isInteger(weight) || weight < 1 || weight > 1000)
+    throw badInput("weight", "weight must be 1..1000");
+  return weight;
+}
+
+/** A budget as stored: null = none (0 in an input says so). */
+function checkBudget(v: number): number | null {
+  if (!Number.isInteger(v) || v < 0 || v > MAX_UPSTREAM_REQUESTS_PER_SECOND) {
+    throw badInput(
+      "maxRequestsPerSecond",
+      `maxRequestsPerSecond must be 1..${MAX_UPSTREAM_REQUESTS_PER_SECOND} (0 = no budget)`,
+    );
+  }
+  return v === 0 ? null : v;
+}
+
+/** Families as stored: deduplicated, in a fixed order, null when none ([] in an input says so). */
+function checkFamilies(v: UpstreamMethodFamily[]): UpstreamMethodFamily[] | null {
+  const known = Object.values(UpstreamMethodFamily);
+  for (const f of v) {
+    if (!known.includes(f))
+      throw badInput("methodFamilies", `methodFamilies must be among ${known.join(", ")}`);
+  }
+  const set = known.filter((f) => v.includes(f));
+  return set.length === 0 ? null : set;
+}
+
+/** Applies the capability fields present in `input` to `up` (absent or null: unchanged). */
+function applyCapabilities(up: Upstream, input: UpstreamCapabilitiesInput): void {
+  if (input.archiveMode != null) {
+    if (!Object.values(UpstreamArchiveMode).includes(input.archiveMode)) {
+      throw badInput("archiveMode", "archiveMode must be AUTO, ARCHIVE or PRUNED");
+    }
+    up.archiveMode = input.archiveMode;
+  }
+  if (input.methodFamilies != null) up.methodFamilies = checkFamilies(input.methodFamilies);
+  if (input.maxRequestsPerSecond != null) up.maxRequestsPerSecond = checkBudget(input.maxRequestsPerSecond);
 }
 
 export function requireOperator(ctx: RequestContext): void {
@@ -131,7 +181,7 @@ export class NetworkService {
   async addUpstream(
     ctx: RequestContext,
     networkSlug: string,
-    input: { httpUrl: string; wsUrl?: string | null; weight?: number | null },
+    input: { httpUrl: string; wsUrl?: string | null; weight?: number | null } & UpstreamCapabilitiesInput,
   ): Promise<Upstream> {
     requireOperator(ctx);
     const net = await this.ds.getRepository(Network).findOneBy({ slug: networkSlug });
@@ -139,16 +189,49 @@ export class NetworkService {
     const httpUrl = checkUrl("httpUrl", input.httpUrl, ["http:", "https:"]);
     const wsUrl =
       input.wsUrl == null || input.wsUrl === "" ? null : checkUrl("wsUrl", input.wsUrl, ["ws:", "wss:"]);
-    const weight = input.weight ?? 1;
-    if (!Number.isInteger(weight) || weight < 1 || weight > 1000)
-      throw badInput("weight", "weight must be 1..1000");
+    const weight = checkWeight(input.weight ?? 1);
     const repo = this.ds.getRepository(Upstream);
+    const up = repo.create({
+      networkId: net.id,
+      httpUrl,
+      wsUrl,
+      weight,
+      archiveMode: UpstreamArchiveMode.AUTO,
+      methodFamilies: null,
+      maxRequestsPerSecond: null,
+    });
+    applyCapabilities(up, input);
     if ((await repo.countBy({ networkId: net.id })) >= MAX_UPSTREAMS_PER_NETWORK) {
       throw badInput("httpUrl", `A network may have at most ${MAX_UPSTREAMS_PER_NETWORK} upstreams`);
     }
-    const up = await repo.save(repo.create({ networkId: net.id, httpUrl, wsUrl, weight }));
+    const saved = await repo.save(up);
     await this.publication.safely("networks", () => this.publication.publishNetworks());
-    return up;
+    return saved;
+  }
+
+  /**
+   * Operator: edits an upstream's weight and capabilities (fields left out or null keep their value)
+   * and republishes, so data planes route by them at once (NetworkPool.update keeps its health and what
+   * its state probe found).
+   */
+  async updateUpstream(
+    ctx: RequestContext,
+    networkSlug: string,
+    upstreamId: string,
+    input: { weight?: number | null } & UpstreamCapabilitiesInput,
+  ): Promise<Upstream> {
+    requireOperator(ctx);
+    const net = await this.ds.getRepository(Network).findOneBy({ slug: networkSlug });
+    if (!net) throw notFound("Network");
+    if (!isUuid(upstreamId)) throw notFound("Upstream");
+    const repo = this.ds.getRepository(Upstream);
+    const up = await repo.findOneBy({ id: upstreamId, networkId: net.id });
+    if (!up) throw notFound("Upstream");
+    if (input.weight != null) up.weight = checkWeight(input.weight);
+    applyCapabilities(up, input);
+    const saved = await repo.save(up);
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return saved;
   }
 
   async removeUpstream(ctx: RequestContext, id: string): Promise<Upstream> {

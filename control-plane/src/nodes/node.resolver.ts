@@ -277,15 +277,22 @@ export class NodeResolver {
     return { currentBlock: node.currentBlock, highestBlock: node.highestBlock, peers: node.peers };
   }
 
-  @FieldResolver(() => String, { description: "The node endpoint's key (workspace members only)." })
-  apiKey(@Root() node: DedicatedNode, @Ctx() ctx: GqlContext): string {
-    return ctx.services.nodes.apiKey(node);
+  @FieldResolver(() => String, {
+    description: "The node endpoint's key; masked (apiKeyMasked) for a VIEWER of the workspace.",
+  })
+  async apiKey(@Root() node: DedicatedNode, @Ctx() ctx: GqlContext): Promise<string> {
+    return (await ctx.services.nodes.apiKeyFor(ctx, node)).key;
+  }
+
+  @FieldResolver(() => Boolean, { description: "True when apiKey and the endpoints carry a masked key." })
+  async apiKeyMasked(@Root() node: DedicatedNode, @Ctx() ctx: GqlContext): Promise<boolean> {
+    return (await ctx.services.nodes.apiKeyFor(ctx, node)).masked;
   }
 
   @FieldResolver(() => NodeEndpoints, { nullable: true })
-  endpoints(@Root() node: DedicatedNode, @Ctx() ctx: GqlContext): NodeEndpoints | null {
+  async endpoints(@Root() node: DedicatedNode, @Ctx() ctx: GqlContext): Promise<NodeEndpoints | null> {
     if (node.status === NodeStatus.DELETED || node.status === NodeStatus.DELETING) return null;
-    const key = encodeURIComponent(ctx.services.nodes.apiKey(node));
+    const key = encodeURIComponent((await ctx.services.nodes.apiKeyFor(ctx, node)).key);
     const { publicHttpUrl, publicWsUrl } = ctx.services.config;
     return {
       httpUrl: `${publicHttpUrl}/nodes/${node.id}/${key}`,

@@ -14,7 +14,7 @@ import { Network } from "../networks/network.entity";
 import type { PublicationService } from "../publication/publication.service";
 import { emitNodeStatus, type WebhookEmitter } from "../webhooks/webhook.emitter";
 import { WebhookEventType } from "../webhooks/webhook.types";
-import { Membership } from "../workspaces/membership.entity";
+import { maskKey, Permission } from "../workspaces/roles";
 import type { WorkspaceService } from "../workspaces/workspace.service";
 import { findImage, type Protocol } from "./catalog";
 import { checkLaunchArgs, type LaunchDialect } from "./launch-args";
@@ -139,24 +139,27 @@ export class NodeService {
     }
   }
 
-  /** A node the caller may see; NOT_FOUND otherwise (also another workspace's node). */
-  async nodeForCaller(ctx: RequestContext, id: string): Promise<DedicatedNode> {
+  /**
+   * A node the caller may act on with `permission` (default: see it); NOT_FOUND for another workspace's
+   * node, FORBIDDEN when the caller's role lacks the permission.
+   */
+  async nodeForCaller(
+    ctx: RequestContext,
+    id: string,
+    permission: Permission = Permission.Read,
+  ): Promise<DedicatedNode> {
     if (!ctx.principal) throw unauthenticated();
     if (!isUuid(id)) throw notFound("Dedicated node");
     const node = await this.ds
       .getRepository(DedicatedNode)
       .findOne({ where: { id }, relations: { network: true } });
     if (!node) throw notFound("Dedicated node");
-    if (ctx.principal.kind === "operator") return node;
-    const ms = await this.ds
-      .getRepository(Membership)
-      .findOneBy({ accountId: ctx.principal.accountId, workspaceId: node.workspaceId });
-    if (!ms) throw notFound("Dedicated node");
+    await this.workspaces.check(ctx, node.workspaceId, permission, "Dedicated node");
     return node;
   }
 
   private async mutable(ctx: RequestContext, id: string): Promise<DedicatedNode> {
-    const node = await this.nodeForCaller(ctx, id);
+    const node = await this.nodeForCaller(ctx, id, Permission.ManageNodes);
     if (node.status === NodeStatus.DELETING || node.status === NodeStatus.DELETED) {
       throw badInput("id", "The node is being deleted");
     }
@@ -164,7 +167,7 @@ export class NodeService {
   }
 
   async list(ctx: RequestContext, workspaceId?: string | null): Promise<DedicatedNode[]> {
-    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
+    const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.Read);
     return this.ds.getRepository(DedicatedNode).find({
       where: { workspaceId: wsId, status: Not(NodeStatus.DELETED) },
       relations: { network: true },
@@ -174,7 +177,7 @@ export class NodeService {
 
   async deploy(ctx: RequestContext, input: DeployInput, workspaceId?: string | null): Promise<DedicatedNode> {
     const displayName = validName(input.displayName);
-    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
+    const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.ManageNodes);
     const network = await this.ds.getRepository(Network).findOneBy({ slug: input.network });
     if (!network) throw badInput("network", `Unknown network "${input.network}"`);
     const protocol = network.protocol as Protocol;
@@ -337,7 +340,7 @@ export class NodeService {
 
   /** Deleting: the key stops working at once; the worker tears the node down, then DELETED. */
   async delete(ctx: RequestContext, id: string): Promise<DedicatedNode> {
-    const existing = await this.nodeForCaller(ctx, id);
+    const existing = await this.nodeForCaller(ctx, id, Permission.ManageNodes);
     if (existing.status === NodeStatus.DELETING || existing.status === NodeStatus.DELETED) return existing;
     const node = await this.transition(
       ctx,
@@ -400,8 +403,16 @@ export class NodeService {
     return node;
   }
 
+  /** The node's key as the caller may see it: masked for a VIEWER of its workspace (`apiKey` is internal). */
+  async apiKeyFor(ctx: RequestContext, node: DedicatedNode): Promise<{ key: string; masked: boolean }> {
+    const key = this.apiKey(node);
+    return (await this.workspaces.seesKeys(ctx, node.workspaceId))
+      ? { key, masked: false }
+      : { key: maskKey(key), masked: true };
+  }
+
   /**
-   * The node's key for its members. A ciphertext that is not this row's throws KEY_UNREADABLE; a legacy
+   * The node's key in clear. A ciphertext that is not this row's throws KEY_UNREADABLE; a legacy
    * unbound one (normally rewritten at start) is rewritten bound in the background.
    */
   apiKey(node: DedicatedNode): string {

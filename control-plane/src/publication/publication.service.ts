@@ -440,10 +440,19 @@ export class PublicationService {
     }[] = await this.dataSource.query(
       "SELECT id, slug, name, protocol, chain_id, allow_debug, max_logs_block_range FROM networks ORDER BY slug",
     );
-    const ups: { id: string; network_id: string; http_url: string; ws_url: string | null; weight: number }[] =
-      await this.dataSource.query(
-        "SELECT id, network_id, http_url, ws_url, weight FROM upstreams ORDER BY created_at, id",
-      );
+    const ups: {
+      id: string;
+      network_id: string;
+      http_url: string;
+      ws_url: string | null;
+      weight: number;
+      archive_mode: string;
+      method_families: string[] | null;
+      max_requests_per_second: number | null;
+    }[] = await this.dataSource.query(
+      `SELECT id, network_id, http_url, ws_url, weight, archive_mode, method_families, max_requests_per_second
+       FROM upstreams ORDER BY created_at, id`,
+    );
     return nets.map((n) =>
       NetworkRecordSchema.parse({
         slug: n.slug,
@@ -454,7 +463,15 @@ export class PublicationService {
         maxLogsBlockRange: n.max_logs_block_range,
         upstreams: ups
           .filter((u) => u.network_id === n.id)
-          .map((u) => ({ id: u.id, httpUrl: u.http_url, wsUrl: u.ws_url, weight: u.weight })),
+          .map((u) => ({
+            id: u.id,
+            httpUrl: u.http_url,
+            wsUrl: u.ws_url,
+            weight: u.weight,
+            archiveMode: u.archive_mode,
+            methodFamilies: u.method_families,
+            maxRequestsPerSecond: u.max_requests_per_second,
+          })),
       }),
     );
   }

@@ -6,6 +6,7 @@ import { RedisNames } from "../../../shared/src/redis/keys";
 import { quantileFromBuckets } from "../../../shared/src/usage/contract";
 import { RequestContext } from "../auth/context";
 import { badInput, notFound } from "../common/errors";
+import { Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { BUCKET_COLUMNS } from "./usage.sql";
 import {
@@ -109,12 +110,17 @@ export class UsageService {
 
   /** Resolves and checks the scope: another workspace's workspaceId or appId answers NOT_FOUND. */
   async report(ctx: RequestContext, filter: UsageFilter): Promise<UsageReport> {
-    const workspaceId = await this.workspaces.resolveWorkspaceId(ctx, filter.workspaceId ?? null);
+    // An app without a workspaceId scopes the report to the app's own workspace (the caller's default
+    // workspace may be another one it belongs to).
     let appId: string | null = null;
+    let workspaceId: string;
     if (filter.appId != null) {
-      const app = await this.workspaces.appForCaller(ctx, filter.appId);
-      if (app.workspaceId !== workspaceId) throw notFound("App");
+      const app = await this.workspaces.appForCaller(ctx, filter.appId, Permission.Read);
+      if (filter.workspaceId != null && app.workspaceId !== filter.workspaceId) throw notFound("App");
       appId = app.id;
+      workspaceId = app.workspaceId;
+    } else {
+      ({ workspaceId } = await this.workspaces.authorize(ctx, filter.workspaceId ?? null, Permission.Read));
     }
     if (filter.network != null && !NETWORK_RE.test(filter.network))
       throw badInput("network", "Unknown network");

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { DataSource, EntityManager, In } from "typeorm";
 import type { WebhookEventPayload } from "../../../shared/src/queue/names";
 import type { RequestContext } from "../auth/context";
-import { badInput, forbidden, isUuid, notFound, unauthenticated } from "../common/errors";
+import { badInput, isUuid, notFound, unauthenticated } from "../common/errors";
 import type { WebhookSettings } from "../config";
-import { MembershipRole } from "../workspaces/membership.entity";
+import { Permission } from "../workspaces/roles";
 import type { WorkspaceService } from "../workspaces/workspace.service";
 import { validWebhookUrl } from "./address-policy";
 import { generateWebhookSecret } from "./signature";
@@ -19,12 +19,6 @@ import { sealWebhookSecret } from "./webhook-secret";
 export const MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE = 20;
 /** Largest page of `webhookDeliveries`. */
 export const MAX_DELIVERIES_PAGE = 100;
-
-/**
- * Roles that may create, change, delete, rotate and test endpoints; every member may read them. Today any
- * member manages apps too; with finer roles this becomes OWNER and ADMIN.
- */
-export const WEBHOOK_MANAGER_ROLES: readonly MembershipRole[] = [MembershipRole.OWNER, MembershipRole.MEMBER];
 
 export interface WebhookEndpointInput {
   url: string;
@@ -75,22 +69,22 @@ export class WebhookService {
   ) {}
 
   /**
-   * The one permission rule of this service. Reading: members of the workspace (and the operator).
-   * Managing: a role in WEBHOOK_MANAGER_ROLES (and the operator). A non-member gets NOT_FOUND, so the
-   * existence of another workspace's endpoints is not revealed.
+   * The one permission rule of this service, in the role table's terms (workspaces/roles.ts): reading is
+   * Permission.Read (every member), managing (create, update, delete, rotate, test) is
+   * Permission.ManageWebhooks (OWNER and ADMIN); the operator may do both. A non-member gets NOT_FOUND,
+   * so the existence of another workspace's endpoints is not revealed.
    */
   async assertCanManageWebhooks(
     ctx: RequestContext,
     workspaceId: string,
     access: "read" | "manage" = "manage",
   ): Promise<void> {
-    if (!ctx.principal) throw unauthenticated();
-    if (ctx.principal.kind === "operator") return;
-    const role = await this.workspaces.roleIn(ctx, workspaceId);
-    if (role === null) throw notFound("Webhook endpoint");
-    if (access === "manage" && !WEBHOOK_MANAGER_ROLES.includes(role)) {
-      throw forbidden("Your role in this workspace may not manage webhooks");
-    }
+    await this.workspaces.check(
+      ctx,
+      workspaceId,
+      access === "manage" ? Permission.ManageWebhooks : Permission.Read,
+      "Webhook endpoint",
+    );
   }
 
   /** An endpoint the caller may read (`access` "read") or manage; NOT_FOUND otherwise. */
@@ -109,8 +103,7 @@ export class WebhookService {
   }
 
   async list(ctx: RequestContext, workspaceId?: string | null): Promise<WebhookEndpoint[]> {
-    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
-    await this.assertCanManageWebhooks(ctx, wsId, "read");
+    const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.Read);
     return this.ds
       .getRepository(WebhookEndpoint)
       .find({ where: { workspaceId: wsId }, order: { createdAt: "ASC", id: "ASC" } });
@@ -125,8 +118,11 @@ export class WebhookService {
     input: WebhookEndpointInput,
     workspaceId?: string | null,
   ): Promise<EndpointWithSecret> {
-    const wsId = await this.workspaces.resolveWorkspaceId(ctx, workspaceId);
-    await this.assertCanManageWebhooks(ctx, wsId);
+    const { workspaceId: wsId } = await this.workspaces.authorize(
+      ctx,
+      workspaceId,
+      Permission.ManageWebhooks,
+    );
     const url = validWebhookUrl(input.url, this.settings.allowPrivateAddresses);
     const eventTypes = validEventTypes(input.eventTypes);
     const description = validDescription(input.description);

@@ -1,4 +1,3 @@
-import { registerEnumType } from "type-graphql";
 import {
   Column,
   CreateDateColumn,
@@ -9,13 +8,8 @@ import {
   Unique,
 } from "typeorm";
 import { Account } from "../accounts/account.entity";
+import { WorkspaceRole } from "./roles";
 import { Workspace } from "./workspace.entity";
-
-export enum MembershipRole {
-  OWNER = "OWNER",
-  MEMBER = "MEMBER",
-}
-registerEnumType(MembershipRole, { name: "MembershipRole" });
 
 @Entity({ name: "memberships" })
 @Unique("uq_memberships_account_workspace", ["accountId", "workspaceId"])
@@ -38,7 +32,7 @@ export class Membership {
   workspace: Workspace;
 
   @Column({ type: "text" })
-  role: MembershipRole;
+  role: WorkspaceRole;
 
   @CreateDateColumn({ name: "created_at", type: "timestamptz" })
   createdAt: Date;

@@ -2,12 +2,14 @@ import { Arg, Ctx, FieldResolver, ID, Mutation, Query, Resolver, Root } from "ty
 import { App } from "../apps/app.entity";
 import { GqlContext } from "../graphql/context";
 import { Plan } from "../plans/plan.entity";
+import { WorkspaceRole } from "./roles";
 import { Workspace } from "./workspace.entity";
 
 @Resolver(() => Workspace)
 export class WorkspaceResolver {
   @Query(() => Workspace, {
-    description: "The caller's workspace; the operator passes an id (any workspace).",
+    description:
+      "A workspace the caller belongs to: `id`, or its default (the oldest membership); the operator passes an id (any workspace).",
   })
   workspace(
     @Arg("id", () => ID, { nullable: true }) id: string | null,
@@ -19,6 +21,22 @@ export class WorkspaceResolver {
   @Query(() => [Workspace], { description: "Workspaces the caller belongs to (the operator: all)." })
   workspaces(@Ctx() ctx: GqlContext): Promise<Workspace[]> {
     return ctx.services.workspaces.workspacesOfCaller(ctx);
+  }
+
+  @FieldResolver(() => WorkspaceRole, {
+    nullable: true,
+    description: "The caller's role in this workspace (null for the operator).",
+  })
+  myRole(@Root() ws: Workspace, @Ctx() ctx: GqlContext): Promise<WorkspaceRole | null> {
+    return ctx.services.workspaces.roleIn(ctx, ws.id);
+  }
+
+  @Mutation(() => Workspace, {
+    description:
+      "A new workspace on the free plan with the caller as its OWNER (an account owns at most 10).",
+  })
+  createWorkspace(@Arg("name", () => String) name: string, @Ctx() ctx: GqlContext): Promise<Workspace> {
+    return ctx.services.workspaces.create(ctx, name);
   }
 
   @FieldResolver(() => Plan)
@@ -42,7 +60,7 @@ export class WorkspaceResolver {
 
   @Mutation(() => Workspace, {
     description:
-      "Workspace OWNER: change the plan of the caller's workspace (or of workspaceId, if a member).",
+      "Workspace OWNER: change the plan of workspaceId (default: the caller's default workspace) to a self-service plan.",
   })
   changePlan(
     @Arg("plan", () => String) plan: string,

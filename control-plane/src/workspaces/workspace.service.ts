@@ -5,13 +5,67 @@ import { RequestContext } from "../auth/context";
 import { badInput, forbidden, isUuid, notFound, unauthenticated } from "../common/errors";
 import { Plan } from "../plans/plan.entity";
 import { PublicationService } from "../publication/publication.service";
-import { Membership, MembershipRole } from "./membership.entity";
+import { Membership } from "./membership.entity";
+import { can, describePermission, Permission, roleArticle, WorkspaceRole } from "./roles";
 import { Workspace } from "./workspace.entity";
 
+export const WORKSPACE_NAME_MAX = 64;
+/** Plan of a new workspace (sign-up, createWorkspace). */
+export const DEFAULT_PLAN = "free";
 /**
- * Tenant boundary. Every workspace-scoped read or write goes through these checks: an account sees only
- * workspaces it is a member of, and another workspace's ids answer NOT_FOUND (existence not revealed).
- * The operator sees every workspace.
+ * Workspaces one account may own. Each workspace has its own daily quota, so without a cap one account
+ * could multiply its free plan by creating workspaces.
+ */
+export const MAX_OWNED_WORKSPACES = 10;
+
+/** What the caller may act on: the workspace, and its role there (null: the operator, who may do all). */
+export interface WorkspaceAccess {
+  workspaceId: string;
+  role: WorkspaceRole | null;
+}
+
+export function validWorkspaceName(raw: string): string {
+  const name = raw.trim();
+  if (name.length < 1 || name.length > WORKSPACE_NAME_MAX) {
+    throw badInput("workspaceName", `Workspace name must be 1-${WORKSPACE_NAME_MAX} characters`);
+  }
+  return name;
+}
+
+/** The FORBIDDEN error of a role that lacks `permission` (extensions: role, permission). */
+export function roleForbidden(role: WorkspaceRole, permission: Permission): Error {
+  return forbidden(`${roleArticle(role)} of this workspace may not ${describePermission(permission)}`, {
+    role,
+    permission,
+  });
+}
+
+/**
+ * Inserts a workspace on the default plan with `accountId` as its OWNER, inside the caller's transaction.
+ * Refused when the account already owns MAX_OWNED_WORKSPACES.
+ */
+export async function insertOwnedWorkspace(
+  m: EntityManager,
+  accountId: string,
+  name: string,
+): Promise<Workspace> {
+  const owned = await m.getRepository(Membership).countBy({ accountId, role: WorkspaceRole.OWNER });
+  if (owned >= MAX_OWNED_WORKSPACES) {
+    throw badInput("workspaceName", `An account may own at most ${MAX_OWNED_WORKSPACES} workspaces`);
+  }
+  const plan = await m.getRepository(Plan).findOneByOrFail({ name: DEFAULT_PLAN });
+  const ws = await m
+    .getRepository(Workspace)
+    .save(m.getRepository(Workspace).create({ name, planId: plan.id }));
+  await m.getRepository(Membership).insert({ accountId, workspaceId: ws.id, role: WorkspaceRole.OWNER });
+  return ws;
+}
+
+/**
+ * Tenant boundary and role checks. Every workspace-scoped read or write names a `Permission` and goes
+ * through `authorize` / `check` / `appForCaller`: an account that is not a member of the workspace gets
+ * NOT_FOUND (existence not revealed, also after it was removed), a member whose role lacks the permission
+ * gets FORBIDDEN (`roles.ts` is the table). The operator may do everything in every workspace.
  */
 export class WorkspaceService {
   constructor(
@@ -19,68 +73,115 @@ export class WorkspaceService {
     private readonly publication: PublicationService,
   ) {}
 
-  /** The caller's own workspace (its first membership). */
+  /** The caller's default workspace: its oldest membership (normally the one it signed up with). */
   async callerWorkspaceId(ctx: RequestContext, m: EntityManager = this.ds.manager): Promise<string> {
     const accountId = requireAccount(ctx);
     const ms = await m
       .getRepository(Membership)
-      .findOne({ where: { accountId }, order: { createdAt: "ASC" } });
+      .findOne({ where: { accountId }, order: { createdAt: "ASC", id: "ASC" } });
     if (!ms) throw notFound("Workspace");
     return ms.workspaceId;
   }
 
   /**
-   * Workspace the caller may act on: `id` given -> must be a member (operator: must exist); no `id` ->
-   * the caller's own (the operator must name one).
+   * The caller's role in the workspace; null for a non-member, the operator or anonymous. Memoised per
+   * HTTP request (`ctx.roles`) unless read inside a transaction (`m`), which must see the locked rows.
    */
-  async resolveWorkspaceId(
+  roleIn(ctx: RequestContext, workspaceId: string, m?: EntityManager): Promise<WorkspaceRole | null> {
+    if (ctx.principal?.kind !== "account") return Promise.resolve(null);
+    const accountId = ctx.principal.accountId;
+    const read = async () =>
+      (
+        await (m ?? this.ds.manager)
+          .getRepository(Membership)
+          .findOne({ select: { role: true }, where: { accountId, workspaceId } })
+      )?.role ?? null;
+    if (m || !ctx.roles) return read();
+    let memo = ctx.roles.get(workspaceId);
+    if (!memo) {
+      memo = read();
+      ctx.roles.set(workspaceId, memo);
+      // A failed read is not remembered.
+      memo.catch(() => ctx.roles?.delete(workspaceId));
+    }
+    return memo;
+  }
+
+  /** Forgets memoised roles after a membership change made in this request. */
+  forgetRoles(ctx: RequestContext, workspaceId: string): void {
+    ctx.roles?.delete(workspaceId);
+  }
+
+  /**
+   * `permission` in a workspace whose id is known to exist (an app's, a node's, a member's): a non-member
+   * gets NOT_FOUND naming `what`, a member without the permission FORBIDDEN.
+   */
+  async check(
     ctx: RequestContext,
-    id?: string | null,
+    workspaceId: string,
+    permission: Permission,
+    what = "Workspace",
+    m?: EntityManager,
+  ): Promise<WorkspaceAccess> {
+    if (!ctx.principal) throw unauthenticated();
+    if (ctx.principal.kind === "operator") return { workspaceId, role: null };
+    const role = await this.roleIn(ctx, workspaceId, m);
+    if (!role) throw notFound(what);
+    if (!can(role, permission)) throw roleForbidden(role, permission);
+    return { workspaceId, role };
+  }
+
+  /**
+   * The workspace the caller acts on, with `permission` checked: `id` given -> it must be a member
+   * (the operator: it must exist); no `id` -> the caller's default workspace (the operator must name one).
+   */
+  async authorize(
+    ctx: RequestContext,
+    id: string | null | undefined,
+    permission: Permission,
     m: EntityManager = this.ds.manager,
-  ): Promise<string> {
+  ): Promise<WorkspaceAccess> {
     if (!ctx.principal) throw unauthenticated();
     if (id == null) {
       if (ctx.principal.kind === "operator")
         throw badInput("workspaceId", "The operator must name a workspace");
-      return this.callerWorkspaceId(ctx, m);
+      return this.check(ctx, await this.callerWorkspaceId(ctx, m), permission);
     }
     if (!isUuid(id)) throw notFound("Workspace");
     if (ctx.principal.kind === "operator") {
       if (!(await m.getRepository(Workspace).existsBy({ id }))) throw notFound("Workspace");
-      return id;
+      return { workspaceId: id, role: null };
     }
-    const ms = await m
-      .getRepository(Membership)
-      .findOneBy({ accountId: ctx.principal.accountId, workspaceId: id });
-    if (!ms) throw notFound("Workspace");
-    return id;
+    return this.check(ctx, id, permission);
   }
 
-  async roleIn(ctx: RequestContext, workspaceId: string): Promise<MembershipRole | null> {
-    if (ctx.principal?.kind !== "account") return null;
-    const ms = await this.ds
-      .getRepository(Membership)
-      .findOneBy({ accountId: ctx.principal.accountId, workspaceId });
-    return ms?.role ?? null;
-  }
-
-  /** An app the caller may see; NOT_FOUND otherwise (also for another workspace's app). */
-  async appForCaller(ctx: RequestContext, appId: string, m: EntityManager = this.ds.manager): Promise<App> {
+  /** An app the caller may act on with `permission`; NOT_FOUND for another workspace's app. */
+  async appForCaller(
+    ctx: RequestContext,
+    appId: string,
+    permission: Permission,
+    m: EntityManager = this.ds.manager,
+  ): Promise<App> {
     if (!ctx.principal) throw unauthenticated();
     if (!isUuid(appId)) throw notFound("App");
     const app = await m.getRepository(App).findOneBy({ id: appId });
     if (!app) throw notFound("App");
-    if (ctx.principal.kind === "operator") return app;
-    const ms = await m
-      .getRepository(Membership)
-      .findOneBy({ accountId: ctx.principal.accountId, workspaceId: app.workspaceId });
-    if (!ms) throw notFound("App");
+    await this.check(ctx, app.workspaceId, permission, "App");
     return app;
   }
 
+  /** Whether the caller sees keys in clear in this workspace (a VIEWER gets them masked). */
+  async seesKeys(ctx: RequestContext, workspaceId: string): Promise<boolean> {
+    if (ctx.principal?.kind === "operator") return true;
+    const role = await this.roleIn(ctx, workspaceId);
+    return role !== null && can(role, Permission.ReadKeys);
+  }
+
   async workspace(ctx: RequestContext, id?: string | null): Promise<Workspace> {
-    const wsId = await this.resolveWorkspaceId(ctx, id);
-    return this.ds.getRepository(Workspace).findOneOrFail({ where: { id: wsId }, relations: { plan: true } });
+    const { workspaceId } = await this.authorize(ctx, id, Permission.Read);
+    return this.ds
+      .getRepository(Workspace)
+      .findOneOrFail({ where: { id: workspaceId }, relations: { plan: true } });
   }
 
   async workspacesOfCaller(ctx: RequestContext): Promise<Workspace[]> {
@@ -93,9 +194,24 @@ export class WorkspaceService {
     const rows = await this.ds.getRepository(Membership).find({
       where: { accountId: ctx.principal.accountId },
       relations: { workspace: { plan: true } },
-      order: { createdAt: "ASC" },
+      order: { createdAt: "ASC", id: "ASC" },
     });
     return rows.map((r) => r.workspace);
+  }
+
+  /** A new workspace on the default plan, the caller its OWNER. */
+  async create(ctx: RequestContext, rawName: string): Promise<Workspace> {
+    const accountId = requireAccount(ctx);
+    const name = validWorkspaceName(rawName);
+    const ws = await this.ds.transaction(async (m) => {
+      // Serialises this account's creations, so the ownership cap holds under concurrency.
+      await m.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [accountId]);
+      return insertOwnedWorkspace(m, accountId, name);
+    });
+    await this.publication.safely("workspace", () => this.publication.publishWorkspaces([ws.id]));
+    return this.ds
+      .getRepository(Workspace)
+      .findOneOrFail({ where: { id: ws.id }, relations: { plan: true } });
   }
 
   /**
@@ -128,7 +244,7 @@ export class WorkspaceService {
   async setWorkspacePlan(ctx: RequestContext, workspaceId: string, planName: string): Promise<Workspace> {
     if (!ctx.principal) throw unauthenticated();
     if (ctx.principal.kind !== "operator") throw forbidden("Only the operator may set a workspace's plan");
-    const id = await this.resolveWorkspaceId(ctx, workspaceId);
+    const { workspaceId: id } = await this.authorize(ctx, workspaceId, Permission.ManagePlan);
     return this.setPlan(id, planName, false);
   }
 
@@ -138,10 +254,7 @@ export class WorkspaceService {
    * grants a private plan.
    */
   async changePlan(ctx: RequestContext, planName: string, workspaceId?: string | null): Promise<Workspace> {
-    const id = await this.resolveWorkspaceId(ctx, workspaceId);
-    if (ctx.principal?.kind === "account" && (await this.roleIn(ctx, id)) !== MembershipRole.OWNER) {
-      throw forbidden("Only the workspace owner may change the plan");
-    }
+    const { workspaceId: id } = await this.authorize(ctx, workspaceId, Permission.ManagePlan);
     return this.setPlan(id, planName, true);
   }
 }

@@ -10,6 +10,11 @@ export interface ResponseCache {
   set(key: string, reply: Reply, ttlMs: number | undefined): void;
   /** Runs `load` unless an identical call (same key) is already in flight, whose result is shared. */
   merge(key: string, load: () => Promise<CallResult>): Promise<CallResult>;
+  /**
+   * Drops the live entries that were set with a TTL (the per-block ones) and whose key `match`es; returns
+   * how many. Walks about one TTL's worth of keys: for rare events (a reorg), not per request.
+   */
+  dropTimed(match: (key: string) => boolean): number;
   clear(): void;
 }
 
@@ -95,6 +100,18 @@ export class LruResponseCache implements ResponseCache {
     }
   }
 
+  dropTimed(match: (key: string) => boolean): number {
+    const keys = this.expiryKeys;
+    let dropped = 0;
+    // Every live TTL'd entry is queued from expiryHead on (dropExpired removes only expired ones); a key
+    // set twice is queued twice, and the second delete finds nothing.
+    for (let i = this.expiryHead; i < keys.length; i++) {
+      const key = keys[i]!;
+      if (match(key) && this.lru.delete(key)) dropped++;
+    }
+    return dropped;
+  }
+
   merge(key: string, load: () => Promise<CallResult>): Promise<CallResult> {
     const existing = this.inFlight.get(key);
     if (existing !== undefined) return existing;
@@ -138,6 +155,9 @@ export class NoopResponseCache implements ResponseCache {
   set(): void {}
   merge(_key: string, load: () => Promise<CallResult>): Promise<CallResult> {
     return load();
+  }
+  dropTimed(): number {
+    return 0;
   }
   clear(): void {}
 }

@@ -1,6 +1,6 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { maxLogsBlockRange } from "../../../shared/src/redis/records";
-import { CacheRule, cacheRule, headHint } from "../cache/policy";
+import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
 import type { ResponseCache } from "../cache/response-cache";
 import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
 import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
@@ -10,6 +10,7 @@ import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../server/respond";
 import { isHeavy, type NetworkPool } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
+import { verbatimEligible } from "./verbatim";
 
 /**
  * The forwarding core: what happens to a parsed call or batch between a transport (HTTP exchange,
@@ -151,6 +152,7 @@ export async function forwardPlan(
   flight: string,
   plan: BatchPlan,
   requestId: string,
+  text?: string,
 ): Promise<PlanOutcome> {
   const forward = plan.forward;
   if (forward.length === 0) return NOTHING_FORWARDED;
@@ -159,6 +161,33 @@ export async function forwardPlan(
   const got = flights.tryAcquire(flight, forward.length, heavy);
   if (got !== Acquired.Ok) {
     return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
+  }
+  // The client's text itself, when every element goes upstream in one exchange (a batch spread over
+  // several upstreams is re-serialised per part, and so is one whose calls need particular upstreams:
+  // old state, a method family) and nothing in it needs a per-element look at the answer
+  // (forward/verbatim.ts).
+  if (
+    text !== undefined &&
+    forward.length === plan.out.length &&
+    pool.chunksFor(forward.length) === 1 &&
+    verbatimEligible(text, forward) &&
+    !pool.routesAny(forward)
+  ) {
+    let r: Awaited<ReturnType<NetworkPool["callVerbatim"]>>;
+    try {
+      r = await pool.callVerbatim(text, forward);
+    } finally {
+      flights.release(flight, forward.length, heavy);
+    }
+    if (r.ok) {
+      plan.whole = r.value.text;
+      for (let j = 0; j < forward.length; j++) plan.categories[plan.forwardIdx[j]!] = r.value.categories[j]!;
+      return NOTHING_FORWARDED;
+    }
+    const failed: CallResult = { ok: false, error: r.error };
+    const results = forward.map(() => failed);
+    settleBatch(plan, results, requestId, undefined);
+    return { results, failure: r.error };
   }
   let results: CallResult[];
   try {
@@ -193,16 +222,30 @@ export function refusalJson(r: ElementRefusal, idText: string, requestId: string
 /**
  * The cache key of a single call on this pool now, "" when it must not be cached: caching off, a
  * method the cache rules never keep, or a per-block answer while the head is unknown. Layout
- * `{slug}\0{head | "p"}\0{method}\0{params JSON}` (paramsFromKey reads the params back).
+ * `{slug}\0{tag}\0{method}\0{params JSON}` (paramsFromKey reads the params back), the tag being:
+ * - `p`: permanent by method (chain id, data addressed by hash);
+ * - `f`: a per-block method about a block given by number at or below the pool's finalized head
+ *   (finalizableBlock, NetworkPool.finalizedHead): final, so permanent, whatever the head does later;
+ * - the head height (decimal): per block, valid while the pool's cacheHead is that height.
  */
 export function cacheKey(deps: ForwardDeps, call: RpcCall, pool: NetworkPool): string {
   const cache = deps.cache;
   if (!cache.enabled) return "";
   const rule = cacheRule(call.method, call.params);
   if (rule === CacheRule.Never) return "";
-  const head = rule === CacheRule.PerBlock ? pool.cacheHead() : 0;
-  if (head < 0) return "";
-  return `${pool.record.slug}\u0000${rule === CacheRule.PerBlock ? head : "p"}\u0000${call.method}\u0000${paramsText(call.params)}`;
+  let tag: number | string = "p";
+  if (rule === CacheRule.PerBlock) {
+    const finalized = pool.finalizedHead();
+    const n = finalized >= 0 ? finalizableBlock(call.method, call.params) : -1;
+    if (n >= 0 && n <= finalized) {
+      tag = "f";
+    } else {
+      const head = pool.cacheHead();
+      if (head < 0) return "";
+      tag = head;
+    }
+  }
+  return `${pool.record.slug}\u0000${tag}\u0000${call.method}\u0000${paramsText(call.params)}`;
 }
 
 /** The params JSON inside a cache key made by cacheKey for `method` on network `slug`. */
@@ -211,9 +254,32 @@ export function paramsFromKey(key: string, slug: string, method: string): string
   return key.slice(tagEnd + 2 + method.length);
 }
 
-/** Whether a cache key holds a per-block answer (its tag is a head, not "p"). */
+/** Whether a cache key holds a per-block answer (its tag is a head height, not "p" or "f"). */
 function perBlock(key: string, slug: string): boolean {
-  return key.charCodeAt(slug.length + 1) !== 112; // "p"
+  const c = key.charCodeAt(slug.length + 1);
+  return c >= 48 && c <= 57; // a decimal digit
+}
+
+/**
+ * After a reorg on network `slug` (NetworkPool's chain watch): drops its per-block entries keyed to a
+ * head at or above `fromHeight`, the only per-block entries a lookup can reach again (lookups use the
+ * current head, and the head is now below or at `fromHeight`). Permanent (`p`) and finalized (`f`) entries
+ * stay: finality means no reorg there. Returns how many entries were dropped.
+ */
+export function dropReorged(cache: ResponseCache, slug: string, fromHeight: number): number {
+  const start = slug.length + 1;
+  return cache.dropTimed((key) => {
+    if (key.length <= start || key.charCodeAt(slug.length) !== 0 || !key.startsWith(slug)) return false;
+    let head = 0;
+    let i = start;
+    for (; i < key.length; i++) {
+      const c = key.charCodeAt(i);
+      if (c === 0) break;
+      if (c < 48 || c > 57) return false; // "p" / "f": not per-block
+      head = head * 10 + (c - 48);
+    }
+    return i > start && head >= fromHeight;
+  });
 }
 
 /** The cached reply under `key` (counted as a hit or a miss in the cache metrics). */
@@ -239,7 +305,11 @@ export function fetchCall(
   return cache.merge(key, () => pool.call(call, params));
 }
 
-/** Keeps a single call's answer under its key: only real results, per-block ones for CACHE_PER_BLOCK_TTL_MS. */
+/**
+ * Keeps a single call's answer under its key: only real results (never errors or nulls: a node that has
+ * not got the block yet answers null, which must not be kept, least of all under a finalized key),
+ * per-block ones for CACHE_PER_BLOCK_TTL_MS, permanent and finalized ones until evicted.
+ */
 export function store(deps: ForwardDeps, pool: NetworkPool, key: string, r: CallResult): void {
   if (key === "" || !r.ok || r.reply.kind !== ReplyKind.Result) return;
   const ttl = perBlock(key, pool.record.slug) ? deps.config.CACHE_PER_BLOCK_TTL_MS : undefined;
@@ -304,6 +374,11 @@ export function resultCategory(r: CallResult): string {
  * or to answer by the transport itself (`localIdx`, e.g. WebSocket subscriptions).
  */
 export interface BatchPlan {
+  /**
+   * The node's answer text for the whole batch, when it went upstream verbatim (forward/verbatim.ts):
+   * then it is the response body, and `out` holds nothing.
+   */
+  whole?: string;
   readonly out: (string | undefined)[];
   readonly categories: string[];
   readonly forwardIdx: number[];
@@ -377,6 +452,22 @@ export function settleBatch(
 export function setElement(plan: BatchPlan, i: number, text: string | undefined, category: string): void {
   plan.out[i] = text;
   plan.categories[i] = category;
+}
+
+/** A settled plan's response body: the node's text of a verbatim batch, else the answers in request order. */
+export function planBody(plan: BatchPlan): string {
+  return plan.whole ?? batchJson(plan.out);
+}
+
+/** Response objects a settled plan answers (the quota's response units): every element with an id. */
+export function planUnits(plan: BatchPlan, items: readonly BatchItem[]): number {
+  let units = 0;
+  if (plan.whole !== undefined) {
+    for (const it of items) if (it.idText !== undefined) units++;
+    return units;
+  }
+  for (const s of plan.out) if (s !== undefined) units++;
+  return units;
 }
 
 /** The batch response body: the answers in request order, "" when there is none (all notifications). */

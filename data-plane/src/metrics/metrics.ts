@@ -12,6 +12,10 @@ export interface Metrics {
     seconds: number,
   ): void;
   upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void;
+  /** The network's finalized head moved up to `height` (the chain watch, CACHE_FINALITY_ENABLED). */
+  networkFinalized(network: string, height: number): void;
+  /** A reorg seen on the network; `droppedEntries` per-block cache entries were dropped. */
+  reorg(network: string, droppedEntries: number): void;
   /**
    * A message refused by the limits: `endpoint` app | public, `reason` rate_limit | batch_exceeds_limit |
    * store_unavailable | daily_limit | monthly_limit, `elements` its request objects.
@@ -23,6 +27,16 @@ export interface Metrics {
   upstreamBreakerOpened(network: string, upstream: string, cause: string): void;
   /** An upstream answered 429 (or a JSON-RPC rate-limit error) and is sent nothing for `ms`. */
   upstreamBackoff(network: string, upstream: string, ms: number): void;
+  /**
+   * A call that needs a capability (`need` state | family | state_family: the state at an old block, a
+   * declared method family), `outcome` routed (to an upstream that can serve it) | refused
+   * (no_capable_upstream).
+   */
+  capabilityRouting(network: string, need: string, outcome: "routed" | "refused"): void;
+  /** `requests` calls went to an upstream past its maxRequestsPerSecond (nothing else was selectable). */
+  upstreamOverBudget(network: string, upstream: string, requests: number): void;
+  /** The oldest block whose state calls are routed to the upstream for (0 archive, -1 unknown). */
+  upstreamOldestState(network: string, upstream: string, block: number): void;
   /**
    * An exception a uWS handler (or the process) let through, caught by the guard: `handler` names the
    * route / WebSocket callback (`rpc`, `node`, `ws.message`, ..., `process.unhandledRejection`).
@@ -45,10 +59,15 @@ export class NoopMetrics implements Metrics {
   cache(): void {}
   upstreamRequest(): void {}
   upstreamHealth(): void {}
+  networkFinalized(): void {}
+  reorg(): void {}
   limitRefused(_endpoint: string, _reason: string, _elements: number): void {}
   limitsHealth(): void {}
   upstreamBreakerOpened(): void {}
   upstreamBackoff(): void {}
+  capabilityRouting(_network: string, _need: string, _outcome: "routed" | "refused"): void {}
+  upstreamOverBudget(_network: string, _upstream: string, _requests: number): void {}
+  upstreamOldestState(_network: string, _upstream: string, _block: number): void {}
   handlerException(_handler: string): void {}
   async render(): Promise<string | undefined> {
     return undefined;
@@ -120,6 +139,9 @@ export class PromMetrics implements Metrics {
   private readonly upstreamUp: Gauge<"network" | "upstream">;
   private readonly upstreamHead: Gauge<"network" | "upstream">;
   private readonly upstreamLatencyEwma: Gauge<"network" | "upstream">;
+  private readonly finalizedBlock: Gauge<"network">;
+  private readonly reorgs: Counter<"network">;
+  private readonly reorgDrops: Counter<"network">;
   /** `endpoint\u0000reason` -> [messages, request objects] refused. */
   private readonly refusals = new Map<string, [number, number]>();
   private limitsProbe: (() => LimitsRedisHealth) | undefined;
@@ -127,6 +149,10 @@ export class PromMetrics implements Metrics {
   private readonly breakerOpens: Counter<"network" | "upstream" | "cause">;
   private readonly backoffs: Counter<"network" | "upstream">;
   private readonly handlerExceptions: Counter<"handler">;
+  /** `network\u0000need\u0000outcome` -> calls (plain counts: indexers send many calls with a need). */
+  private readonly capabilityCalls = new Map<string, number>();
+  private readonly overBudget: Counter<"network" | "upstream">;
+  private readonly oldestState: Gauge<"network" | "upstream">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -147,6 +173,24 @@ export class PromMetrics implements Metrics {
       name: "rpcgw_upstream_latency_ewma_ms",
       help: "Exponentially weighted moving average of upstream latency",
       labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.finalizedBlock = new Gauge({
+      name: "rpcgw_network_finalized_block",
+      help: "The network's finalized head as the chain watch tracks it (lowest finalized block among its selectable upstreams; never lowered)",
+      labelNames: ["network"],
+      registers,
+    });
+    this.reorgs = new Counter({
+      name: "rpcgw_reorgs_total",
+      help: "Reorgs the chain watch saw (an upstream's head going back, or a new hash at the same height)",
+      labelNames: ["network"],
+      registers,
+    });
+    this.reorgDrops = new Counter({
+      name: "rpcgw_cache_reorg_dropped_total",
+      help: "Per-block response cache entries dropped after a reorg",
+      labelNames: ["network"],
       registers,
     });
     this.breakerOpens = new Counter({
@@ -173,6 +217,18 @@ export class PromMetrics implements Metrics {
         if (h.quota !== null) this.limitsRedisUp.labels("quota").set(h.quota ? 1 : 0);
       },
     });
+    this.overBudget = new Counter({
+      name: "rpcgw_upstream_over_budget_requests_total",
+      help: "Calls sent to an upstream past its maxRequestsPerSecond budget because no other upstream was selectable",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
+    this.oldestState = new Gauge({
+      name: "rpcgw_upstream_oldest_state_block",
+      help: "Oldest block whose state calls are routed to the upstream for (0 = archive, -1 = not known yet)",
+      labelNames: ["network", "upstream"],
+      registers,
+    });
     this.handlerExceptions = new Counter({
       name: "rpcgw_handler_exceptions_total",
       help: "Exceptions a request / WebSocket handler let through, caught by the guard (answered 500 or socket closed with 1011), by handler",
@@ -183,6 +239,19 @@ export class PromMetrics implements Metrics {
 
   handlerException(handler: string): void {
     this.handlerExceptions.labels(handler).inc();
+  }
+
+  capabilityRouting(network: string, need: string, outcome: "routed" | "refused"): void {
+    const k = `${network}\u0000${need}\u0000${outcome}`;
+    this.capabilityCalls.set(k, (this.capabilityCalls.get(k) ?? 0) + 1);
+  }
+
+  upstreamOverBudget(network: string, upstream: string, requests: number): void {
+    this.overBudget.labels(network, upstream).inc(requests);
+  }
+
+  upstreamOldestState(network: string, upstream: string, block: number): void {
+    this.oldestState.labels(network, upstream).set(block);
   }
 
   limitRefused(endpoint: string, reason: string, elements: number): void {
@@ -197,6 +266,15 @@ export class PromMetrics implements Metrics {
 
   limitsHealth(probe: () => LimitsRedisHealth): void {
     this.limitsProbe = probe;
+  }
+
+  networkFinalized(network: string, height: number): void {
+    this.finalizedBlock.labels(network).set(height);
+  }
+
+  reorg(network: string, droppedEntries: number): void {
+    this.reorgs.labels(network).inc();
+    this.reorgDrops.labels(network).inc(droppedEntries);
   }
 
   upstreamBreakerOpened(network: string, upstream: string, cause: string): void {
@@ -315,6 +393,16 @@ export class PromMetrics implements Metrics {
       elements.push(`rpcgw_limit_refused_elements_total{${labels}} ${e}`);
     }
     out.push(...elements);
+    out.push(
+      "# HELP rpcgw_capability_routing_total Calls that need a capability (state at an old block, a method family), routed to an upstream that can serve them or refused (no_capable_upstream)",
+      "# TYPE rpcgw_capability_routing_total counter",
+    );
+    for (const [k, n] of this.capabilityCalls) {
+      const [network, need, outcome] = k.split("\u0000") as [string, string, string];
+      out.push(
+        `rpcgw_capability_routing_total{network="${label(network)}",need="${label(need)}",outcome="${outcome}"} ${n}`,
+      );
+    }
     return `${out.join("\n")}\n\n${await this.registry.metrics()}`;
   }
 }

@@ -4,13 +4,13 @@ import type { NodeRecord } from "../../../shared/src/redis/records";
 import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { KeyVerifier, VerifiedKey } from "../auth/key-verifier";
 import {
-  batchJson,
   elementRefusal,
   type ForwardDeps,
   forwardCall,
   forwardPlan,
   Outcome,
   planBatch,
+  planBody,
   refusalJson,
   resultJson,
 } from "../forward/forward";
@@ -236,7 +236,9 @@ export class NodeGateway {
     }
     const plan = planBatch(items, requestId, (c) => elementRefusal(c, pool, policy));
     const cats = plan.categories;
-    const done = await forwardPlan(deps, pool, flight, plan, requestId);
+    // Sent as the client's text unless an answer must be read here (author_rotateKeys: afterCall).
+    const verbatim = plan.forward.every((c) => c.method !== "author_rotateKeys") ? text : undefined;
+    const done = await forwardPlan(deps, pool, flight, plan, requestId, verbatim);
     if (done.overCap !== undefined) {
       const r = done.overCap;
       usage(methods, () => r.row.category);
@@ -254,7 +256,7 @@ export class NodeGateway {
     }
     for (let j = 0; j < done.results.length; j++) this.afterCall(node, plan.forward[j]!, done.results[j]!);
     usage(methods, (i) => cats[i]!);
-    const body = batchJson(plan.out);
+    const body = planBody(plan);
     return body === "" ? { status: 204, body: "", rate } : { status: 200, body, rate };
   }
 

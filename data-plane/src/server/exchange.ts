@@ -3,7 +3,6 @@ import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared
 import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import {
-  batchJson,
   type CallOutcome,
   type ConcurrencyRefusal,
   elementRefusal,
@@ -11,6 +10,8 @@ import {
   forwardPlan,
   Outcome,
   planBatch,
+  planBody,
+  planUnits,
   refusalJson,
 } from "../forward/forward";
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
@@ -232,7 +233,7 @@ export class RpcExchange {
     }
     this.key = key;
     this.publicIp = ip;
-    if (parsed.batch) return this.batch(parsed.items);
+    if (parsed.batch) return this.batch(parsed.items, text);
     return this.single(parsed.call);
   }
 
@@ -329,11 +330,12 @@ export class RpcExchange {
     this.send(status, body);
   }
 
-  private async batch(items: BatchItem[]): Promise<void> {
+  /** `text`: the request body, which may go upstream as it is (forward/verbatim.ts). */
+  private async batch(items: BatchItem[], text: string): Promise<void> {
     const pool = this.pool;
     const n = items.length;
     const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy));
-    const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId);
+    const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId, text);
     if (this.aborted) return;
     if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
     // Every element was forwardable and none got an answer: the upstream side failed as a whole.
@@ -346,11 +348,9 @@ export class RpcExchange {
       this.usage(isItemError(item) ? "other" : item.method, categories[i]!, elapsed);
     }
     if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
-    let units = 0;
-    for (let i = 0; i < n; i++) if (plan.out[i] !== undefined) units++;
-    const body = batchJson(plan.out);
+    const body = planBody(plan);
     if (body === "") return this.send(204, "");
-    this.served(units);
+    this.served(planUnits(plan, items));
     this.send(200, body);
   }
 

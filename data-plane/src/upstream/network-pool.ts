@@ -1,7 +1,20 @@
-import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { type ErrorRow, GatewayError, noCapableUpstreamRow } from "../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord } from "../../../shared/src/redis/records";
+import { readVerbatimReply, VerbatimRefusal, type VerbatimReply } from "../forward/verbatim";
 import type { Metrics } from "../metrics/metrics";
+import type { RpcCall } from "../rpc/parse";
+import {
+  familyList,
+  familyNames,
+  familyOf,
+  mergeNeeds,
+  type Need,
+  Serves,
+  stateBlockOf,
+} from "./capabilities";
+import { ChainWatch } from "./chain-watch";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
+import { evmAsk, findOldestState, substrateAsk } from "./state-probe";
 import {
   type ExchangeFailure,
   ExchangeKind,
@@ -17,13 +30,29 @@ export interface PoolOptions extends UpstreamOptions {
   maxLagBlocks: number;
   /** Single calls arriving in the same event-loop turn are sent as one upstream batch of up to this many; 1 = off. */
   coalesceMax: number;
+  /**
+   * CACHE_FINALITY_ENABLED: watch each node's finalized head and head hash after its health probe
+   * (upstream/chain-watch.ts), for the finality-aware cache and reorg drops. Off: finalizedHead() is -1.
+   */
+  finality?: boolean;
+  /** A reorg seen on network `slug`: per-block answers keyed to heads >= `fromHeight` are stale. */
+  onReorg?: (slug: string, fromHeight: number) => void;
 }
 
 interface Queued {
   readonly call: OutgoingCall;
   /** The params serialised (undefined when the call has none). */
   readonly paramsJson: string | undefined;
+  /** What the upstream must serve (undefined: anything does). */
+  readonly need: Need | undefined;
   readonly resolve: (r: CallResult) => void;
+}
+
+const NO_CAPABLE_REASON = GatewayError.NoCapableUpstream.reason;
+
+/** Whether a result is the refusal for want of a capable upstream (nothing was sent). */
+function refusedForCapability(r: CallResult | undefined): boolean {
+  return r !== undefined && !r.ok && r.error.reason === NO_CAPABLE_REASON;
 }
 
 /**
@@ -126,6 +155,12 @@ export class NetworkPool {
   private flushScheduled = false;
   /** Highest head seen in answers passing through (receipts, eth_blockNumber), ahead of health checks. */
   private observedHead = -1;
+  /** Finalized head and reorgs (undefined when CACHE_FINALITY_ENABLED is off). */
+  private readonly chain: ChainWatch | undefined;
+  /** FAMILY_BIT mask of the families any upstream declares; 0 = none: families route nothing. */
+  private familiesDeclared = 0;
+  /** Per upstream (same index), its rank in the current select(); -1 = not a candidate. */
+  private ranks = new Int8Array(0);
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
   private readonly events: UpstreamEvents;
@@ -140,6 +175,7 @@ export class NetworkPool {
       breakerOpened: (u, cause) => this.metrics.upstreamBreakerOpened(this.record.slug, u.id, cause),
       backedOff: (u, ms) => this.metrics.upstreamBackoff(this.record.slug, u.id, ms),
     };
+    this.chain = opts.finality ? new ChainWatch({ reorg: (from) => this.reorged(from) }) : undefined;
     this.update(record);
   }
 
@@ -153,17 +189,28 @@ export class NetworkPool {
     this.batchesRefused = false;
     const old = new Map(this.upstreams.map((u) => [u.id, u]));
     const next: Upstream[] = [];
+    let added = false;
     for (const r of record.upstreams) {
       const existing = old.get(r.id);
       if (existing !== undefined && existing.httpUrl === r.httpUrl) {
         existing.weight = r.weight;
+        existing.caps.apply(r);
         next.push(existing);
         old.delete(r.id);
       } else {
         next.push(new Upstream(r, this.opts, this.events));
+        added = true;
       }
     }
     this.upstreams = next;
+    // A new node may be on another chain (the reason the response cache is cleared when a network's
+    // definition changes): its finalized head is learnt afresh, not assumed from the others'.
+    if (added) this.chain?.reset();
+    else this.chain?.retain(next);
+    this.ranks = new Int8Array(next.length);
+    let declared = 0;
+    for (const u of next) declared |= u.caps.families;
+    this.familiesDeclared = declared;
     for (const u of old.values()) void u.close();
   }
 
@@ -181,6 +228,24 @@ export class NetworkPool {
   cacheHead(): number {
     const best = this.bestHead();
     return Math.max(this.observedHead, best);
+  }
+
+  /**
+   * The network's finalized head (see upstream/chain-watch.ts): answers about blocks at or below it are
+   * final. -1 while unknown (a node without the `finalized` tag, no health round yet) or with
+   * CACHE_FINALITY_ENABLED off. Never goes back; never above the health-checked head when set.
+   */
+  finalizedHead(): number {
+    return this.chain === undefined ? -1 : this.chain.finalized;
+  }
+
+  /**
+   * A node's chain reorganised (chain watch): the head seen in answers may be on the old branch, so it
+   * is forgotten if it is at or above the reorg height, and the cache drops its stale per-block entries.
+   */
+  private reorged(fromHeight: number): void {
+    if (this.observedHead >= fromHeight) this.observedHead = -1;
+    this.opts.onReorg?.(this.record.slug, fromHeight);
   }
 
   /**
@@ -210,44 +275,114 @@ export class NetworkPool {
   }
 
   /**
-   * Picks an upstream: two weighted-random candidates among the selectable ones, the one with the lower
-   * latency x load score wins (power of two choices). `exclude` holds nodes already tried; `heavy` skips
-   * nodes whose heavy-call share of connections is taken.
+   * What a call requires of its upstream: the state at the block it names (stateBlockOf), its method
+   * family once any upstream declares families. Undefined (the usual case, no allocation): anything does.
    */
-  select(exclude: readonly Upstream[] | undefined, heavy = false): Upstream | undefined {
+  need(c: OutgoingCall): Need | undefined {
+    const block = stateBlockOf(c.method, c.params);
+    const families = this.familiesDeclared === 0 ? 0 : familyOf(c.method);
+    if (block < 0 && families === 0) return undefined;
+    return { block, families };
+  }
+
+  /**
+   * Where `u` ranks for a call with `need` (lower first), or -1 when it cannot serve it: it lacks a
+   * declared family the call needs, or is known not to keep the state at the call's block. Among the
+   * rest: known to keep that state before not known (a not yet probed AUTO upstream may be an archive
+   * node, so it is tried rather than refused, but after the ones known to answer), and within its budget
+   * before over it. Capability ranks above budget: an answer from a node that lacks the state is an error
+   * for the client, going over a budget only a cost.
+   */
+  private rank(u: Upstream, need: Need | undefined, nowMs: number): number {
+    let r = 0;
+    if (need !== undefined) {
+      if (need.families !== 0 && (u.caps.families & need.families) !== need.families) return -1;
+      if (need.block >= 0) {
+        const serves = u.caps.servesState(need.block, u.head);
+        if (serves === Serves.No) return -1;
+        if (serves === Serves.Unknown) r = 2;
+      }
+    }
+    return u.caps.overBudget(nowMs) ? r + 1 : r;
+  }
+
+  /**
+   * Picks an upstream: among the selectable ones of the best rank (see rank), two weighted-random
+   * candidates, the one with the lower latency x load score wins (power of two choices). `exclude` holds
+   * nodes already tried; `heavy` skips nodes whose heavy-call share of connections is taken; `need` is
+   * what the call requires (see need()).
+   */
+  select(exclude: readonly Upstream[] | undefined, heavy = false, need?: Need): Upstream | undefined {
     const now = Date.now();
     const best = this.bestHead();
+    const ups = this.upstreams;
+    const ranks = this.ranks;
+    let top = 127;
     let total = 0;
     let count = 0;
     let only: Upstream | undefined;
-    for (const u of this.upstreams) {
-      if (exclude?.includes(u) || !this.selectable(u, now, best, heavy)) continue;
+    for (let i = 0; i < ups.length; i++) {
+      const u = ups[i]!;
+      const r = exclude?.includes(u) || !this.selectable(u, now, best, heavy) ? -1 : this.rank(u, need, now);
+      ranks[i] = r;
+      if (r < 0 || r > top) continue;
+      if (r < top) {
+        top = r;
+        total = 0;
+        count = 0;
+      }
       total += u.weight;
       count++;
       only = u;
     }
     if (count <= 1) return only;
-    const a = this.weightedPick(total, now, best, exclude, heavy);
-    const b = this.weightedPick(total, now, best, exclude, heavy);
+    const a = this.weightedPick(total, top);
+    const b = this.weightedPick(total, top);
     return score(a) <= score(b) ? a : b;
   }
 
-  private weightedPick(
-    total: number,
-    now: number,
-    best: number,
-    exclude: readonly Upstream[] | undefined,
-    heavy: boolean,
-  ): Upstream {
+  /** A weighted-random upstream among those select() ranked `rank`. */
+  private weightedPick(total: number, rank: number): Upstream {
     let r = Math.random() * total;
     let last: Upstream | undefined;
-    for (const u of this.upstreams) {
-      if (exclude?.includes(u) || !this.selectable(u, now, best, heavy)) continue;
+    const ups = this.upstreams;
+    for (let i = 0; i < ups.length; i++) {
+      if (this.ranks[i] !== rank) continue;
+      const u = ups[i]!;
       last = u;
       r -= u.weight;
       if (r < 0) return u;
     }
     return last!;
+  }
+
+  /**
+   * The refusal of a call with `need` when no selectable upstream can serve it (undefined when one can,
+   * or none is selectable at all: that is no_upstream). Its message names what was needed and, for
+   * state, the oldest block any upstream serving the call's families keeps.
+   */
+  private capabilityRefusal(need: Need): ErrorRow | undefined {
+    const now = Date.now();
+    const best = this.bestHead();
+    let healthy = 0;
+    let withFamilies = 0;
+    let oldest = -1;
+    for (const u of this.upstreams) {
+      if (!this.selectable(u, now, best)) continue;
+      healthy++;
+      if (this.rank(u, need, now) >= 0) return undefined;
+      if (need.families !== 0 && (u.caps.families & need.families) !== need.families) continue;
+      withFamilies++;
+      const o = u.caps.oldestServed(u.head);
+      if (o >= 0 && (oldest < 0 || o < oldest)) oldest = o;
+    }
+    if (healthy === 0) return undefined;
+    if (withFamilies === 0) {
+      return noCapableUpstreamRow(`it needs ${familyNames(need.families)}, which no upstream serves`);
+    }
+    const at = `0x${need.block.toString(16)}`;
+    const served = oldest < 0 ? "" : ` (oldest available 0x${oldest.toString(16)})`;
+    return noCapableUpstreamRow(`no upstream serves the state at block ${at}${served}`);
   }
 
   /**
@@ -259,14 +394,24 @@ export class NetworkPool {
    * which is where most of the per-request cost goes. A lone call goes out by itself at once.
    */
   call(c: OutgoingCall, paramsJson?: string): Promise<CallResult> {
+    const need = this.need(c);
+    const r = this.route(c, paramsJson, need);
+    return need === undefined ? r : r.then((res) => this.counted(need, res));
+  }
+
+  private route(
+    c: OutgoingCall,
+    paramsJson: string | undefined,
+    need: Need | undefined,
+  ): Promise<CallResult> {
     if (this.opts.coalesceMax <= 1 || this.batchesRefused || !coalescible(c.method)) {
-      return this.callDirect(c, paramsJson);
+      return this.callDirect(c, paramsJson, need);
     }
     // Serialised here rather than in the exchange: the size decides whether the call is coalesced.
     const pj = paramsJson ?? (c.params === undefined ? undefined : JSON.stringify(c.params));
-    if (pj !== undefined && pj.length > COALESCE_MAX_PARAMS_BYTES) return this.callDirect(c, pj);
+    if (pj !== undefined && pj.length > COALESCE_MAX_PARAMS_BYTES) return this.callDirect(c, pj, need);
     return new Promise<CallResult>((resolve) => {
-      this.queue.push({ call: c, paramsJson: pj, resolve });
+      this.queue.push({ call: c, paramsJson: pj, need, resolve });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(this.flush);
@@ -274,13 +419,33 @@ export class NetworkPool {
     });
   }
 
+  /** Counts a call that had a need in the capability metrics (routed, or refused for want of one). */
+  private counted(need: Need, r: CallResult): CallResult {
+    const kind = need.block < 0 ? "family" : need.families === 0 ? "state" : "state_family";
+    this.metrics.capabilityRouting(this.record.slug, kind, refusedForCapability(r) ? "refused" : "routed");
+    return r;
+  }
+
   private readonly flush = (): void => {
     this.flushScheduled = false;
     const q = this.queue;
     this.queue = [];
+    let needy = false;
+    for (const e of q) if (e.need !== undefined) needy = true;
+    if (!needy) {
+      this.sendQueued(q);
+      return;
+    }
+    // Calls with a need batched apart, so that the others still go to any upstream.
+    this.sendQueued(q.filter((e) => e.need === undefined));
+    this.sendQueued(q.filter((e) => e.need !== undefined));
+  };
+
+  private sendQueued(q: Queued[]): void {
+    if (q.length === 0) return;
     if (q.length === 1) {
       const e = q[0]!;
-      void this.callDirect(e.call, e.paramsJson).then(e.resolve);
+      void this.callDirect(e.call, e.paramsJson, e.need).then(e.resolve);
       return;
     }
     // Parts of at most coalesceMax calls and COALESCE_MAX_BODY_BYTES (string length: bytes for ASCII JSON,
@@ -299,39 +464,49 @@ export class NetworkPool {
       bytes += size;
     }
     this.sendPart(q, start, q.length);
-  };
+  }
 
   private sendPart(q: Queued[], start: number, end: number): void {
     if (end - start === 1) {
       const e = q[start]!;
-      void this.callDirect(e.call, e.paramsJson).then(e.resolve);
+      void this.callDirect(e.call, e.paramsJson, e.need).then(e.resolve);
     } else {
       void this.sendCoalesced(q.slice(start, end));
     }
   }
 
   private async sendCoalesced(part: Queued[]): Promise<void> {
+    let need: Need | undefined;
+    for (const e of part) need = mergeNeeds(need, e.need);
     const results = await this.sendChunk(
       part.map((e) => e.call),
       part.map((e) => e.paramsJson),
+      undefined,
+      need,
     );
     // A node that does not take batches, a combined answer over the size cap, or the combined request
     // refused (413: each of the calls may fit): send these calls one by one instead, so only a call whose
-    // own answer or request is too large fails.
+    // own answer or request is too large fails. Likewise when no upstream serves every call's need at
+    // once (an archive node without trace_*, a trace node without old state): each finds its own.
     const first = results[0];
     if (
       results.every((r) => !r.ok && r.error === GatewayError.UpstreamBadResponse) ||
       (first?.ok === false &&
         (first.error.reason === GatewayError.UpstreamResponseTooLarge.reason ||
-          first.error === GatewayError.UpstreamRequestRefused))
+          first.error === GatewayError.UpstreamRequestRefused ||
+          first.error.reason === NO_CAPABLE_REASON))
     ) {
-      await Promise.all(part.map((e) => this.callDirect(e.call, e.paramsJson).then(e.resolve)));
+      await Promise.all(part.map((e) => this.callDirect(e.call, e.paramsJson, e.need).then(e.resolve)));
       return;
     }
     for (let j = 0; j < part.length; j++) part[j]!.resolve(results[j]!);
   }
 
-  private async callDirect(c: OutgoingCall, paramsJson: string | undefined): Promise<CallResult> {
+  private async callDirect(
+    c: OutgoingCall,
+    paramsJson: string | undefined,
+    need: Need | undefined,
+  ): Promise<CallResult> {
     const gid = this.nextId++;
     if (this.nextId > 0x3fffffff) this.nextId = 1;
     const body =
@@ -347,6 +522,8 @@ export class NetworkPool {
         return reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail) ? RATE_LIMITED : reply;
       },
       isHeavy(c.method) ? ExchangeKind.Heavy : ExchangeKind.Light,
+      need,
+      1,
     );
     return r.ok ? { ok: true, reply: r.value } : r;
   }
@@ -356,9 +533,46 @@ export class NetworkPool {
    * failover) and reassembled in order. Element i of the result answers calls[i].
    */
   async callBatch(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+    let needs: (Need | undefined)[] | undefined;
+    for (let i = 0; i < calls.length; i++) {
+      const need = this.need(calls[i]!);
+      if (need === undefined) continue;
+      needs ??= new Array<Need | undefined>(calls.length);
+      needs[i] = need;
+    }
+    if (needs === undefined) return this.spread(calls);
+    // The elements with a need go together to an upstream that serves them all (one by one when none
+    // does); the others are spread as usual.
+    const plainIdx: number[] = [];
+    const needyIdx: number[] = [];
+    for (let i = 0; i < calls.length; i++) (needs[i] === undefined ? plainIdx : needyIdx).push(i);
+    const [plain, needy] = await Promise.all([
+      plainIdx.length === 0 ? [] : this.spread(plainIdx.map((i) => calls[i]!)),
+      this.sendNeedy(
+        needyIdx.map((i) => calls[i]!),
+        needyIdx.map((i) => needs[i]!),
+      ),
+    ]);
+    const out = new Array<CallResult>(calls.length);
+    for (let j = 0; j < plainIdx.length; j++) out[plainIdx[j]!] = plain[j]!;
+    for (let j = 0; j < needyIdx.length; j++) {
+      out[needyIdx[j]!] = this.counted(needs[needyIdx[j]!]!, needy[j]!);
+    }
+    return out;
+  }
+
+  private async sendNeedy(calls: OutgoingCall[], needs: Need[]): Promise<CallResult[]> {
+    let need: Need | undefined;
+    for (const x of needs) need = mergeNeeds(need, x);
+    const results = await this.sendChunk(calls, undefined, undefined, need);
+    if (calls.length === 1 || !refusedForCapability(results[0])) return results;
+    return Promise.all(calls.map((c, i) => this.callDirect(c, undefined, needs[i])));
+  }
+
+  /** Sends a batch's elements in chunks spread over the healthy upstreams; results in order. */
+  private async spread(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
     const n = calls.length;
-    const healthy = Math.max(1, this.healthyCount());
-    const chunks = Math.max(1, Math.min(healthy, Math.ceil(n / MIN_CHUNK)));
+    const chunks = this.chunksFor(n);
     const size = Math.ceil(n / chunks);
     const parts: Promise<CallResult[]>[] = [];
     // Each chunk starts on a different upstream (failover may still move it).
@@ -372,10 +586,51 @@ export class NetworkPool {
     return results.length === 1 ? results[0]! : results.flat();
   }
 
+  /** Upstream exchanges callBatch spreads a batch of `n` over: one per healthy upstream, chunks of >= MIN_CHUNK. */
+  chunksFor(n: number): number {
+    const healthy = Math.max(1, this.healthyCount());
+    return Math.max(1, Math.min(healthy, Math.ceil(n / MIN_CHUNK)));
+  }
+
+  /**
+   * Forwards a client batch as its own text (forward/verbatim.ts: the caller checked it may, and that no
+   * call needs a particular upstream: routesAny) to one upstream, with failover like any exchange; the
+   * node's answer text comes back with each call's category.
+   */
+  async callVerbatim(
+    text: string,
+    calls: readonly RpcCall[],
+  ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
+    let kind: ExchangeKind = ExchangeKind.Light;
+    for (const c of calls) if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+    return this.exchangeWithFailover(
+      text,
+      undefined,
+      (reply) => {
+        const v = readVerbatimReply(reply, calls);
+        if (v === VerbatimRefusal.Invalid) return INVALID_REPLY;
+        if (v !== VerbatimRefusal.BatchesRefused) return v;
+        // As in sendChunk: a healthy node that does not take batches; no penalty, no more coalescing.
+        this.batchesRefused = true;
+        return NOT_BAD;
+      },
+      kind,
+      undefined,
+      calls.length,
+    );
+  }
+
+  /** Whether any of `calls` needs a particular upstream (see need): such a batch is routed per element. */
+  routesAny(calls: readonly OutgoingCall[]): boolean {
+    for (const c of calls) if (this.need(c) !== undefined) return true;
+    return false;
+  }
+
   private async sendChunk(
     calls: readonly OutgoingCall[],
     paramsJson?: readonly (string | undefined)[],
     first?: Upstream,
+    need?: Need,
   ): Promise<CallResult[]> {
     const base = this.nextId;
     this.nextId += calls.length;
@@ -403,6 +658,8 @@ export class NetworkPool {
         return NOT_BAD;
       },
       kind,
+      need,
+      calls.length,
     );
     if (r.ok) return r.value;
     const error = r.error;
@@ -419,12 +676,18 @@ export class NetworkPool {
    * A timeout makes the pool probe that node (a node that also times out on eth_blockNumber is sick) and
    * is failed over only for a Light call; a Heavy call's timeout is answered 504 at once. A 429 backs the
    * node off (Upstream.backOff) and moves on without a breaker count.
+   *
+   * Every attempt, failovers included, goes to an upstream that can serve `need` (`first` too: the
+   * caller chose it with the same need); when none can, the call is refused (no_capable_upstream) before
+   * anything is sent. `elements` (calls in `body`) are taken from the chosen upstream's budget.
    */
   private async exchangeWithFailover<T>(
     body: string,
     first: Upstream | undefined,
     parse: (text: string) => T | typeof INVALID_REPLY | typeof NOT_BAD | typeof RATE_LIMITED,
     kind: ExchangeKind,
+    need: Need | undefined,
+    elements: number,
   ): Promise<{ ok: true; value: T } | { ok: false; error: ErrorRow }> {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
@@ -435,13 +698,21 @@ export class NetworkPool {
       const u =
         attempt === 0 && first !== undefined && (!heavy || first.heavySlotFree())
           ? first
-          : this.select(tried, heavy);
+          : this.select(tried, heavy, need);
       if (u === undefined) {
+        if (lastFailure === undefined && need !== undefined) {
+          const refusal = this.capabilityRefusal(need);
+          if (refusal !== undefined) return { ok: false, error: refusal };
+        }
         // Healthy nodes, but their heavy-call share is taken: the light calls keep the other connections.
         if (heavy && lastFailure === undefined && this.healthyCount() > 0) {
           return { ok: false, error: GatewayError.UpstreamBusy };
         }
         break;
+      }
+      if (u.caps.maxRequestsPerSecond !== 0 && u.caps.spend(elements, Date.now())) {
+        // Over its budget, yet the best there was (nothing else selectable for this call).
+        this.metrics.upstreamOverBudget(this.record.slug, u.id, elements);
       }
       const start = performance.now();
       const res = await u.exchange(body, kind, parse);
@@ -485,28 +756,49 @@ export class NetworkPool {
     return { ok: false, error: failureRow(lastFailure, failedOn) };
   }
 
-  /** One health-check round over every upstream (head height, latency; failures feed the breaker). */
+  /**
+   * One health-check round over every upstream (head height, latency; failures feed the breaker), then,
+   * with the chain watch on, each node that answered its probe is polled for its finalized head and head
+   * hash, and the network's finalized head moves up when they agree on a higher one.
+   */
   async healthCheck(): Promise<void> {
     const substrate = this.record.protocol === "SUBSTRATE";
     const body = substrate ? SUBSTRATE_PROBE : EVM_PROBE;
-    await Promise.all(this.upstreams.map((u) => this.probe(u, body, substrate)));
+    const chain = this.chain;
+    if (chain === undefined) {
+      await Promise.all(this.upstreams.map((u) => this.probe(u, body, substrate)));
+      return;
+    }
+    // Polled only after a probe that got a head, so a hung node costs the round one probe timeout, as
+    // before; a node that answers probes but hangs on these reads adds at most two more.
+    await Promise.all(
+      this.upstreams.map(async (u) => {
+        if (await this.probe(u, body, substrate)) await chain.poll(u, substrate);
+      }),
+    );
+    const now = Date.now();
+    const best = this.bestHead();
+    const live = this.upstreams.filter((u) => this.selectable(u, now, best));
+    if (chain.settle(live, best)) this.metrics.networkFinalized(this.record.slug, chain.finalized);
   }
 
   /**
    * One health probe of `u` (head height; every failure, timeouts included, counts toward its breaker),
-   * unless one is running already. Also run at once when a client call to `u` timed out.
+   * unless one is running already. Also run at once when a client call to `u` timed out. True when it
+   * got a head.
    */
   private async probe(
     u: Upstream,
     body?: string,
     substrate = this.record.protocol === "SUBSTRATE",
-  ): Promise<void> {
-    if (u.probeRunning) return;
+  ): Promise<boolean> {
+    if (u.probeRunning) return false;
     // An open breaker is probed only once its cooldown has passed, a backed-off node once it has ended.
     if (!u.available(Date.now())) {
       this.reportHealth(u);
-      return;
+      return false;
     }
+    let gotHead = false;
     u.probeRunning = true;
     try {
       // Only a head or the node's rate-limit error is a valid answer; anything else settles as a failed
@@ -522,27 +814,85 @@ export class NetworkPool {
       );
       if (res.ok) {
         if (res.value === RATE_LIMITED) u.backOff(undefined);
-        else u.head = res.value;
+        else {
+          u.head = res.value;
+          gotHead = true;
+        }
       }
     } finally {
       u.probeRunning = false;
     }
     this.reportHealth(u);
+    return gotHead;
   }
 
   private reportHealth(u: Upstream): void {
     const healthy = this.selectable(u, Date.now(), this.bestHead());
     this.metrics.upstreamHealth(this.record.slug, u.id, healthy, u.head, u.latencyEwmaMs);
+    this.metrics.upstreamOldestState(this.record.slug, u.id, u.caps.oldestServed(u.head));
   }
 
-  /** Snapshot for diagnostics and tests. */
-  describe(): { id: string; head: number; breakerOpen: boolean; latencyEwmaMs: number; inFlight: number }[] {
+  /**
+   * One state-probe round (UPSTREAM_STATE_PROBE_INTERVAL_MS): finds, for every upstream not declared
+   * ARCHIVE, the oldest block whose state it serves (state-probe.ts). `onlyUnknown`: just the ones not
+   * probed yet (new upstreams, a record change), as after every networks update. Never throws.
+   */
+  async probeStates(onlyUnknown = false): Promise<void> {
+    const substrate = this.record.protocol === "SUBSTRATE";
+    await Promise.all(this.upstreams.map((u) => this.probeState(u, substrate, onlyUnknown)));
+  }
+
+  private async probeState(u: Upstream, substrate: boolean, onlyUnknown: boolean): Promise<void> {
+    const caps = u.caps;
+    if (!caps.wantsProbe || caps.probeRunning || (onlyUnknown && caps.probedOldest >= 0)) return;
+    // Needs the node's head (from a health check), and a node the breaker lets calls through to.
+    const head = u.head;
+    if (head < 1 || u.breakerOpen || !u.available(Date.now())) return;
+    caps.probeRunning = true;
+    try {
+      const guess = caps.estimatedOldest(head);
+      const oldest = await findOldestState(
+        head,
+        substrate ? substrateAsk(u) : evmAsk(u),
+        guess > 0 ? guess : undefined,
+      );
+      if (oldest !== undefined && this.upstreams.includes(u)) caps.recordProbe(oldest, head);
+    } finally {
+      caps.probeRunning = false;
+    }
+    this.metrics.upstreamOldestState(this.record.slug, u.id, caps.oldestServed(u.head));
+  }
+
+  /**
+   * Snapshot for diagnostics and tests. `oldestStateBlock`: what calls are routed by (-1 = unknown);
+   * `finalized`: the node's finalized head (-1 = none or watch off).
+   */
+  describe(): {
+    id: string;
+    head: number;
+    finalized: number;
+    breakerOpen: boolean;
+    latencyEwmaMs: number;
+    inFlight: number;
+    archiveMode: string;
+    oldestStateBlock: number;
+    methodFamilies: string[];
+    maxRequestsPerSecond: number | null;
+    overBudget: boolean;
+  }[] {
+    const now = Date.now();
     return this.upstreams.map((u) => ({
       id: u.id,
       head: u.head,
+      finalized: this.chain?.nodeFinalized(u) ?? -1,
       breakerOpen: u.breakerOpen,
       latencyEwmaMs: u.latencyEwmaMs,
       inFlight: u.inFlight,
+      archiveMode: u.caps.archiveMode,
+      oldestStateBlock: u.caps.oldestServed(u.head),
+      methodFamilies: familyList(u.caps.families),
+      maxRequestsPerSecond: u.caps.maxRequestsPerSecond === 0 ? null : u.caps.maxRequestsPerSecond,
+      overBudget: u.caps.overBudget(now),
     }));
   }
 

@@ -7,10 +7,13 @@ import { NetworkPool, type PoolOptions } from "./network-pool";
 export class UpstreamRegistry {
   private readonly pools = new Map<string, NetworkPool>();
   private timer: NodeJS.Timeout | undefined;
+  private stateTimer: NodeJS.Timeout | undefined;
   private checking = false;
+  private probingStates = false;
 
   constructor(
-    private readonly opts: PoolOptions & { healthCheckIntervalMs: number },
+    /** stateProbeIntervalMs: UPSTREAM_STATE_PROBE_INTERVAL_MS (0 = no state probes). */
+    private readonly opts: PoolOptions & { healthCheckIntervalMs: number; stateProbeIntervalMs?: number },
     private readonly metrics: Metrics,
     private readonly logger: Logger,
   ) {}
@@ -23,7 +26,10 @@ export class UpstreamRegistry {
     return [...this.pools.keys()];
   }
 
-  /** Makes the set of pools match `records`; new or changed pools get a health check at once. */
+  /**
+   * Makes the set of pools match `records`; new or changed pools get a health check at once, then (not
+   * awaited: readiness does not wait for it) a state probe of the upstreams not probed yet.
+   */
   async apply(records: readonly NetworkRecord[]): Promise<void> {
     const seen = new Set<string>();
     const fresh: NetworkPool[] = [];
@@ -47,12 +53,35 @@ export class UpstreamRegistry {
     }
     this.logger.info({ networks: [...seen] }, "upstream pools applied");
     await Promise.all(fresh.map((p) => p.healthCheck()));
+    if ((this.opts.stateProbeIntervalMs ?? 0) > 0) {
+      void Promise.all(fresh.map((p) => p.probeStates(true))).catch((err: Error) =>
+        this.logger.warn({ err: err.message }, "state probe failed"),
+      );
+    }
   }
 
   startHealthChecks(): void {
     if (this.timer !== undefined) return;
     this.timer = setInterval(() => void this.checkAll(), this.opts.healthCheckIntervalMs);
     this.timer.unref();
+    const stateMs = this.opts.stateProbeIntervalMs ?? 0;
+    if (stateMs > 0) {
+      this.stateTimer = setInterval(() => void this.probeAllStates(), stateMs);
+      this.stateTimer.unref();
+    }
+  }
+
+  /** One state-probe round over every pool (skipped while the previous one still runs). */
+  private async probeAllStates(): Promise<void> {
+    if (this.probingStates) return;
+    this.probingStates = true;
+    try {
+      await Promise.all([...this.pools.values()].map((p) => p.probeStates()));
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, "state probe round failed");
+    } finally {
+      this.probingStates = false;
+    }
   }
 
   private async checkAll(): Promise<void> {
@@ -70,6 +99,8 @@ export class UpstreamRegistry {
   async close(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
+    if (this.stateTimer !== undefined) clearInterval(this.stateTimer);
+    this.stateTimer = undefined;
     const pools = [...this.pools.values()];
     this.pools.clear();
     await Promise.all(pools.map((p) => p.close()));

@@ -2,6 +2,7 @@ import { type Dispatcher, Pool } from "undici";
 import { type ErrorRow, GatewayError, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 import { type BufferBudget, defaultBufferBudget } from "./buffer-budget";
+import { UpstreamCapabilities } from "./capabilities";
 
 /**
  * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
@@ -37,8 +38,15 @@ export type ReplyCheck<T> = (text: string) => T | typeof INVALID_REPLY;
  *   as Light, and a timeout is not failed over either (NetworkPool).
  * - `Probe`: health checks (eth_blockNumber / chain_getHeader, cheap on any node): every failure counts,
  *   timeouts included, with a shorter timeout. A node that cannot answer these is sick.
+ * - `Poll`: the chain watch's finalized-head and head-hash reads (upstream/chain-watch.ts), with the
+ *   probe's timeout: no verdict either way (no breaker count or reset, no latency or error EWMA, never the
+ *   half-open probe). A node may not know the `finalized` tag, and its proxy may answer that with a 400
+ *   or a 500: that must not open its breaker.
+ * - `Capability`: the state probe's reads at old blocks (state-probe.ts): no verdict at all, neither on the
+ *   breaker nor on the latency EWMA (an old-state read is slow on an archive node by nature, and some
+ *   providers answer a pruned read with a 5xx); the health checks judge the node.
  */
-export const ExchangeKind = { Light: 0, Heavy: 1, Probe: 2 } as const;
+export const ExchangeKind = { Light: 0, Heavy: 1, Probe: 2, Poll: 3, Capability: 4 } as const;
 export type ExchangeKind = (typeof ExchangeKind)[keyof typeof ExchangeKind];
 
 /** Label of the metrics counter of breaker openings, by what tripped it. */
@@ -100,6 +108,8 @@ export class Upstream {
   probeRunning = false;
   /** Heavy exchanges in flight (see UpstreamOptions.heavyMaxInFlight). */
   heavyInFlight = 0;
+  /** Oldest state served, declared method families, request budget (see capabilities.ts). */
+  readonly caps: UpstreamCapabilities;
   private openUntil = 0;
   /** Epoch ms until which the node asked us (429) to send nothing. */
   private backoffUntil = 0;
@@ -120,6 +130,7 @@ export class Upstream {
     this.id = record.id;
     this.httpUrl = record.httpUrl;
     this.weight = record.weight;
+    this.caps = new UpstreamCapabilities(record);
     this.probeTimeoutMs = Math.min(opts.probeTimeoutMs ?? 2_000, opts.timeoutMs);
     this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.tooLargeRow = responseTooLargeRow(this.maxResponseBytes);
@@ -170,13 +181,13 @@ export class Upstream {
    * breaker on garbage).
    */
   exchange<T>(body: string, kind: ExchangeKind, check: ReplyCheck<T>): Promise<ExchangeResult<T>> {
-    const halfOpen = this.breakerOpen;
+    const halfOpen = kind !== ExchangeKind.Poll && kind !== ExchangeKind.Capability && this.breakerOpen;
     if (halfOpen) this.probing = true;
     this.inFlight++;
     if (kind === ExchangeKind.Heavy) this.heavyInFlight++;
     return new Promise<ExchangeResult<T>>((resolve) => {
       const handler = new ExchangeHandler<T>(this, halfOpen, kind, check, resolve);
-      if (kind === ExchangeKind.Probe) {
+      if (kind === ExchangeKind.Probe || kind === ExchangeKind.Poll) {
         const t = this.probeTimeoutMs;
         this.pool.dispatch(
           { path: this.path, method: "POST", headers: HEADERS, body, headersTimeout: t, bodyTimeout: t },
@@ -193,6 +204,7 @@ export class Upstream {
     this.inFlight--;
     if (kind === ExchangeKind.Heavy) this.heavyInFlight--;
     if (halfOpen) this.probing = false;
+    if (kind === ExchangeKind.Poll || kind === ExchangeKind.Capability) return;
     this.latencyEwmaMs =
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
     if (failure === undefined) {

@@ -7,12 +7,12 @@ import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
 import {
-  batchJson,
   elementRefusal,
   forwardCall,
   forwardPlan,
   Outcome,
   planBatch,
+  planBody,
   refusalJson,
   refuseForwarded,
   resultCategory,
@@ -408,7 +408,8 @@ export class WsGateway {
       this.send(s, errorText(GatewayError.ParseError, "null", { requestId }));
       return;
     }
-    const parsed = parseRpcBody(Buffer.from(message).toString("utf8"));
+    const text = Buffer.from(message).toString("utf8");
+    const parsed = parseRpcBody(text);
     if (!parsed.ok) {
       this.ctx.metrics.request(slug, parsed.error.category, 0);
       this.hooks.rejected?.(s, "", parsed.error.category);
@@ -424,7 +425,7 @@ export class WsGateway {
       custom !== undefined &&
       (parsed.batch || s.target === undefined || !isSubscriptionMethod(parsed.call.method))
     ) {
-      this.handleCustom(s, custom, Buffer.from(message).toString("utf8"), requestId);
+      this.handleCustom(s, custom, text, requestId);
       return;
     }
     const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
@@ -451,7 +452,9 @@ export class WsGateway {
     }
     s.inFlight += n;
     this.inFlightTotal += n;
-    const work = parsed.batch ? this.batch(s, items, requestId) : this.single(s, parsed.call, requestId);
+    const work = parsed.batch
+      ? this.batch(s, items, requestId, text)
+      : this.single(s, parsed.call, requestId);
     work
       .catch((err: unknown) => {
         this.ctx.logger.error({ err, requestId }, "unhandled error in websocket pipeline");
@@ -524,7 +527,8 @@ export class WsGateway {
     this.hooks.answered(s, call.method, a.category, secs);
   }
 
-  private async batch(s: WsSession, items: BatchItem[], requestId: string): Promise<void> {
+  /** `text`: the message, which may go upstream as it is (forward/verbatim.ts). */
+  private async batch(s: WsSession, items: BatchItem[], requestId: string, text: string): Promise<void> {
     const started = performance.now();
     const n = items.length;
     const pool = s.pool!;
@@ -544,7 +548,7 @@ export class WsGateway {
     }
     if (plan.forward.length > 0) {
       pending.push(
-        forwardPlan(this.ctx, pool, this.flightId(s), plan, requestId).then((done) => {
+        forwardPlan(this.ctx, pool, this.flightId(s), plan, requestId, text).then((done) => {
           if (done.overCap === undefined) return;
           // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
           this.recordConcurrencyRefusal(s, plan.forward.length);
@@ -553,7 +557,7 @@ export class WsGateway {
       );
     }
     await Promise.all(pending);
-    const body = batchJson(plan.out);
+    const body = planBody(plan);
     if (body !== "") this.send(s, body);
     const secs = (performance.now() - started) / 1000;
     for (let i = 0; i < n; i++) {

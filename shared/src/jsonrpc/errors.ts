@@ -262,7 +262,26 @@ export const GatewayError = Object.freeze({
     "upstream_buffer_full",
     "Gateway is buffering too many large upstream answers; retry shortly",
   ),
+  /**
+   * No healthy upstream of the network can serve the call: none keeps the state at the block it names
+   * (archive vs pruned nodes), or none declares the method family (`debug_*`, `trace_*`) while others do.
+   * The message says what was needed (noCapableUpstreamRow). Nothing was sent: no breaker counts it.
+   * HTTP 200 and -32000, as a node without that data answers: retrying the same call cannot help.
+   */
+  NoCapableUpstream: row(
+    200,
+    -32000,
+    ErrorCategory.NodeError,
+    "no_capable_upstream",
+    "No upstream node of this network can serve this call",
+  ),
 });
+
+/** NoCapableUpstream with what was needed in its message ("no upstream serves trace_*"). */
+export function noCapableUpstreamRow(detail: string): ErrorRow {
+  const r = GatewayError.NoCapableUpstream;
+  return Object.freeze({ ...r, message: `${r.message}: ${detail}` });
+}
 
 /** UpstreamResponseTooLarge with the cap in its message (built once per upstream / gateway, not per call). */
 export function responseTooLargeRow(maxBytes: number): ErrorRow {

@@ -45,12 +45,37 @@ export const KeyRecordSchema = z.object({
 });
 export type KeyRecord = z.infer<typeof KeyRecordSchema>;
 
+/**
+ * What the operator says about an upstream's state history (docs/contracts.md#upstream-capabilities):
+ * `AUTO` the data plane probes the oldest block whose state it serves; `ARCHIVE` it serves every block's
+ * state (never probed); `PRUNED` it keeps a window of recent state that moves with its head (probed for
+ * the window's length, never taken for an archive node).
+ */
+export const UPSTREAM_ARCHIVE_MODES = ["AUTO", "ARCHIVE", "PRUNED"] as const;
+export type UpstreamArchiveMode = (typeof UPSTREAM_ARCHIVE_MODES)[number];
+
+/**
+ * Method families an upstream may declare it serves: the `debug_*` and `trace_*` namespaces. Once any
+ * upstream of a network declares families, a call of a family goes only to upstreams that declare it.
+ */
+export const UPSTREAM_METHOD_FAMILIES = ["debug", "trace"] as const;
+export type UpstreamMethodFamily = (typeof UPSTREAM_METHOD_FAMILIES)[number];
+
 export const UpstreamRecordSchema = z.object({
   id: z.string(),
   httpUrl: z.string(),
   wsUrl: z.string().nullable(),
   /** Relative share of traffic, 1..1000. */
   weight: z.number().int().positive(),
+  /** Absent (records published before the setting existed) = AUTO. */
+  archiveMode: z.enum(UPSTREAM_ARCHIVE_MODES).optional(),
+  /** Families it serves; null, empty or absent = none declared. */
+  methodFamilies: z.array(z.enum(UPSTREAM_METHOD_FAMILIES)).nullable().optional(),
+  /**
+   * Requests (batch elements each count one) per second this upstream should get; past it, other
+   * upstreams are chosen first. null or absent = no budget.
+   */
+  maxRequestsPerSecond: z.number().int().positive().nullable().optional(),
 });
 export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
 

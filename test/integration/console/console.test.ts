@@ -465,4 +465,188 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await page.getByRole("button", { name: "Log in" }).click();
     await page.locator("table.apps", { hasText: "indexer" }).waitFor();
   });
+
+  // Teams: the owner (EMAIL) invites; Ana joins while signing up, Victor with his existing account.
+  const ANA = `ana-${Date.now()}@example.com`;
+  const VICTOR = `victor-${Date.now()}@example.com`;
+  const links: Record<string, string> = {};
+
+  it("Members: the owner invites with a role, sees the link to copy and the pending list, and revokes one", async () => {
+    await page.getByRole("link", { name: "Members" }).click();
+    const row = (email: string) => page.locator(`table.members tr[data-email="${email}"]`);
+    await row(EMAIL).waitFor();
+    assert.match((await row(EMAIL).textContent())!, /\(you\).*OWNER/);
+    const form = page.getByRole("form", { name: "Invite member" });
+    assert.deepEqual(await form.getByLabel("Role").locator("option").allTextContents(), [
+      "ADMIN",
+      "MEMBER",
+      "VIEWER",
+    ]);
+    const invite = async (email: string, role: string) => {
+      await form.getByLabel("Email").fill(email);
+      await form.getByLabel("Role").selectOption(role);
+      await form.getByRole("button", { name: "Invite", exact: true }).click();
+      await page.getByTestId("invite-link").filter({ hasText: email }).waitFor();
+      return (await page.getByTestId("invite-url").textContent())!;
+    };
+    links.ana = await invite(ANA, "ADMIN");
+    assert.match(links.ana, new RegExp(`^${consoleUrl.replace(/\./g, "\\.")}/invite#rgi_[A-Za-z0-9_-]{43}$`));
+    await page.getByRole("button", { name: "Copy link" }).click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), links.ana);
+    links.victor = await invite(VICTOR, "VIEWER");
+    links.revoked = await invite(`rev-${Date.now()}@example.com`, "MEMBER");
+    const pending = page.locator('[data-card="Pending invitations"] li');
+    await page.waitForFunction(
+      () => document.querySelectorAll('[data-card="Pending invitations"] li').length === 3,
+    );
+    const revokedRow = pending.filter({ hasText: "rev-" });
+    assert.match((await revokedRow.textContent())!, /MEMBER.*expires/);
+    await shot("members-invite");
+    await revokedRow.getByRole("button", { name: "Revoke" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Revoke" }).click();
+    await revokedRow.waitFor({ state: "detached" });
+    assert.equal(await pending.count(), 2);
+  });
+
+  it("an invitation link: sign up with it and land in the team's workspace as its role", async () => {
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.getByRole("heading", { name: "Log in" }).waitFor();
+    await page.goto(links.ana!);
+    await page.getByRole("heading", { name: "Join Acme" }).waitFor();
+    assert.match(
+      (await page.getByTestId("invitation").textContent())!,
+      new RegExp(`invited as ADMIN for ${ANA}`),
+    );
+    const form = page.getByRole("form", { name: "Create your account to join" });
+    assert.equal(await form.getByLabel("Email").inputValue(), ANA);
+    assert.equal(await form.getByLabel("Workspace name").count(), 0, "no workspace of her own");
+    await form.getByLabel("Password").fill(PASSWORD);
+    await shot("invite-signup");
+    await form.getByRole("button", { name: "Sign up" }).click();
+    await page.locator("table.apps", { hasText: "indexer" }).waitFor();
+    const switcher = page.getByLabel("Workspace");
+    assert.deepEqual(await switcher.locator("option").allTextContents(), ["Acme (admin)"]);
+    // An ADMIN invites only below ADMIN, and manages keys.
+    await page.getByRole("link", { name: "Members" }).click();
+    const form2 = page.getByRole("form", { name: "Invite member" });
+    assert.deepEqual(await form2.getByLabel("Role").locator("option").allTextContents(), [
+      "MEMBER",
+      "VIEWER",
+    ]);
+    await page.goto(`${consoleUrl}/apps/${appId}`);
+    await page.getByRole("button", { name: "Regenerate key" }).waitFor();
+    // The same link again (now used) says so.
+    await page.goto(links.ana!);
+    await page.getByTestId("invitation-closed").filter({ hasText: "already used" }).waitFor();
+    await page.getByRole("link", { name: "Back to the console" }).click();
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.getByRole("heading", { name: "Log in" }).waitFor();
+  });
+
+  it("an invitation link with an existing account: log in, accept, switch workspaces; a VIEWER sees keys masked", async () => {
+    await h.ok(`mutation($i: SignUpInput!) { signUp(input: $i) { token } }`, {
+      i: { email: VICTOR, password: PASSWORD, workspaceName: "Victor's" },
+    });
+    await page.goto(links.victor!);
+    await page.getByRole("heading", { name: "Join Acme" }).waitFor();
+    await page.getByRole("button", { name: "Log in" }).click();
+    const login = page.getByRole("form", { name: "Log in to accept" });
+    await login.getByLabel("Email").fill(VICTOR);
+    await login.getByLabel("Password").fill(PASSWORD);
+    await login.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("button", { name: "Accept and join Acme" }).click();
+    await page.locator("table.apps", { hasText: "web" }).waitFor();
+    const switcher = page.getByLabel("Workspace");
+    assert.deepEqual(await switcher.locator("option").allTextContents(), [
+      "Victor's (owner)",
+      "Acme (viewer)",
+    ]);
+    assert.equal(await switcher.locator("option:checked").textContent(), "Acme (viewer)");
+    assert.equal(await page.getByRole("button", { name: "Create app" }).count(), 0);
+    await page.locator("table.apps a", { hasText: "web" }).click();
+    await page.getByTestId("key-masked").waitFor();
+    const shown = (await page.getByTestId("api-key").textContent())!;
+    const realKey = new URL(endpoint).searchParams.get("apikey")!;
+    assert.equal(shown, `${realKey.slice(0, 4)}********${realKey.slice(-4)}`);
+    assert.ok(!(await page.content()).includes(realKey), "the real key is nowhere on the page");
+    for (const name of ["Reveal", "Regenerate key", "Add"])
+      assert.equal(await page.getByRole("button", { name, exact: true }).count(), 0, name);
+    await shot("app-viewer");
+    // The switcher moves between the account's workspaces.
+    await switcher.selectOption({ label: "Victor's (owner)" });
+    await page.getByText("No apps yet").waitFor();
+    await page.getByRole("button", { name: "Create app" }).waitFor();
+    // A revoked and an expired link say why they no longer work.
+    await page.goto(links.revoked!);
+    await page.getByTestId("invitation-closed").filter({ hasText: "revoked" }).waitFor();
+    const late = await h.ok<{ inviteMember: { token: string; link: string } }>(
+      `mutation($w: ID) { inviteMember(email: "late@example.com", role: MEMBER, workspaceId: $w) { token link } }`,
+      {
+        w: (await h.ok<{ workspace: { id: string } }>("{ workspace { id } }", {}, (await token())!)).workspace
+          .id,
+      },
+      (await token())!,
+    );
+    await h.cp.dataSource.query(
+      "UPDATE invitations SET expires_at = now() - interval '1 second' WHERE email = 'late@example.com'",
+    );
+    await page.goto(late.inviteMember.link);
+    await page.getByTestId("invitation-closed").filter({ hasText: "expired" }).waitFor();
+    await page.getByRole("link", { name: "Back to the console" }).click();
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.getByRole("heading", { name: "Log in" }).waitFor();
+  });
+
+  it("the owner changes a role, transfers ownership (becoming ADMIN) and, as ADMIN, removes a VIEWER", async () => {
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.locator("table.apps", { hasText: "web" }).waitFor();
+    await page.getByRole("link", { name: "Members" }).click();
+    const row = (email: string) => page.locator(`table.members tr[data-email="${email}"]`);
+    await row(VICTOR).waitFor();
+    assert.equal(await page.locator("table.members tbody tr").count(), 3);
+    // Ana: ADMIN -> MEMBER.
+    await page.getByLabel(`Role of ${ANA}`).selectOption("MEMBER");
+    await page.waitForFunction(
+      (sel) => (document.querySelector(sel) as HTMLSelectElement | null)?.value === "MEMBER",
+      `select[aria-label="Role of ${ANA}"]`,
+    );
+    await eventually("role stored", async () => {
+      const m = await h.cp.dataSource.query(
+        "SELECT m.role FROM memberships m JOIN accounts a ON a.id = m.account_id WHERE a.email = $1",
+        [ANA],
+      );
+      return m[0]?.role === "MEMBER";
+    });
+    await shot("members");
+    // Ownership to Ana: the owner becomes ADMIN, and the page follows.
+    await row(ANA).getByRole("button", { name: "Make owner" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Transfer ownership" }).click();
+    await row(ANA).getByTestId("member-role").filter({ hasText: "OWNER" }).waitFor();
+    await page
+      .getByLabel("Workspace")
+      .locator("option", { hasText: "Acme (admin)" })
+      .waitFor({ state: "attached" });
+    assert.match((await row(EMAIL).textContent())!, /ADMIN/);
+    assert.equal(await page.getByRole("button", { name: "Make owner" }).count(), 0);
+    // As ADMIN: remove Victor (a VIEWER); Ana (OWNER) cannot be touched.
+    assert.equal(await row(ANA).getByRole("button", { name: "Remove" }).count(), 0);
+    await row(VICTOR).getByRole("button", { name: "Remove" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Remove" }).click();
+    await row(VICTOR).waitFor({ state: "detached" });
+    const owners = await h.cp.dataSource.query(
+      "SELECT a.email FROM memberships m JOIN accounts a ON a.id = m.account_id JOIN workspaces w ON w.id = m.workspace_id WHERE w.name = 'Acme' AND m.role = 'OWNER'",
+    );
+    assert.deepEqual(owners, [{ email: ANA }]);
+    const victorIn = await h.cp.dataSource.query(
+      "SELECT w.name FROM memberships m JOIN accounts a ON a.id = m.account_id JOIN workspaces w ON w.id = m.workspace_id WHERE a.email = $1",
+      [VICTOR],
+    );
+    assert.deepEqual(victorIn, [{ name: "Victor's" }]);
+    // The plan is the owner's now.
+    await page.getByRole("link", { name: "Plan" }).click();
+    await page.getByText("Only the workspace's owner changes the plan.").waitFor();
+    assert.equal(await page.getByRole("button", { name: /Upgrade|Switch/ }).count(), 0);
+  });
 });

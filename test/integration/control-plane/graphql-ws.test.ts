@@ -316,4 +316,64 @@ describe("control-plane: graphql-ws limits and authentication", function () {
     await h.cp.dataSource.query("DELETE FROM access_tokens WHERE account_id = $1", [v.accountId]);
     assert.equal((await within(live2.closed, RECHECK_MS * 10, "close after deletion")).code, 4401);
   });
+
+  it("roles over graphql-ws: a VIEWER's node payload carries the masked key; once removed, its stream ends at the next change", async () => {
+    const owner = await h.signUp();
+    const viewer = await h.signUp();
+    const email = (await h.ok<{ me: { email: string } }>("{ me { email } }", {}, viewer.token)).me.email;
+    const inv = await h.ok<{ inviteMember: { token: string } }>(
+      `mutation($e: String!) { inviteMember(email: $e, role: VIEWER) { token } }`,
+      { e: email },
+      owner.token,
+    );
+    await h.ok(
+      `mutation($t: String!) { acceptInvitation(token: $t) { id } }`,
+      { t: inv.inviteMember.token },
+      viewer.token,
+    );
+    const live = await liveSubscription(owner.token, owner.workspaceId);
+    const key = (
+      await h.ok<{ dedicatedNode: { apiKey: string } }>(
+        `query($id: ID!) { dedicatedNode(id: $id) { apiKey } }`,
+        { id: live.nodeId },
+        owner.token,
+      )
+    ).dedicatedNode.apiKey;
+    const c = client(viewer.token);
+    const payloads: Json[] = [];
+    const ended = new Promise<unknown>((resolve) => {
+      c.subscribe<Json>(
+        {
+          query: `subscription($id: ID!) { dedicatedNodeStatus(id: $id) { id status apiKey apiKeyMasked } }`,
+          variables: { id: live.nodeId },
+        },
+        {
+          next: (r) => payloads.push(r as Json),
+          error: (e) => resolve(e),
+          complete: () => resolve("complete"),
+        },
+      );
+    });
+    while (payloads.length === 0) await new Promise((r) => setTimeout(r, 20));
+    const first = payloads[0]!.data.dedicatedNodeStatus;
+    assert.equal(first.apiKeyMasked, true);
+    assert.equal(first.apiKey, `${key.slice(0, 4)}********${key.slice(-4)}`);
+    assert.ok(!JSON.stringify(payloads).includes(key));
+    // Removed: the next status change is not delivered to it; its stream ends instead.
+    const members = (await h.ok<{ members: Json[] }>("{ members { id accountId } }", {}, owner.token))
+      .members;
+    const viewerMember = members.find((m) => m.accountId === viewer.accountId)!;
+    await h.ok(`mutation($m: ID!) { removeMember(memberId: $m) }`, { m: viewerMember.id }, owner.token);
+    await h.ok(`mutation($id: ID!) { stopDedicatedNode(id: $id) { id } }`, { id: live.nodeId }, owner.token);
+    assert.equal(await within(ended, 5_000, "the removed member's stream ends"), "complete");
+    assert.equal(payloads.length, 1, JSON.stringify(payloads));
+    // The owner's own subscription goes on (the stop request is a change: reason and generation).
+    await within(
+      (async () => {
+        while (live.payloads.length < 2) await new Promise((r) => setTimeout(r, 20));
+      })(),
+      5_000,
+      "the owner sees the change",
+    );
+  });
 });

@@ -61,7 +61,9 @@ describe("control-plane: networks and plans", () => {
 
     const rec = NetworkRecordSchema.parse(JSON.parse((await h.redis.hget(h.names.networks(), "local-evm"))!));
     assert.equal(rec.chainId, 31337);
-    assert.deepEqual(rec.upstreams, [{ id: u.addUpstream.id, ...up }]);
+    assert.deepEqual(rec.upstreams, [
+      { id: u.addUpstream.id, ...up, archiveMode: "AUTO", methodFamilies: null, maxRequestsPerSecond: null },
+    ]);
     assert.ok(events.some((e) => e.type === "networks.update"));
 
     assert.equal(

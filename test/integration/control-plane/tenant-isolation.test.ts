@@ -16,12 +16,15 @@ describe("control-plane: tenant isolation", () => {
   let aTokenId: string;
   let aPat: string;
   let upstreamId: string;
+  let aOwnerMemberId: string;
+  let aInvitationId: string;
 
   async function snapshotA() {
     const d = await h.ok(
       `query($id: ID!) { workspace { id name plan { name } apps { id name } }
         app(id: $id) { ${APP_FIELDS} }
-        accessTokens { id name revokedAt } }`,
+        accessTokens { id name revokedAt }
+        members { id role email } invitations { id status } }`,
       { id: aApp.id },
       a.token,
     );
@@ -59,6 +62,14 @@ describe("control-plane: tenant isolation", () => {
       ADMIN_TOKEN,
     );
     upstreamId = u.addUpstream.id;
+    aOwnerMemberId = (await h.ok("{ members { id } }", {}, a.token)).members[0].id;
+    aInvitationId = (
+      await h.ok(
+        `mutation { inviteMember(email: "a-team@example.com", role: ADMIN) { invitation { id } } }`,
+        {},
+        a.token,
+      )
+    ).inviteMember.invitation.id;
   });
   after(async () => {
     await h?.close();
@@ -128,6 +139,54 @@ describe("control-plane: tenant isolation", () => {
       "NOT_FOUND",
     ],
     [
+      "members(workspaceId)",
+      `query($w: ID) { members(workspaceId: $w) { id email } }`,
+      () => ({ w: a.workspaceId }),
+      "NOT_FOUND",
+    ],
+    [
+      "invitations(workspaceId)",
+      `query($w: ID) { invitations(workspaceId: $w) { id email } }`,
+      () => ({ w: a.workspaceId }),
+      "NOT_FOUND",
+    ],
+    [
+      "inviteMember(workspaceId)",
+      `mutation($w: ID) { inviteMember(email: "spy@example.com", role: ADMIN, workspaceId: $w) { token } }`,
+      () => ({ w: a.workspaceId }),
+      "NOT_FOUND",
+    ],
+    [
+      "revokeInvitation",
+      `mutation($id: ID!) { revokeInvitation(id: $id) { id } }`,
+      () => ({ id: aInvitationId }),
+      "NOT_FOUND",
+    ],
+    [
+      "changeMemberRole",
+      `mutation($m: ID!) { changeMemberRole(memberId: $m, role: VIEWER) { id } }`,
+      () => ({ m: aOwnerMemberId }),
+      "NOT_FOUND",
+    ],
+    [
+      "removeMember",
+      `mutation($m: ID!) { removeMember(memberId: $m) }`,
+      () => ({ m: aOwnerMemberId }),
+      "NOT_FOUND",
+    ],
+    [
+      "transferOwnership",
+      `mutation($m: ID!) { transferOwnership(memberId: $m) { id } }`,
+      () => ({ m: aOwnerMemberId }),
+      "NOT_FOUND",
+    ],
+    [
+      "leaveWorkspace",
+      `mutation($w: ID!) { leaveWorkspace(workspaceId: $w) }`,
+      () => ({ w: a.workspaceId }),
+      "NOT_FOUND",
+    ],
+    [
       "setWorkspacePlan",
       `mutation($w: ID!) { setWorkspacePlan(workspaceId: $w, plan: "enterprise") { id } }`,
       () => ({ w: a.workspaceId }),
@@ -142,6 +201,12 @@ describe("control-plane: tenant isolation", () => {
     [
       "removeUpstream",
       `mutation($id: ID!) { removeUpstream(id: $id) { id } }`,
+      () => ({ id: upstreamId }),
+      "FORBIDDEN",
+    ],
+    [
+      "updateUpstream",
+      `mutation($id: ID!) { updateUpstream(networkSlug: "n1", upstreamId: $id, input: { maxRequestsPerSecond: 1 }) { id } }`,
       () => ({ id: upstreamId }),
       "FORBIDDEN",
     ],

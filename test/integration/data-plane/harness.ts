@@ -42,6 +42,9 @@ export async function startGateway(
     // No late keep-alive requests to refuse in these suites: close without the 500 ms wait (the
     // durability suite tests the linger).
     SHUTDOWN_LINGER_MS: "0",
+    // No state probes (eth_getBalance at old blocks) unless a suite turns them on: the stub upstreams
+    // count every exchange (upstream-routing.test.ts tests the probes).
+    UPSTREAM_STATE_PROBE_INTERVAL_MS: "0",
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     ...env,
   });

@@ -27,6 +27,10 @@ export class StubUpstream {
   head = 100;
   chainIdHex = "0x7a69";
   readonly calls = new Map<string, number>();
+  /** Every request body received, as sent (cleared by reset). */
+  readonly bodies: string[] = [];
+  /** Calls per exact `method params-JSON` (batch elements one each), to count one call among its kind. */
+  readonly exact = new Map<string, number>();
   exchanges = 0;
   private server: Server | undefined;
   private readonly sockets = new Set<import("node:net").Socket>();
@@ -38,8 +42,15 @@ export class StubUpstream {
     return this.calls.get(method) ?? 0;
   }
 
+  /** Calls of `method` with exactly these params (compared as JSON text). */
+  countExact(method: string, params: unknown): number {
+    return this.exact.get(`${method} ${JSON.stringify(params)}`) ?? 0;
+  }
+
   reset(): void {
     this.calls.clear();
+    this.bodies.length = 0;
+    this.exact.clear();
     this.exchanges = 0;
     this.refusedTooLarge = 0;
     this.refusedSingles = 0;
@@ -63,6 +74,7 @@ export class StubUpstream {
 
   private async handle(body: string, res: import("node:http").ServerResponse): Promise<void> {
     this.exchanges++;
+    this.bodies.push(body);
     if (this.maxBodyBytes > 0 && Buffer.byteLength(body) > this.maxBodyBytes) {
       this.refusedTooLarge++;
       if (!body.startsWith("[")) this.refusedSingles++;
@@ -80,7 +92,12 @@ export class StubUpstream {
       id?: unknown;
       params?: unknown;
     }[];
-    for (const r of list) if (r?.method) this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+    for (const r of list) {
+      if (!r?.method) continue;
+      this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
+      const k = `${r.method} ${JSON.stringify(r.params)}`;
+      this.exact.set(k, (this.exact.get(k) ?? 0) + 1);
+    }
     if (Array.isArray(parsed)) this.largestBatch = Math.max(this.largestBatch, parsed.length);
     let delay = this.delayMs;
     for (const r of list) delay = Math.max(delay, this.methodDelayMs.get(r?.method ?? "") ?? 0);

@@ -1,13 +1,15 @@
 import { type FormEvent, useState } from "react";
-import { type AllowlistKind, APP_FIELDS, type App, gql } from "../api";
+import { type AllowlistKind, APP_FIELDS, type App, gql, roleCan, type WorkspaceRole } from "../api";
 import { Link } from "../router";
 import { Async, ConfirmDialog, CopyButton, FieldError, FormError, fmtDate, useQuery } from "../ui";
+import { useWorkspace } from "../workspace";
 
 export function mask(key: string): string {
   return key.length <= 8 ? "••••••••" : `${key.slice(0, 4)}${"•".repeat(12)}${key.slice(-4)}`;
 }
 
 export function AppPage({ id }: { id: string }) {
+  const { roleIn } = useWorkspace();
   const q = useQuery(
     () => gql<{ app: App }>(`query($id: ID!) { app(id: $id) { ${APP_FIELDS} } }`, { id }),
     [id],
@@ -24,9 +26,9 @@ export function AppPage({ id }: { id: string }) {
               <h1>{app.name}</h1>
               <span className={`badge ${app.environment.toLowerCase()}`}>{app.environment}</span>
             </div>
-            <ApiKeyCard app={app} onChanged={q.reload} />
+            <ApiKeyCard app={app} role={roleIn(app.workspaceId)} onChanged={q.reload} />
             <Endpoints app={app} />
-            <Allowlist app={app} onChanged={q.reload} />
+            <Allowlist app={app} role={roleIn(app.workspaceId)} onChanged={q.reload} />
           </>
         )}
       </Async>
@@ -34,7 +36,15 @@ export function AppPage({ id }: { id: string }) {
   );
 }
 
-function ApiKeyCard({ app, onChanged }: { app: App; onChanged: () => void }) {
+function ApiKeyCard({
+  app,
+  role,
+  onChanged,
+}: {
+  app: App;
+  role: WorkspaceRole | null;
+  onChanged: () => void;
+}) {
   const [revealed, setRevealed] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [grace, setGrace] = useState("0");
@@ -61,16 +71,27 @@ function ApiKeyCard({ app, onChanged }: { app: App; onChanged: () => void }) {
       <h2>API key</h2>
       <div className="row wrap">
         <code className="key" data-testid="api-key">
-          {revealed ? app.apiKey : mask(app.apiKey)}
+          {revealed || app.apiKeyMasked ? app.apiKey : mask(app.apiKey)}
         </code>
-        <button type="button" className="small secondary" onClick={() => setRevealed((r) => !r)}>
-          {revealed ? "Hide" : "Reveal"}
-        </button>
-        <CopyButton text={app.apiKey} label="Copy key" />
-        <button type="button" className="small danger" onClick={() => setConfirming(true)}>
-          Regenerate key
-        </button>
+        {!app.apiKeyMasked && (
+          <>
+            <button type="button" className="small secondary" onClick={() => setRevealed((r) => !r)}>
+              {revealed ? "Hide" : "Reveal"}
+            </button>
+            <CopyButton text={app.apiKey} label="Copy key" />
+          </>
+        )}
+        {roleCan(role, "manageKeys") && (
+          <button type="button" className="small danger" onClick={() => setConfirming(true)}>
+            Regenerate key
+          </button>
+        )}
       </div>
+      {app.apiKeyMasked && (
+        <p className="muted" data-testid="key-masked">
+          Keys are masked for viewers of this workspace.
+        </p>
+      )}
       <p className="muted">
         Created {fmtDate(app.apiKeyCreatedAt)}
         {app.previousApiKeyExpiresAt &&
@@ -139,26 +160,35 @@ function Endpoints({ app }: { app: App }) {
           <code className="url" data-testid="https-url">
             {ep.httpsUrl}
           </code>
-          <CopyButton text={ep.httpsUrl} />
+          {!app.apiKeyMasked && <CopyButton text={ep.httpsUrl} />}
         </div>
         <div className="label">WSS</div>
         <div className="row">
           <code className="url" data-testid="wss-url">
             {ep.wssUrl}
           </code>
-          <CopyButton text={ep.wssUrl} />
+          {!app.apiKeyMasked && <CopyButton text={ep.wssUrl} />}
         </div>
         <div className="label">Try it</div>
         <div className="row">
           <pre className="cmd">{ep.exampleCommand}</pre>
-          <CopyButton text={ep.exampleCommand} />
+          {!app.apiKeyMasked && <CopyButton text={ep.exampleCommand} />}
         </div>
       </div>
     </div>
   );
 }
 
-function Allowlist({ app, onChanged }: { app: App; onChanged: () => void }) {
+function Allowlist({
+  app,
+  role,
+  onChanged,
+}: {
+  app: App;
+  role: WorkspaceRole | null;
+  onChanged: () => void;
+}) {
+  const edits = roleCan(role, "manageAccessRules");
   const [kind, setKind] = useState<AllowlistKind>("ORIGIN");
   const [value, setValue] = useState("");
   const [error, setError] = useState<unknown>(null);
@@ -204,30 +234,34 @@ function Allowlist({ app, onChanged }: { app: App; onChanged: () => void }) {
           {app.allowlist.map((e) => (
             <li key={e.id}>
               <span className="badge">{e.kind}</span> <code>{e.value}</code>
-              <button type="button" className="small secondary" onClick={() => remove(e.id)}>
-                Remove
-              </button>
+              {edits && (
+                <button type="button" className="small secondary" onClick={() => remove(e.id)}>
+                  Remove
+                </button>
+              )}
             </li>
           ))}
         </ul>
       )}
-      <form className="row wrap" onSubmit={add} aria-label="Add allowlist entry">
-        <select name="kind" value={kind} onChange={(e) => setKind(e.target.value as AllowlistKind)}>
-          <option value="ORIGIN">Origin</option>
-          <option value="IP">IP</option>
-        </select>
-        <input
-          name="value"
-          className="grow"
-          value={value}
-          placeholder={kind === "ORIGIN" ? "https://app.example.com" : "203.0.113.7"}
-          onChange={(e) => setValue(e.target.value)}
-          aria-invalid={Boolean(error)}
-        />
-        <button type="submit" disabled={busy || value.trim() === ""}>
-          Add
-        </button>
-      </form>
+      {edits && (
+        <form className="row wrap" onSubmit={add} aria-label="Add allowlist entry">
+          <select name="kind" value={kind} onChange={(e) => setKind(e.target.value as AllowlistKind)}>
+            <option value="ORIGIN">Origin</option>
+            <option value="IP">IP</option>
+          </select>
+          <input
+            name="value"
+            className="grow"
+            value={value}
+            placeholder={kind === "ORIGIN" ? "https://app.example.com" : "203.0.113.7"}
+            onChange={(e) => setValue(e.target.value)}
+            aria-invalid={Boolean(error)}
+          />
+          <button type="submit" disabled={busy || value.trim() === ""}>
+            Add
+          </button>
+        </form>
+      )}
       <FieldError error={error} field="value" />
       <FieldError error={error} field="kind" />
       <FormError error={error} fields={["value", "kind"]} />

@@ -1,7 +1,8 @@
 import { type FormEvent, useState } from "react";
-import { type AppEnvironment, gql } from "../api";
+import { type AppEnvironment, gql, roleCan } from "../api";
 import { Link, useRoute } from "../router";
 import { Async, FieldError, FormError, fmtNum, useQuery } from "../ui";
+import { useWorkspace } from "../workspace";
 
 interface AppRow {
   id: string;
@@ -11,31 +12,40 @@ interface AppRow {
 }
 
 export function AppsPage() {
+  const ws = useWorkspace().current!;
   const q = useQuery(async () => {
     const d = await gql<{
       apps: AppRow[];
       usage: { history: { byApp: { app: { id: string }; count: number }[] }[] };
-    }>(`{ apps { id name environment createdAt }
-         usage(filter: {}) { history(days: 1) { byApp { app { id } count } } } }`);
+    }>(
+      `query($w: ID) { apps(workspaceId: $w) { id name environment createdAt }
+         usage(filter: { workspaceId: $w }) { history(days: 1) { byApp { app { id } count } } } }`,
+      { w: ws.id },
+    );
     const today = new Map<string, number>();
     for (const a of d.usage.history.at(-1)?.byApp ?? []) today.set(a.app.id, a.count);
     return { apps: d.apps, today };
-  }, []);
+  }, [ws.id]);
   const [creating, setCreating] = useState(false);
 
   return (
     <section>
       <div className="row between">
         <h1>Apps</h1>
-        <button type="button" onClick={() => setCreating(true)}>
-          Create app
-        </button>
+        {roleCan(ws.myRole, "createApps") && (
+          <button type="button" onClick={() => setCreating(true)}>
+            Create app
+          </button>
+        )}
       </div>
-      {creating && <CreateApp onCancel={() => setCreating(false)} />}
+      {creating && <CreateApp workspaceId={ws.id} onCancel={() => setCreating(false)} />}
       <Async q={q}>
         {({ apps, today }) =>
           apps.length === 0 ? (
-            <div className="card empty">No apps yet: create one to get an API key and endpoints.</div>
+            <div className="card empty">
+              No apps yet
+              {roleCan(ws.myRole, "createApps") ? ": create one to get an API key and endpoints." : "."}
+            </div>
           ) : (
             <div className="table-wrap">
               <table className="apps">
@@ -68,7 +78,7 @@ export function AppsPage() {
   );
 }
 
-function CreateApp({ onCancel }: { onCancel: () => void }) {
+function CreateApp({ workspaceId, onCancel }: { workspaceId: string; onCancel: () => void }) {
   const { navigate } = useRoute();
   const [name, setName] = useState("");
   const [environment, setEnvironment] = useState<AppEnvironment>("DEVELOPMENT");
@@ -80,8 +90,8 @@ function CreateApp({ onCancel }: { onCancel: () => void }) {
     setError(null);
     try {
       const d = await gql<{ createApp: { id: string } }>(
-        "mutation($i: CreateAppInput!) { createApp(input: $i) { id } }",
-        { i: { name, environment } },
+        "mutation($i: CreateAppInput!, $w: ID) { createApp(input: $i, workspaceId: $w) { id } }",
+        { i: { name, environment }, w: workspaceId },
       );
       navigate(`/apps/${d.createApp.id}`);
     } catch (err) {

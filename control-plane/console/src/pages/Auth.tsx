@@ -3,16 +3,24 @@ import { gql } from "../api";
 import { Link } from "../router";
 import { FieldError, FormError } from "../ui";
 
-const FIELDS = ["email", "password", "workspaceName"];
+const FIELDS = ["email", "password", "workspaceName", "token"];
 
+/**
+ * Log in or sign up. With `invitation` (the accept page) the email is the invited one, sign-up joins that
+ * workspace instead of creating one, and the log-in / sign-up switch stays on the page (`onSwitch`).
+ */
 export function AuthPage({
   mode,
   onSignedIn,
+  invitation,
+  onSwitch,
 }: {
   mode: "login" | "signup";
   onSignedIn: (token: string) => void;
+  invitation?: { token: string; email: string };
+  onSwitch?: () => void;
 }) {
-  const [email, setEmail] = useState("");
+  const [email, setEmail] = useState(invitation?.email ?? "");
   const [password, setPassword] = useState("");
   const [workspaceName, setWorkspaceName] = useState("");
   const [error, setError] = useState<unknown>(null);
@@ -24,9 +32,12 @@ export function AuthPage({
     setError(null);
     try {
       if (mode === "signup") {
+        const input = invitation
+          ? { email, password, invitationToken: invitation.token }
+          : { email, password, workspaceName: workspaceName || email.split("@")[0] };
         const d = await gql<{ signUp: { token: string } }>(
           "mutation($i: SignUpInput!) { signUp(input: $i) { token } }",
-          { i: { email, password, workspaceName: workspaceName || email.split("@")[0] } },
+          { i: input },
         );
         onSignedIn(d.signUp.token);
       } else {
@@ -42,9 +53,16 @@ export function AuthPage({
     }
   };
 
+  const title = invitation
+    ? mode === "signup"
+      ? "Create your account to join"
+      : "Log in to accept"
+    : mode === "signup"
+      ? "Create your account"
+      : "Log in";
   return (
-    <form className="card auth" onSubmit={submit} noValidate>
-      <h1>{mode === "signup" ? "Create your account" : "Log in"}</h1>
+    <form className="card auth" onSubmit={submit} noValidate aria-label={title}>
+      <h1>{title}</h1>
       <label>
         Email
         <input
@@ -52,6 +70,7 @@ export function AuthPage({
           type="email"
           autoComplete="email"
           value={email}
+          readOnly={invitation !== undefined && mode === "signup"}
           onChange={(e) => setEmail(e.target.value)}
           required
         />
@@ -69,7 +88,7 @@ export function AuthPage({
         />
       </label>
       <FieldError error={error} field="password" />
-      {mode === "signup" && (
+      {mode === "signup" && !invitation && (
         <>
           <label>
             Workspace name
@@ -83,19 +102,21 @@ export function AuthPage({
           <FieldError error={error} field="workspaceName" />
         </>
       )}
+      <FieldError error={error} field="token" />
       <FormError error={error} fields={FIELDS} />
       <button type="submit" disabled={busy}>
         {busy ? "Please wait…" : mode === "signup" ? "Sign up" : "Log in"}
       </button>
       <p className="muted">
-        {mode === "signup" ? (
-          <>
-            Already have an account? <Link to="/login">Log in</Link>
-          </>
+        {mode === "signup" ? "Already have an account? " : "New here? "}
+        {onSwitch ? (
+          <button type="button" className="link" onClick={onSwitch}>
+            {mode === "signup" ? "Log in" : "Create an account"}
+          </button>
+        ) : mode === "signup" ? (
+          <Link to="/login">Log in</Link>
         ) : (
-          <>
-            New here? <Link to="/signup">Create an account</Link>
-          </>
+          <Link to="/signup">Create an account</Link>
         )}
       </p>
     </form>

@@ -1,5 +1,5 @@
 import { type FormEvent, useEffect, useState } from "react";
-import { gql, type Network } from "../api";
+import { gql, type Network, roleCan } from "../api";
 import { Link, useRoute } from "../router";
 import {
   Async,
@@ -13,6 +13,7 @@ import {
   fmtNum,
   useQuery,
 } from "../ui";
+import { useWorkspace } from "../workspace";
 import { mask } from "./AppPage";
 
 type NodeStatus =
@@ -41,7 +42,9 @@ interface NodeRow {
 }
 
 interface NodeDetail extends NodeRow {
+  workspaceId: string;
   apiKey: string;
+  apiKeyMasked: boolean;
   lightningRestore: boolean;
   launchArgs: { rpcMethods: RpcMethods; extra: string[] };
   endpoints: { httpUrl: string; wsUrl: string } | null;
@@ -71,18 +74,27 @@ function syncPct(s: NodeRow["syncStatus"]): number | null {
 }
 
 export function NodesPage() {
+  const ws = useWorkspace().current!;
   const q = useQuery(
-    () => gql<{ dedicatedNodes: NodeRow[] }>(`{ dedicatedNodes { ${ROW_FIELDS} } }`),
-    [],
+    () =>
+      gql<{ dedicatedNodes: NodeRow[] }>(
+        `query($w: ID) { dedicatedNodes(workspaceId: $w) { ${ROW_FIELDS} } }`,
+        {
+          w: ws.id,
+        },
+      ),
+    [ws.id],
     5000,
   );
   return (
     <section>
       <div className="row between">
         <h1>Dedicated nodes</h1>
-        <Link to="/nodes/new" className="button">
-          Deploy node
-        </Link>
+        {roleCan(ws.myRole, "manageNodes") && (
+          <Link to="/nodes/new" className="button">
+            Deploy node
+          </Link>
+        )}
       </div>
       <Async q={q}>
         {({ dedicatedNodes }) =>
@@ -133,6 +145,7 @@ const DEPLOY_FIELDS = ["displayName", "network", "nodeType", "imageVersion", "re
 
 export function NodeDeployPage() {
   const { navigate } = useRoute();
+  const workspaceId = useWorkspace().current!.id;
   const opts = useQuery(
     () =>
       gql<{ networks: Network[]; regions: string[] }>(
@@ -179,8 +192,9 @@ export function NodeDeployPage() {
     setError(null);
     try {
       const d = await gql<{ deployDedicatedNode: { id: string } }>(
-        "mutation($i: DeployDedicatedNodeInput!) { deployDedicatedNode(input: $i) { id } }",
+        "mutation($i: DeployDedicatedNodeInput!, $w: ID) { deployDedicatedNode(input: $i, workspaceId: $w) { id } }",
         {
+          w: workspaceId,
           i: {
             displayName,
             network,
@@ -322,10 +336,11 @@ export function NodeDeployPage() {
 
 export function NodePage({ id }: { id: string }) {
   const { navigate } = useRoute();
+  const { roleIn } = useWorkspace();
   const q = useQuery(
     () =>
       gql<{ dedicatedNode: NodeDetail }>(
-        `query($id: ID!) { dedicatedNode(id: $id) { ${ROW_FIELDS} apiKey lightningRestore
+        `query($id: ID!) { dedicatedNode(id: $id) { ${ROW_FIELDS} workspaceId apiKey apiKeyMasked lightningRestore
           launchArgs { rpcMethods extra } endpoints { httpUrl wsUrl } resources { cpu memory storage }
           logs(tail: 200) events(limit: 50) { at type message }
           validator { stash status } validatorSetup { steps { name done } } } }`,
@@ -363,6 +378,7 @@ export function NodePage({ id }: { id: string }) {
       <Async q={q}>
         {({ dedicatedNode: n }) => {
           const pct = syncPct(n.syncStatus);
+          const manages = roleCan(roleIn(n.workspaceId), "manageNodes");
           return (
             <>
               <div className="row between wrap">
@@ -372,17 +388,19 @@ export function NodePage({ id }: { id: string }) {
               {n.statusReason && <p className="muted">{n.statusReason}</p>}
               {TRANSITIONAL.includes(n.status) && <p className="muted">Updating every few seconds…</p>}
               <ErrorBox error={error} />
-              <div className="row wrap">
-                <button type="button" className="secondary small" onClick={() => setAction("restart")}>
-                  Restart
-                </button>
-                <button type="button" className="secondary small" onClick={() => setAction("stop")}>
-                  Stop
-                </button>
-                <button type="button" className="danger small" onClick={() => setAction("delete")}>
-                  Delete
-                </button>
-              </div>
+              {manages && (
+                <div className="row wrap">
+                  <button type="button" className="secondary small" onClick={() => setAction("restart")}>
+                    Restart
+                  </button>
+                  <button type="button" className="secondary small" onClick={() => setAction("stop")}>
+                    Stop
+                  </button>
+                  <button type="button" className="danger small" onClick={() => setAction("delete")}>
+                    Delete
+                  </button>
+                </div>
+              )}
               <div className="card">
                 <h2>Endpoints</h2>
                 {n.endpoints ? (
@@ -390,12 +408,12 @@ export function NodePage({ id }: { id: string }) {
                     <div className="label">HTTPS</div>
                     <div className="row">
                       <code className="url">{n.endpoints.httpUrl.replace(n.apiKey, mask(n.apiKey))}</code>
-                      <CopyButton text={n.endpoints.httpUrl} />
+                      {!n.apiKeyMasked && <CopyButton text={n.endpoints.httpUrl} />}
                     </div>
                     <div className="label">WSS</div>
                     <div className="row">
                       <code className="url">{n.endpoints.wsUrl.replace(n.apiKey, mask(n.apiKey))}</code>
-                      <CopyButton text={n.endpoints.wsUrl} />
+                      {!n.apiKeyMasked && <CopyButton text={n.endpoints.wsUrl} />}
                     </div>
                   </>
                 ) : (
@@ -454,7 +472,7 @@ export function NodePage({ id }: { id: string }) {
                     Status: <strong>{n.validator?.status ?? "unknown"}</strong>
                     {n.validator?.stash ? ` · stash ${n.validator.stash}` : ""}
                   </p>
-                  <StashForm id={n.id} current={n.validator?.stash ?? ""} onSaved={q.reload} />
+                  {manages && <StashForm id={n.id} current={n.validator?.stash ?? ""} onSaved={q.reload} />}
                 </div>
               )}
               <div className="card">

@@ -1,6 +1,7 @@
 import { useState } from "react";
-import { gql, type Plan, type Today } from "../api";
+import { gql, type Plan, roleCan, type Today } from "../api";
 import { Async, ConfirmDialog, ErrorBox, fmtDate, fmtNum, useQuery } from "../ui";
+import { useWorkspace } from "../workspace";
 
 const PLAN_FIELDS =
   "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes selfService";
@@ -24,6 +25,8 @@ function Contact({ value }: { value: string }) {
 }
 
 export function PlanPage() {
+  const ws = useWorkspace().current!;
+  const owner = roleCan(ws.myRole, "managePlan");
   const q = useQuery(
     () =>
       gql<{
@@ -31,9 +34,11 @@ export function PlanPage() {
         plans: Plan[];
         planContact: string | null;
       }>(
-        `{ workspace { id name plan { ${PLAN_FIELDS} } today { count limit resetsAt } } plans { ${PLAN_FIELDS} } planContact }`,
+        `query($w: ID) { workspace(id: $w) { id name plan { ${PLAN_FIELDS} } today { count limit resetsAt } }
+          plans { ${PLAN_FIELDS} } planContact }`,
+        { w: ws.id },
       ),
-    [],
+    [ws.id],
   );
   const [target, setTarget] = useState<Plan | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -43,7 +48,13 @@ export function PlanPage() {
     setBusy(true);
     setError(null);
     try {
-      await gql("mutation($p: String!) { changePlan(plan: $p) { id plan { name } } }", { p: target.name });
+      await gql(
+        "mutation($p: String!, $w: ID) { changePlan(plan: $p, workspaceId: $w) { id plan { name } } }",
+        {
+          p: target.name,
+          w: ws.id,
+        },
+      );
       setTarget(null);
       q.reload();
     } catch (err) {
@@ -68,6 +79,7 @@ export function PlanPage() {
               </p>
             </div>
             <ErrorBox error={error} />
+            {!owner && <p className="muted">Only the workspace's owner changes the plan.</p>}
             <div className="plans">
               {[...plans]
                 // The server lists the self-service plans plus the workspace's own: show the ones this
@@ -95,7 +107,7 @@ export function PlanPage() {
                           <span className="badge">Current plan</span>
                           {!p.selfService && <p className="muted">Assigned by your operator.</p>}
                         </>
-                      ) : (
+                      ) : owner ? (
                         <button
                           type="button"
                           className={upgrade ? undefined : "secondary"}
@@ -103,7 +115,7 @@ export function PlanPage() {
                         >
                           {upgrade ? "Upgrade" : "Switch"} to {p.name}
                         </button>
-                      )}
+                      ) : null}
                     </div>
                   );
                 })}

@@ -3,6 +3,7 @@ import { useMemo, useState } from "react";
 import { Bar } from "react-chartjs-2";
 import { gql, type Today } from "../api";
 import { Async, fmtDate, fmtMs, fmtNum, useQuery } from "../ui";
+import { useWorkspace } from "../workspace";
 
 ChartJS.register(BarElement, CategoryScale, LinearScale, Tooltip, Legend);
 
@@ -56,7 +57,14 @@ const PALETTE = ["#2563eb", "#0891b2", "#7c3aed", "#db2777", "#ea580c", "#65a30d
 export function UsagePage() {
   const [appId, setAppId] = useState("");
   const [days, setDays] = useState(30);
-  const apps = useQuery(() => gql<{ apps: { id: string; name: string }[] }>("{ apps { id name } }"), []);
+  const workspaceId = useWorkspace().current!.id;
+  const apps = useQuery(
+    () =>
+      gql<{ apps: { id: string; name: string }[] }>("query($w: ID) { apps(workspaceId: $w) { id name } }", {
+        w: workspaceId,
+      }),
+    [workspaceId],
+  );
   const q = useQuery(
     () =>
       gql<{ usage: Report }>(
@@ -67,9 +75,9 @@ export function UsagePage() {
           methods { method requests errors p50 p95 avg }
           history(days: $days) { date total limitReached byApp { app { id name } count } }
           today { count limit resetsAt } } }`,
-        { f: appId ? { appId } : {}, days },
+        { f: appId ? { appId, workspaceId } : { workspaceId }, days },
       ),
-    [appId, days],
+    [appId, days, workspaceId],
     30_000,
   );
   return (
@@ -98,7 +106,11 @@ export function UsagePage() {
           <>
             <TodayCard today={usage.today} />
             <RequestsCard r={usage.requests24h} />
-            <ResponseTimeCard appId={appId} methods={usage.methods.map((m) => m.method)} />
+            <ResponseTimeCard
+              workspaceId={workspaceId}
+              appId={appId}
+              methods={usage.methods.map((m) => m.method)}
+            />
             <MethodsTable rows={usage.methods} />
             <HistoryCard history={usage.history} days={days} setDays={setDays} />
           </>
@@ -214,15 +226,23 @@ function RequestsCard({ r }: { r: Report["requests24h"] }) {
   );
 }
 
-function ResponseTimeCard({ appId, methods }: { appId: string; methods: string[] }) {
+function ResponseTimeCard({
+  workspaceId,
+  appId,
+  methods,
+}: {
+  workspaceId: string;
+  appId: string;
+  methods: string[];
+}) {
   const [method, setMethod] = useState("");
   const q = useQuery(
     () =>
       gql<{ usage: { responseTime: { p50: number | null; p95: number | null; avg: number | null } } }>(
         "query($f: UsageFilter!, $m: String) { usage(filter: $f) { responseTime(method: $m) { p50 p95 avg } } }",
-        { f: appId ? { appId } : {}, m: method || null },
+        { f: appId ? { appId, workspaceId } : { workspaceId }, m: method || null },
       ),
-    [appId, method],
+    [appId, method, workspaceId],
   );
   return (
     <div className="card" data-card="Response time">

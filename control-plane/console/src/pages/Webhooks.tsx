@@ -1,7 +1,8 @@
 import { type FormEvent, useState } from "react";
-import { gql } from "../api";
+import { gql, roleCan } from "../api";
 import { Link, useRoute } from "../router";
 import { Async, ConfirmDialog, CopyButton, ErrorBox, FieldError, FormError, fmtDate, useQuery } from "../ui";
+import { useWorkspace } from "../workspace";
 
 type EventType = "QUOTA_THRESHOLD" | "NODE_STATUS" | "VALIDATOR_STATUS" | "KEY_REGENERATED";
 type DeliveryStatus = "PENDING" | "SUCCEEDED" | "FAILED";
@@ -28,6 +29,7 @@ const wire = (t: EventType) => EVENT_TYPES.find((e) => e.value === t)?.wire ?? t
 
 interface Endpoint {
   id: string;
+  workspaceId: string;
   url: string;
   description: string | null;
   eventTypes: EventType[];
@@ -57,7 +59,7 @@ interface Delivery {
   attempts: Attempt[];
 }
 
-const ENDPOINT_FIELDS = "id url description eventTypes enabled secretCreatedAt createdAt";
+const ENDPOINT_FIELDS = "id workspaceId url description eventTypes enabled secretCreatedAt createdAt";
 const FORM_FIELDS = ["url", "eventTypes", "description"];
 
 /** The signing secret, shown once (after creating the endpoint or rotating its secret). */
@@ -107,9 +109,15 @@ function EventChoice({ value, onChange }: { value: EventType[]; onChange: (v: Ev
 }
 
 export function WebhooksPage() {
+  const ws = useWorkspace().current!;
+  const canManage = roleCan(ws.myRole, "manageWebhooks");
   const q = useQuery(
-    () => gql<{ webhookEndpoints: Endpoint[] }>(`{ webhookEndpoints { ${ENDPOINT_FIELDS} } }`),
-    [],
+    () =>
+      gql<{ webhookEndpoints: Endpoint[] }>(
+        `query($w: ID) { webhookEndpoints(workspaceId: $w) { ${ENDPOINT_FIELDS} } }`,
+        { w: ws.id },
+      ),
+    [ws.id],
   );
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<{ id: string; secret: string } | null>(null);
@@ -117,9 +125,11 @@ export function WebhooksPage() {
     <section>
       <div className="row between">
         <h1>Webhooks</h1>
-        <button type="button" onClick={() => setCreating(true)}>
-          Add endpoint
-        </button>
+        {canManage && (
+          <button type="button" onClick={() => setCreating(true)}>
+            Add endpoint
+          </button>
+        )}
       </div>
       <p className="muted">
         Alerts are POSTed as JSON to your endpoints, signed in the Standard Webhooks format (
@@ -136,6 +146,7 @@ export function WebhooksPage() {
       )}
       {creating && (
         <CreateEndpoint
+          workspaceId={ws.id}
           onCancel={() => setCreating(false)}
           onCreated={(id, secret) => {
             setCreating(false);
@@ -147,7 +158,9 @@ export function WebhooksPage() {
       <Async q={q}>
         {({ webhookEndpoints }) =>
           webhookEndpoints.length === 0 ? (
-            <div className="card empty">No endpoints yet: add one to receive alerts.</div>
+            <div className="card empty">
+              No endpoints yet{canManage ? ": add one to receive alerts." : "."}
+            </div>
           ) : (
             <div className="table-wrap">
               <table className="webhooks">
@@ -184,9 +197,11 @@ export function WebhooksPage() {
 }
 
 function CreateEndpoint({
+  workspaceId,
   onCancel,
   onCreated,
 }: {
+  workspaceId: string;
   onCancel: () => void;
   onCreated: (id: string, secret: string) => void;
 }) {
@@ -201,8 +216,8 @@ function CreateEndpoint({
     setError(null);
     try {
       const d = await gql<{ createWebhookEndpoint: { secret: string; endpoint: { id: string } } }>(
-        "mutation($i: CreateWebhookEndpointInput!) { createWebhookEndpoint(input: $i) { secret endpoint { id } } }",
-        { i: { url: url.trim(), eventTypes, description: description.trim() || null } },
+        "mutation($i: CreateWebhookEndpointInput!, $w: ID) { createWebhookEndpoint(input: $i, workspaceId: $w) { secret endpoint { id } } }",
+        { i: { url: url.trim(), eventTypes, description: description.trim() || null }, w: workspaceId },
       );
       onCreated(d.createWebhookEndpoint.endpoint.id, d.createWebhookEndpoint.secret);
     } catch (err) {
@@ -245,6 +260,7 @@ function CreateEndpoint({
 
 export function WebhookPage({ id }: { id: string }) {
   const { navigate } = useRoute();
+  const { roleIn } = useWorkspace();
   const q = useQuery(
     () =>
       gql<{ webhookEndpoint: Endpoint }>(
@@ -311,88 +327,93 @@ export function WebhookPage({ id }: { id: string }) {
         <Link to="/webhooks">Webhooks</Link> /
       </p>
       <Async q={q}>
-        {({ webhookEndpoint: e }) => (
-          <>
-            <div className="row between">
-              <h1>{e.description ?? e.url}</h1>
-              <span className={`badge ${e.enabled ? "status-synced" : ""}`}>
-                {e.enabled ? "enabled" : "disabled"}
-              </span>
-            </div>
-            {secret && <SecretCard secret={secret} onDone={() => setSecret(null)} />}
-            <div className="card" data-card="Endpoint">
-              <h2>Endpoint</h2>
-              <div className="label">URL</div>
-              <code className="url" data-testid="webhook-url">
-                {e.url}
-              </code>
-              <div className="label">Events</div>
-              <p>{e.eventTypes.map(wire).join(", ")}</p>
-              <p className="muted">
-                Created {fmtDate(e.createdAt)} · signing secret from {fmtDate(e.secretCreatedAt)}
-              </p>
-              <label className="check">
-                <input
-                  type="checkbox"
-                  name="enabled"
-                  checked={e.enabled}
-                  disabled={busy}
-                  onChange={(ev) => setEnabled(ev.target.checked)}
-                />
-                Enabled (a disabled endpoint receives no events; test events still go out)
-              </label>
-              <div className="row wrap">
-                <button type="button" onClick={sendTest} disabled={busy}>
-                  Send test event
-                </button>
-                <button type="button" className="secondary" onClick={() => setEditing((x) => !x)}>
-                  {editing ? "Close editor" : "Edit"}
-                </button>
-                <button type="button" className="secondary" onClick={() => setConfirm("rotate")}>
-                  Rotate secret
-                </button>
-                <button type="button" className="danger" onClick={() => setConfirm("delete")}>
-                  Delete
-                </button>
+        {({ webhookEndpoint: e }) => {
+          const canManage = roleCan(roleIn(e.workspaceId), "manageWebhooks");
+          return (
+            <>
+              <div className="row between">
+                <h1>{e.description ?? e.url}</h1>
+                <span className={`badge ${e.enabled ? "status-synced" : ""}`}>
+                  {e.enabled ? "enabled" : "disabled"}
+                </span>
               </div>
-              <ErrorBox error={confirm ? null : error} />
-            </div>
-            {editing && (
-              <EditEndpoint
-                endpoint={e}
-                onSaved={() => {
-                  setEditing(false);
-                  q.reload();
-                }}
-              />
-            )}
-            {confirm === "rotate" && (
-              <ConfirmDialog
-                title="Rotate the signing secret?"
-                confirmLabel="Rotate"
-                busy={busy}
-                onCancel={() => setConfirm(null)}
-                onConfirm={rotate}
-              >
-                <p>Deliveries are signed with the new secret from now on; the current one stops at once.</p>
-                <FormError error={error} fields={[]} />
-              </ConfirmDialog>
-            )}
-            {confirm === "delete" && (
-              <ConfirmDialog
-                title="Delete this endpoint?"
-                confirmLabel="Delete"
-                busy={busy}
-                onCancel={() => setConfirm(null)}
-                onConfirm={remove}
-              >
-                <p>Its delivery history is deleted too.</p>
-                <FormError error={error} fields={[]} />
-              </ConfirmDialog>
-            )}
-            <Deliveries endpointId={id} refreshKey={deliveriesKey} />
-          </>
-        )}
+              {secret && <SecretCard secret={secret} onDone={() => setSecret(null)} />}
+              <div className="card" data-card="Endpoint">
+                <h2>Endpoint</h2>
+                <div className="label">URL</div>
+                <code className="url" data-testid="webhook-url">
+                  {e.url}
+                </code>
+                <div className="label">Events</div>
+                <p>{e.eventTypes.map(wire).join(", ")}</p>
+                <p className="muted">
+                  Created {fmtDate(e.createdAt)} · signing secret from {fmtDate(e.secretCreatedAt)}
+                </p>
+                <label className="check">
+                  <input
+                    type="checkbox"
+                    name="enabled"
+                    checked={e.enabled}
+                    disabled={busy || !canManage}
+                    onChange={(ev) => setEnabled(ev.target.checked)}
+                  />
+                  Enabled (a disabled endpoint receives no events; test events still go out)
+                </label>
+                {canManage && (
+                  <div className="row wrap">
+                    <button type="button" onClick={sendTest} disabled={busy}>
+                      Send test event
+                    </button>
+                    <button type="button" className="secondary" onClick={() => setEditing((x) => !x)}>
+                      {editing ? "Close editor" : "Edit"}
+                    </button>
+                    <button type="button" className="secondary" onClick={() => setConfirm("rotate")}>
+                      Rotate secret
+                    </button>
+                    <button type="button" className="danger" onClick={() => setConfirm("delete")}>
+                      Delete
+                    </button>
+                  </div>
+                )}
+                <ErrorBox error={confirm ? null : error} />
+              </div>
+              {editing && (
+                <EditEndpoint
+                  endpoint={e}
+                  onSaved={() => {
+                    setEditing(false);
+                    q.reload();
+                  }}
+                />
+              )}
+              {confirm === "rotate" && (
+                <ConfirmDialog
+                  title="Rotate the signing secret?"
+                  confirmLabel="Rotate"
+                  busy={busy}
+                  onCancel={() => setConfirm(null)}
+                  onConfirm={rotate}
+                >
+                  <p>Deliveries are signed with the new secret from now on; the current one stops at once.</p>
+                  <FormError error={error} fields={[]} />
+                </ConfirmDialog>
+              )}
+              {confirm === "delete" && (
+                <ConfirmDialog
+                  title="Delete this endpoint?"
+                  confirmLabel="Delete"
+                  busy={busy}
+                  onCancel={() => setConfirm(null)}
+                  onConfirm={remove}
+                >
+                  <p>Its delivery history is deleted too.</p>
+                  <FormError error={error} fields={[]} />
+                </ConfirmDialog>
+              )}
+              <Deliveries endpointId={id} refreshKey={deliveriesKey} />
+            </>
+          );
+        }}
       </Async>
     </section>
   );

@@ -335,6 +335,59 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     assert.equal(code(gone), "NOT_FOUND");
   });
 
+  it("roles: every member reads endpoints and deliveries; only an OWNER or ADMIN manages them", async () => {
+    const { endpoint } = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/roles");
+    const id = endpoint.id;
+    const member = async (role: string) => {
+      const email = `wh-${role.toLowerCase()}-${Date.now()}@example.com`;
+      const acct = await h.signUp(email);
+      const inv = await h.ok<{ inviteMember: { token: string } }>(
+        `mutation($e: String!, $r: WorkspaceRole!) { inviteMember(email: $e, role: $r) { token } }`,
+        { e: email, r: role },
+        a.token,
+      );
+      await h.ok(
+        `mutation($t: String!) { acceptInvitation(token: $t) { id } }`,
+        { t: inv.inviteMember.token },
+        acct.token,
+      );
+      return acct.token;
+    };
+    const [admin, memberToken, viewer] = [
+      await member("ADMIN"),
+      await member("MEMBER"),
+      await member("VIEWER"),
+    ];
+    const manage: [string, Json][] = [
+      [`mutation($id: ID!) { updateWebhookEndpoint(id: $id, input: { description: "x" }) { id } }`, { id }],
+      [`mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret } }`, { id }],
+      [`mutation($id: ID!) { sendTestWebhook(endpointId: $id) { id } }`, { id }],
+      [`mutation($id: ID!) { deleteWebhookEndpoint(id: $id) }`, { id }],
+      [
+        `mutation($w: ID!) { createWebhookEndpoint(workspaceId: $w, input: { url: "https://example.com/h", eventTypes: [KEY_REGENERATED] }) { secret } }`,
+        { w: a.workspaceId },
+      ],
+    ];
+    for (const token of [memberToken, viewer]) {
+      const list = await h.ok<{ webhookEndpoints: Json[] }>(
+        `query($w: ID!) { webhookEndpoints(workspaceId: $w) { id } }`,
+        { w: a.workspaceId },
+        token,
+      );
+      assert.ok(list.webhookEndpoints.some((e) => e.id === id));
+      await h.ok(`query($id: ID!) { webhookDeliveries(endpointId: $id) { id } }`, { id }, token);
+      for (const [q, v] of manage) {
+        const r = await h.gql(q, v, token);
+        assert.equal(code(r), "FORBIDDEN", `${q}: ${JSON.stringify(r.errors)}`);
+        assert.match(r.errors![0]!.message, /may not add, change, test or delete webhook endpoints/);
+      }
+    }
+    // The ADMIN may do all of it (the delete last).
+    for (const [q, v] of manage) await h.ok(q, v, admin);
+    const gone = await h.gql(`query($id: ID!) { webhookEndpoint(id: $id) { id } }`, { id }, a.token);
+    assert.equal(code(gone), "NOT_FOUND");
+  });
+
   it("a secret ciphertext copied from another endpoint does not open: the delivery fails, unsigned", async () => {
     const donor = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/donor");
     const victim = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/victim");

@@ -8,6 +8,7 @@ import { freePort } from "../../../helpers/ports";
 import { TEST_REDIS_URL } from "../../../helpers/redis";
 import { evmNetwork } from "../../../helpers/seed-redis";
 import { type Gateway, post, sleep, startGateway } from "../harness";
+import { StubUpstream } from "../stub-upstream";
 import { TestWsClient } from "../ws/ws-client";
 
 const NODE_ID = "6f1c2a4e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
@@ -250,5 +251,61 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
     const o = await fetch(url(unsafeKey), { method: "OPTIONS", headers: { origin: "https://x.example" } });
     assert.equal(o.status, 204);
     assert.equal(o.headers.get("access-control-allow-origin"), "https://x.example");
+  });
+
+  it("the forwarding core's finality-aware cache serves node endpoints too (blocks at or below finalized)", async () => {
+    // A counting proxy in front of anvil as the node's URL; 100 blocks so anvil's finalized head (head - 64) is 36+.
+    const proxy = await new StubUpstream(anvil.httpUrl).start();
+    try {
+      await fetch(anvil.httpUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x64"] }),
+      });
+      await putNode({ httpUrl: proxy.url });
+      const call = { jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: ["0x5", false] };
+      // The pool learns the finalized head on its first health round (it starts with the pool).
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        proxy.reset();
+        for (let i = 0; i < 3; i++) {
+          const r = await post(url(unsafeKey), call);
+          assert.equal(r.json.result.number, "0x5");
+        }
+        // Admitted on the second sighting (CACHE_ADMISSION=second), then a hit: at most 2 reach the node.
+        if (proxy.countExact("eth_getBlockByNumber", ["0x5", false]) <= 2) break;
+        assert.ok(Date.now() < deadline, "block 5 was never cached as final on the node endpoint");
+        await sleep(200);
+      }
+      // The head moves on (a per-block entry would be keyed to the old head now): still no upstream call.
+      await fetch(anvil.httpUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x3"] }),
+      });
+      await sleep(800);
+      proxy.reset();
+      for (let i = 0; i < 3; i++) await post(url(unsafeKey), call);
+      assert.equal(proxy.countExact("eth_getBlockByNumber", ["0x5", false]), 0, "answered from the cache");
+      // A block above the finalized head is per head: after the head moves it reaches the node again.
+      const recent = { jsonrpc: "2.0", id: 2, method: "eth_getBlockByNumber", params: ["0x64", false] };
+      for (let i = 0; i < 3; i++) await post(url(unsafeKey), recent);
+      await fetch(anvil.httpUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x1"] }),
+      });
+      await sleep(800);
+      proxy.reset();
+      await post(url(unsafeKey), recent);
+      assert.equal(
+        proxy.countExact("eth_getBlockByNumber", ["0x64", false]),
+        1,
+        "not final: keyed to the head",
+      );
+    } finally {
+      await putNode();
+      await proxy.stop();
+    }
   });
 });

@@ -37,6 +37,10 @@ describe("control-plane: schema.graphql", () => {
       "upsertPlan(input: PlanInput!)",
       "setWorkspacePlan(plan: String!, workspaceId: ID!)",
       "changePlan(plan: String!",
+      "enum WorkspaceRole {\n  ADMIN\n  MEMBER\n  OWNER\n  VIEWER\n}",
+      "inviteMember(email: String!, role: WorkspaceRole!, workspaceId: ID): CreatedInvitation!",
+      "type CreatedInvitation {",
+      "acceptInvitation(token: String!)",
     ]) {
       assert.ok(sdl.includes(name), `schema lacks ${name}`);
     }

@@ -27,6 +27,29 @@ describe("data-plane: response cache", () => {
       assert.equal(d.seen("old"), false);
     });
 
+    it("keys cycled in turn are all admitted, even those whose first slot another key shares", () => {
+      // The default table; an indexer re-reading 3,000 (then 20,000) old blocks' answers in a cycle.
+      for (const [n, maxUnseenOnSecond, maxUnseenOnFourth] of [
+        [3000, 0, 0],
+        [20_000, 100, 5],
+      ] as const) {
+        const d = new Doorkeeper(1 << 18);
+        const keys = Array.from(
+          { length: n },
+          (_, i) => `eth\u0000f\u0000eth_getBlockByNumber\u0000["0x${i.toString(16)}",false]`,
+        );
+        const unseen: number[] = [];
+        for (let pass = 0; pass < 4; pass++) {
+          let u = 0;
+          for (const k of keys) if (!d.seen(k)) u++;
+          unseen.push(u);
+        }
+        assert.equal(unseen[0], n);
+        assert.ok(unseen[1]! <= maxUnseenOnSecond, `${n} keys: ${unseen}`);
+        assert.ok(unseen[3]! <= maxUnseenOnFourth, `${n} keys: ${unseen}`);
+      }
+    });
+
     it("fingerprints are never 0; distinct keys are new even when they share a slot", () => {
       const d = new Doorkeeper(1 << 12);
       let firstTime = 0;
@@ -72,6 +95,26 @@ describe("data-plane: response cache", () => {
       assert.ok(c.sizeBytes <= 64 * 1024, `${c.sizeBytes} bytes`);
       assert.equal(c.get("k0"), undefined);
       assert.ok(c.get("k499"));
+    });
+
+    it("dropTimed drops matching live entries set with a TTL, never those without", () => {
+      const c = new LruResponseCache(1 << 20, "first");
+      c.set("t1", reply("1"), 60_000);
+      c.set("t2", reply("2"), 60_000);
+      c.set("t1", reply("1b"), 60_000); // queued twice
+      c.set("p1", reply("3"), undefined);
+      assert.equal(
+        c.dropTimed((k) => k.endsWith("1")),
+        1,
+      );
+      assert.equal(c.get("t1"), undefined);
+      assert.ok(c.get("t2"));
+      assert.ok(c.get("p1"), "an entry without a TTL is not in the timed queue");
+      assert.equal(
+        c.dropTimed(() => true),
+        1,
+      );
+      assert.equal(c.get("t2"), undefined);
     });
 
     it("merges identical in-flight loads into one", async () => {

@@ -35,15 +35,19 @@ function cacheMetrics(): NoopMetrics & { seen: boolean[] } {
   return m;
 }
 
-/** A pool stand-in: the core reads `record`, `cacheHead`, `observeHead`, `call`, `callBatch`. */
+/** A pool stand-in: the core reads `record`, `cacheHead`, `finalizedHead`, `observeHead`, `call`, `callBatch`. */
 class FakePool {
   head = 100;
+  finalized = -1;
   observed: number[] = [];
   calls: { call: OutgoingCall; paramsJson: string | undefined }[] = [];
   answer: CallResult = ok(',"result":"0x1"}');
   constructor(readonly record: NetworkRecord) {}
   cacheHead(): number {
     return this.head;
+  }
+  finalizedHead(): number {
+    return this.finalized;
   }
   observeHead(n: number): void {
     this.observed.push(n);

@@ -74,6 +74,23 @@ describe("data plane: upstream breaker verdicts by failure kind", () => {
     void u.close();
   });
 
+  it("chain-watch polls are no verdict: failures neither count nor move the EWMAs, successes reset nothing", () => {
+    const { u, opened, feed } = upstream();
+    feed(ExchangeKind.Poll, "bad", 10);
+    feed(ExchangeKind.Poll, "timeout", 10);
+    feed(ExchangeKind.Poll, "unreachable", 10);
+    assert.equal(u.breakerOpen, false);
+    assert.equal(u.consecutiveFailures, 0);
+    assert.equal(u.errorRateEwma, 0);
+    assert.equal(u.latencyEwmaMs, 0);
+    feed(ExchangeKind.Light, "unreachable", 2);
+    feed(ExchangeKind.Poll, undefined, 5);
+    assert.equal(u.consecutiveFailures, 2, "a poll success does not reset the count");
+    assert.equal(u.inFlight, 0);
+    assert.deepEqual(opened, []);
+    void u.close();
+  });
+
   it("a 429 backs the node off (Retry-After, else the default, capped) without a breaker count", () => {
     const { u, backoffs, opened, feed } = upstream(1);
     u.backOff(undefined);

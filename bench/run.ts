@@ -12,7 +12,8 @@
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
  * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
  * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
- * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S).
+ * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S),
+ * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -25,7 +26,9 @@ import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { type FinalityBenchResult, runFinalityBench } from "./finality";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
+import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
+import { formatWithBiome } from "./results-file";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
 const envInt = (name: string, def: number) => {
@@ -87,18 +90,6 @@ function versionOf(cmd: string, args: string[]): string | null {
   const r = spawnSync(cmd, args, { encoding: "utf8" });
   if (r.error) return null;
   return `${r.stdout ?? ""}${r.stderr ?? ""}`.split("\n")[0]!.trim() || null;
-}
-
-/** The committed results file is linted with the repo (`biome check .`): write it in Biome's format. */
-function formatWithBiome(file: string): void {
-  try {
-    const biome = require.resolve("@biomejs/biome/bin/biome");
-    const r = spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
-    if (r.status !== 0)
-      log(`note: biome could not format ${file}: ${(r.stderr || r.stdout).trim().split("\n")[0]}`);
-  } catch {
-    log(`note: biome not installed; ${file} left as JSON.stringify wrote it`);
-  }
 }
 
 async function post(url: string, body: string): Promise<{ status: number; json: unknown }> {
@@ -475,7 +466,19 @@ async function main(): Promise<void> {
       skipped.push("finality: BENCH_FINALITY_BLOCKS=0");
     }
 
-    // 9. report
+    // 9. eth_getLogs over 50,000 blocks split across two anvil nodes vs whole to one (bench/logs-split.ts).
+    // Runs its own nodes and gateway; BENCH_LOGS_SPLIT=0 skips it.
+    let logsSplit: LogsSplitBenchResult | null = null;
+    if (process.env.BENCH_LOGS_SPLIT !== "0") {
+      await stopAll();
+      log("\neth_getLogs split bench");
+      logsSplit = await runLogsSplitBench({ redisUrl: cfg.redisUrl });
+      printLogsSplitBench(logsSplit);
+    } else {
+      skipped.push("logsSplit: BENCH_LOGS_SPLIT=0");
+    }
+
+    // 10. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -521,6 +524,7 @@ async function main(): Promise<void> {
       rss,
       ws,
       finality,
+      logsSplit,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -539,6 +543,8 @@ async function main(): Promise<void> {
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))
             : null,
+        /** eth_getLogs over 50,000 blocks: time sent whole to one node / time split across two. */
+        logsSplitSpeedup: logsSplit?.speedup ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

@@ -126,6 +126,11 @@ export const dataPlaneEnvShape = {
    * ordinary calls whatever the heavy load. 100 = no reserve.
    */
   UPSTREAM_HEAVY_SHARE_PERCENT: env.int(50, 1, 100),
+  /**
+   * Sub-calls of one split eth_getLogs (a range longer than the network's logsChunkBlocks) in flight at
+   * once, spread over the network's upstreams; each also takes a heavy-call slot on its node.
+   */
+  LOGS_SPLIT_CONCURRENCY: env.int(8, 1, 256),
   /** Timeout of a health probe (eth_blockNumber / chain_getHeader); a probe's failures open breakers. */
   HEALTH_PROBE_TIMEOUT_MS: env.int(2_000, 50, 600_000),
   /** How long an upstream that answered 429 without a usable Retry-After is sent nothing. */

@@ -132,6 +132,7 @@ export async function startDataPlane(
     maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
     maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
     coalesceMax: config.UPSTREAM_COALESCE_MAX,
+    logsSplitConcurrency: config.LOGS_SPLIT_CONCURRENCY,
     healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
     stateProbeIntervalMs: config.UPSTREAM_STATE_PROBE_INTERVAL_MS,
     finality: config.CACHE_FINALITY_ENABLED,

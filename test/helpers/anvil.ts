@@ -13,11 +13,11 @@ export interface Anvil extends StartedProcess {
 }
 
 /**
- * Starts a real anvil node on a free port. `blockTimeSec` mines on an interval (else on each tx); `args`
- * are more anvil flags (e.g. `--prune-history 10`).
+ * Starts a real anvil node on a free port. `blockTimeSec` mines on an interval (else on each tx);
+ * `args`: more anvil flags (e.g. `--timestamp` for a genesis two nodes share).
  */
 export async function startAnvil(
-  opts: { blockTimeSec?: number; chainId?: number; args?: string[] } = {},
+  opts: { blockTimeSec?: number; chainId?: number; args?: readonly string[] } = {},
 ): Promise<Anvil> {
   const port = await freePort();
   const args = ["--host", "127.0.0.1", "--port", String(port), "--silent"];

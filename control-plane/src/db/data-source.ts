@@ -20,6 +20,7 @@ import { Usage1700000001000 } from "./migrations/1700000001000-usage";
 import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicated-nodes";
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
+import { NetworkLogsChunk1700000005400 } from "./migrations/1700000005400-network-logs-chunk";
 import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-upstream-capabilities";
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
@@ -50,6 +51,7 @@ export const MIGRATIONS = [
   DedicatedNodes1700000002000,
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
+  NetworkLogsChunk1700000005400,
   UpstreamCapabilities1700000006000,
   WorkspaceRoles1700000016000,
   Webhooks1700000017200,

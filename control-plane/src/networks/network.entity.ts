@@ -1,6 +1,6 @@
 import { Field, ID, Int, ObjectType, registerEnumType } from "type-graphql";
 import { Column, CreateDateColumn, Entity, OneToMany, PrimaryGeneratedColumn } from "typeorm";
-import { DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
+import { DEFAULT_LOGS_CHUNK_BLOCKS, DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
 import { Upstream } from "./upstream.entity";
 
 export enum NetworkProtocol {
@@ -42,6 +42,13 @@ export class Network {
   })
   @Column({ name: "max_logs_block_range", type: "integer", default: DEFAULT_MAX_LOGS_BLOCK_RANGE })
   maxLogsBlockRange: number;
+
+  @Field(() => Int, {
+    description:
+      "eth_getLogs ranges longer than this many blocks are split into sub-ranges of at most this many, sent in parallel across the upstreams and merged; 0 = never split.",
+  })
+  @Column({ name: "logs_chunk_blocks", type: "integer", default: DEFAULT_LOGS_CHUNK_BLOCKS })
+  logsChunkBlocks: number;
 
   @OneToMany(
     () => Upstream,

@@ -42,6 +42,13 @@ export class CreateNetworkInput {
     description: "Most blocks one eth_getLogs may span (default 10000; 0 = no limit).",
   })
   maxLogsBlockRange?: number | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "eth_getLogs ranges longer than this many blocks are split into parallel sub-calls of at most this many (default 2000; 0 = never split).",
+  })
+  logsChunkBlocks?: number | null;
 }
 
 @InputType({ description: "Fields left out (or null) keep their value." })
@@ -56,6 +63,13 @@ export class UpdateNetworkInput {
 
   @Field(() => Int, { nullable: true, description: "Most blocks one eth_getLogs may span; 0 = no limit." })
   maxLogsBlockRange?: number | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "eth_getLogs ranges longer than this many blocks are split into parallel sub-calls; 0 = never split.",
+  })
+  logsChunkBlocks?: number | null;
 }
 
 @InputType()

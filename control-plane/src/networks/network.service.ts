@@ -1,5 +1,5 @@
 import { DataSource } from "typeorm";
-import { DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
+import { DEFAULT_LOGS_CHUNK_BLOCKS, DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
 import { RequestContext } from "../auth/context";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
@@ -73,6 +73,19 @@ function applyCapabilities(up: Upstream, input: UpstreamCapabilitiesInput): void
   if (input.maxRequestsPerSecond != null) up.maxRequestsPerSecond = checkBudget(input.maxRequestsPerSecond);
 }
 
+/** Upper bound of a network's logsChunkBlocks (as MAX_LOGS_BLOCK_RANGE_MAX: larger never splits anything). */
+export const LOGS_CHUNK_BLOCKS_MAX = 1_000_000_000;
+
+function checkLogsChunkBlocks(v: number): number {
+  if (!Number.isInteger(v) || v < 0 || v > LOGS_CHUNK_BLOCKS_MAX) {
+    throw badInput(
+      "logsChunkBlocks",
+      `logsChunkBlocks must be 0..${LOGS_CHUNK_BLOCKS_MAX} (0 = never split)`,
+    );
+  }
+  return v;
+}
+
 export function requireOperator(ctx: RequestContext): void {
   if (!ctx.principal) throw unauthenticated();
   if (ctx.principal.kind !== "operator") throw forbidden("Only the operator may do this");
@@ -120,10 +133,12 @@ export class NetworkService {
       chainId?: number | null;
       allowDebug?: boolean | null;
       maxLogsBlockRange?: number | null;
+      logsChunkBlocks?: number | null;
     },
   ): Promise<Network> {
     requireOperator(ctx);
     const maxLogsBlockRange = checkLogsBlockRange(input.maxLogsBlockRange ?? DEFAULT_MAX_LOGS_BLOCK_RANGE);
+    const logsChunkBlocks = checkLogsChunkBlocks(input.logsChunkBlocks ?? DEFAULT_LOGS_CHUNK_BLOCKS);
     const slug = input.slug.trim();
     if (!SLUG_RE.test(slug)) {
       throw badInput("slug", "slug must be 1-48 characters of a-z 0-9 and -, not starting or ending with -");
@@ -144,6 +159,7 @@ export class NetworkService {
           chainId: input.chainId ?? null,
           allowDebug: input.allowDebug ?? false,
           maxLogsBlockRange,
+          logsChunkBlocks,
         }),
       );
     } catch (err) {
@@ -158,7 +174,12 @@ export class NetworkService {
   async update(
     ctx: RequestContext,
     slug: string,
-    input: { name?: string | null; allowDebug?: boolean | null; maxLogsBlockRange?: number | null },
+    input: {
+      name?: string | null;
+      allowDebug?: boolean | null;
+      maxLogsBlockRange?: number | null;
+      logsChunkBlocks?: number | null;
+    },
   ): Promise<Network> {
     requireOperator(ctx);
     const repo = this.ds.getRepository(Network);
@@ -173,6 +194,7 @@ export class NetworkService {
     }
     if (input.allowDebug != null) net.allowDebug = input.allowDebug;
     if (input.maxLogsBlockRange != null) net.maxLogsBlockRange = checkLogsBlockRange(input.maxLogsBlockRange);
+    if (input.logsChunkBlocks != null) net.logsChunkBlocks = checkLogsChunkBlocks(input.logsChunkBlocks);
     const saved = await repo.save(net);
     await this.publication.safely("networks", () => this.publication.publishNetworks());
     return saved;

@@ -437,8 +437,9 @@ export class PublicationService {
       chain_id: number | null;
       allow_debug: boolean;
       max_logs_block_range: number;
+      logs_chunk_blocks: number;
     }[] = await this.dataSource.query(
-      "SELECT id, slug, name, protocol, chain_id, allow_debug, max_logs_block_range FROM networks ORDER BY slug",
+      "SELECT id, slug, name, protocol, chain_id, allow_debug, max_logs_block_range, logs_chunk_blocks FROM networks ORDER BY slug",
     );
     const ups: {
       id: string;
@@ -461,6 +462,7 @@ export class PublicationService {
         chainId: n.chain_id,
         allowDebug: n.allow_debug,
         maxLogsBlockRange: n.max_logs_block_range,
+        logsChunkBlocks: n.logs_chunk_blocks,
         upstreams: ups
           .filter((u) => u.network_id === n.id)
           .map((u) => ({

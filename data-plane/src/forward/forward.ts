@@ -163,15 +163,15 @@ export async function forwardPlan(
     return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
   }
   // The client's text itself, when every element goes upstream in one exchange (a batch spread over
-  // several upstreams is re-serialised per part, and so is one whose calls need particular upstreams:
-  // old state, a method family) and nothing in it needs a per-element look at the answer
+  // several upstreams is re-serialised per part, and so is one with calls handled on their own: old
+  // state, a method family, a split eth_getLogs) and nothing in it needs a per-element look at the answer
   // (forward/verbatim.ts).
   if (
     text !== undefined &&
     forward.length === plan.out.length &&
     pool.chunksFor(forward.length) === 1 &&
     verbatimEligible(text, forward) &&
-    !pool.routesAny(forward)
+    !pool.sendsApart(forward)
   ) {
     let r: Awaited<ReturnType<NetworkPool["callVerbatim"]>>;
     try {

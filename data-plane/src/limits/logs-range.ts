@@ -23,9 +23,9 @@ export interface LogsRangeRefusal {
 }
 
 /** Bound resolved to the head while the head is unknown (see height). */
-const NEEDS_HEAD = -1;
+export const NEEDS_HEAD = -1;
 /** Bound that is no block number or tag this check can read (see height). */
-const UNREADABLE = -2;
+export const UNREADABLE = -2;
 
 /** A tag resolved against the head: latest, safe, finalized, pending (absent = latest). */
 const HEAD_TAGS = new Set(["latest", "safe", "finalized", "pending"]);
@@ -42,7 +42,7 @@ const MAX_DECIMAL_DIGITS = 20;
  * computed). Numbers above 2^53 are unreadable (no chain is that long; a node reads them as far beyond its
  * head).
  */
-function height(v: unknown, head: number): number {
+export function height(v: unknown, head: number): number {
   if (v === undefined || v === null) return head >= 0 ? head : NEEDS_HEAD; // JSON-RPC default: latest
   if (typeof v === "number") return Number.isSafeInteger(v) && v >= 0 ? v : UNREADABLE;
   if (typeof v !== "string") return UNREADABLE;
@@ -66,7 +66,7 @@ function height(v: unknown, head: number): number {
 }
 
 /** Whether a bound is a head tag (or absent = latest): two of them span the finality lag, not a client's choice. */
-function isHeadTag(v: unknown): boolean {
+export function isHeadTag(v: unknown): boolean {
   return v === undefined || v === null || (typeof v === "string" && HEAD_TAGS.has(v.trim().toLowerCase()));
 }
 

@@ -38,6 +38,11 @@ export interface Metrics {
   /** The oldest block whose state calls are routed to the upstream for (0 archive, -1 unknown). */
   upstreamOldestState(network: string, upstream: string, block: number): void;
   /**
+   * One eth_getLogs split into `subCalls` sub-range calls (retries included), `halvings` of them after a
+   * node refused a range as too large (upstream/logs-split.ts).
+   */
+  logsSplit(network: string, subCalls: number, halvings: number): void;
+  /**
    * An exception a uWS handler (or the process) let through, caught by the guard: `handler` names the
    * route / WebSocket callback (`rpc`, `node`, `ws.message`, ..., `process.unhandledRejection`).
    */
@@ -68,6 +73,7 @@ export class NoopMetrics implements Metrics {
   capabilityRouting(_network: string, _need: string, _outcome: "routed" | "refused"): void {}
   upstreamOverBudget(_network: string, _upstream: string, _requests: number): void {}
   upstreamOldestState(_network: string, _upstream: string, _block: number): void {}
+  logsSplit(_network: string, _subCalls: number, _halvings: number): void {}
   handlerException(_handler: string): void {}
   async render(): Promise<string | undefined> {
     return undefined;
@@ -142,6 +148,8 @@ export class PromMetrics implements Metrics {
   private readonly finalizedBlock: Gauge<"network">;
   private readonly reorgs: Counter<"network">;
   private readonly reorgDrops: Counter<"network">;
+  /** Per network: [eth_getLogs calls split, sub-calls sent, halvings]. */
+  private readonly splits = new Map<string, [number, number, number]>();
   /** `endpoint\u0000reason` -> [messages, request objects] refused. */
   private readonly refusals = new Map<string, [number, number]>();
   private limitsProbe: (() => LimitsRedisHealth) | undefined;
@@ -285,6 +293,16 @@ export class PromMetrics implements Metrics {
     this.backoffs.labels(network, upstream).inc();
   }
 
+  logsSplit(network: string, subCalls: number, halvings: number): void {
+    const c = this.splits.get(network);
+    if (c === undefined) this.splits.set(network, [1, subCalls, halvings]);
+    else {
+      c[0]++;
+      c[1] += subCalls;
+      c[2] += halvings;
+    }
+  }
+
   private network(network: string): NetworkStats {
     let s = this.networks.get(network);
     if (s === undefined) {
@@ -402,6 +420,19 @@ export class PromMetrics implements Metrics {
       out.push(
         `rpcgw_capability_routing_total{network="${label(network)}",need="${label(need)}",outcome="${outcome}"} ${n}`,
       );
+    }
+    const splitLines: [string, string][] = [
+      ["rpcgw_logs_split_calls_total", "eth_getLogs calls whose block range was split into sub-calls"],
+      ["rpcgw_logs_split_subcalls_total", "Sub-range calls sent for split eth_getLogs (retries included)"],
+      [
+        "rpcgw_logs_split_halvings_total",
+        "Sub-ranges a node refused as too large (range, results or response size), retried in halves",
+      ],
+    ];
+    for (let k = 0; k < splitLines.length; k++) {
+      const [name, help] = splitLines[k]!;
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+      for (const [network, c] of this.splits) out.push(`${name}{network="${label(network)}"} ${c[k]}`);
     }
     return `${out.join("\n")}\n\n${await this.registry.metrics()}`;
   }

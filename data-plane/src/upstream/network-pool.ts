@@ -1,5 +1,10 @@
-import { type ErrorRow, GatewayError, noCapableUpstreamRow } from "../../../shared/src/jsonrpc/errors";
-import type { NetworkRecord } from "../../../shared/src/redis/records";
+import {
+  type ErrorRow,
+  GatewayError,
+  noCapableUpstreamRow,
+  responseTooLargeRow,
+} from "../../../shared/src/jsonrpc/errors";
+import { logsChunkBlocks, type NetworkRecord } from "../../../shared/src/redis/records";
 import { readVerbatimReply, VerbatimRefusal, type VerbatimReply } from "../forward/verbatim";
 import type { Metrics } from "../metrics/metrics";
 import type { RpcCall } from "../rpc/parse";
@@ -13,9 +18,11 @@ import {
   stateBlockOf,
 } from "./capabilities";
 import { ChainWatch } from "./chain-watch";
+import { type LogsSplit, planLogsSplit, runLogsSplit } from "./logs-split";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import { evmAsk, findOldestState, substrateAsk } from "./state-probe";
 import {
+  DEFAULT_MAX_RESPONSE_BYTES,
   type ExchangeFailure,
   ExchangeKind,
   exchangeFailureRow,
@@ -37,7 +44,11 @@ export interface PoolOptions extends UpstreamOptions {
   finality?: boolean;
   /** A reorg seen on network `slug`: per-block answers keyed to heads >= `fromHeight` are stale. */
   onReorg?: (slug: string, fromHeight: number) => void;
+  /** Sub-calls of one split eth_getLogs in flight at once (LOGS_SPLIT_CONCURRENCY); default 8. */
+  logsSplitConcurrency?: number;
 }
+
+const DEFAULT_LOGS_SPLIT_CONCURRENCY = 8;
 
 interface Queued {
   readonly call: OutgoingCall;
@@ -164,6 +175,8 @@ export class NetworkPool {
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
   private readonly events: UpstreamEvents;
+  /** The row of a merged eth_getLogs answer over UPSTREAM_MAX_RESPONSE_BYTES (as one node's answer would get). */
+  private readonly tooLargeRow: ErrorRow;
 
   constructor(
     record: NetworkRecord,
@@ -176,6 +189,7 @@ export class NetworkPool {
       backedOff: (u, ms) => this.metrics.upstreamBackoff(this.record.slug, u.id, ms),
     };
     this.chain = opts.finality ? new ChainWatch({ reorg: (from) => this.reorged(from) }) : undefined;
+    this.tooLargeRow = responseTooLargeRow(opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
     this.update(record);
   }
 
@@ -394,6 +408,10 @@ export class NetworkPool {
    * which is where most of the per-request cost goes. A lone call goes out by itself at once.
    */
   call(c: OutgoingCall, paramsJson?: string): Promise<CallResult> {
+    if (c.method === "eth_getLogs") {
+      const split = this.logsSplit(c.params);
+      if (split !== undefined) return this.callSplit(c.method, split);
+    }
     const need = this.need(c);
     const r = this.route(c, paramsJson, need);
     return need === undefined ? r : r.then((res) => this.counted(need, res));
@@ -502,10 +520,46 @@ export class NetworkPool {
     for (let j = 0; j < part.length; j++) part[j]!.resolve(results[j]!);
   }
 
+  /**
+   * How an eth_getLogs call is split on this network now (logs-split.ts), undefined = send it whole. Tags
+   * resolve against cacheHead(), the head the range limit (limits/logs-range.ts) used for the same call.
+   */
+  private logsSplit(params: unknown): LogsSplit | undefined {
+    const chunk = logsChunkBlocks(this.record);
+    return chunk > 0 ? planLogsSplit(params, this.cacheHead(), chunk) : undefined;
+  }
+
+  /**
+   * Sends a split eth_getLogs: each sub-call is its own heavy exchange (a heavy slot on its node, no failover
+   * of a timeout), started on the healthy upstreams in turn (each once before any twice) and failed over as
+   * any call. Never throws.
+   */
+  private async callSplit(method: string, split: LogsSplit): Promise<CallResult> {
+    const chosen: Upstream[] = [];
+    const out = await runLogsSplit(split, {
+      chunk: logsChunkBlocks(this.record),
+      concurrency: this.opts.logsSplitConcurrency ?? DEFAULT_LOGS_SPLIT_CONCURRENCY,
+      maxBytes: this.opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      tooLarge: this.tooLargeRow,
+      send: (params) => {
+        let first = this.select(chosen, true);
+        if (first === undefined && chosen.length > 0) {
+          chosen.length = 0;
+          first = this.select(undefined, true);
+        }
+        if (first !== undefined) chosen.push(first);
+        return this.callDirect({ method, params }, undefined, undefined, first);
+      },
+    });
+    this.metrics.logsSplit(this.record.slug, out.subCalls, out.halvings);
+    return out.result;
+  }
+
   private async callDirect(
     c: OutgoingCall,
     paramsJson: string | undefined,
     need: Need | undefined,
+    first?: Upstream,
   ): Promise<CallResult> {
     const gid = this.nextId++;
     if (this.nextId > 0x3fffffff) this.nextId = 1;
@@ -515,7 +569,7 @@ export class NetworkPool {
         : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
     const r = await this.exchangeWithFailover(
       body,
-      undefined,
+      first,
       (text) => {
         const reply = parseSingleReply(text, gid);
         if (reply === undefined) return INVALID_REPLY;
@@ -530,9 +584,40 @@ export class NetworkPool {
 
   /**
    * Forwards a batch: elements are split into chunks spread over the healthy upstreams (each chunk with
-   * failover) and reassembled in order. Element i of the result answers calls[i].
+   * failover) and reassembled in order. Element i of the result answers calls[i]. An eth_getLogs element
+   * whose range is split (see call) goes out as its own sub-calls, next to the others.
    */
   async callBatch(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+    let splits: (LogsSplit | undefined)[] | undefined;
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!;
+      if (c.method !== "eth_getLogs") continue;
+      const split = this.logsSplit(c.params);
+      if (split === undefined) continue;
+      splits ??= new Array<LogsSplit | undefined>(calls.length);
+      splits[i] = split;
+    }
+    if (splits === undefined) return this.callBatchRouted(calls);
+    const rest: OutgoingCall[] = [];
+    const restIdx: number[] = [];
+    const out = new Array<Promise<CallResult>>(calls.length);
+    for (let i = 0; i < calls.length; i++) {
+      const split = splits[i];
+      if (split !== undefined) out[i] = this.callSplit(calls[i]!.method, split);
+      else {
+        rest.push(calls[i]!);
+        restIdx.push(i);
+      }
+    }
+    if (rest.length > 0) {
+      const whole = this.callBatchRouted(rest);
+      for (let j = 0; j < restIdx.length; j++) out[restIdx[j]!] = whole.then((r) => r[j]!);
+    }
+    return Promise.all(out);
+  }
+
+  /** A batch's elements routed by their needs (see need): the plain ones spread, the others together. */
+  private async callBatchRouted(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
     let needs: (Need | undefined)[] | undefined;
     for (let i = 0; i < calls.length; i++) {
       const need = this.need(calls[i]!);
@@ -594,7 +679,7 @@ export class NetworkPool {
 
   /**
    * Forwards a client batch as its own text (forward/verbatim.ts: the caller checked it may, and that no
-   * call needs a particular upstream: routesAny) to one upstream, with failover like any exchange; the
+   * call is handled on its own: sendsApart) to one upstream, with failover like any exchange; the
    * node's answer text comes back with each call's category.
    */
   async callVerbatim(
@@ -620,9 +705,15 @@ export class NetworkPool {
     );
   }
 
-  /** Whether any of `calls` needs a particular upstream (see need): such a batch is routed per element. */
-  routesAny(calls: readonly OutgoingCall[]): boolean {
-    for (const c of calls) if (this.need(c) !== undefined) return true;
+  /**
+   * Whether callBatch handles any of `calls` on its own: one that needs a particular upstream (see need),
+   * or an eth_getLogs whose range is split (see logsSplit).
+   */
+  sendsApart(calls: readonly OutgoingCall[]): boolean {
+    for (const c of calls) {
+      if (this.need(c) !== undefined) return true;
+      if (c.method === "eth_getLogs" && this.logsSplit(c.params) !== undefined) return true;
+    }
     return false;
   }
 

@@ -95,12 +95,33 @@ export const NetworkRecordSchema = z.object({
    * before the setting existed): DEFAULT_MAX_LOGS_BLOCK_RANGE applies (see maxLogsBlockRange()).
    */
   maxLogsBlockRange: z.number().int().min(0).optional(),
+  /**
+   * eth_getLogs ranges longer than this many blocks are split into sub-ranges of at most this many, sent
+   * in parallel across the upstreams and merged (data-plane/src/upstream/logs-split.ts); 0 = never split.
+   * Absent (records published before the setting existed): DEFAULT_LOGS_CHUNK_BLOCKS applies (see
+   * logsChunkBlocks()).
+   */
+  logsChunkBlocks: z.number().int().min(0).optional(),
 });
 export type NetworkRecord = z.infer<typeof NetworkRecordSchema>;
 
 /** A network's eth_getLogs block-range limit, with the default for records that do not carry it. */
 export function maxLogsBlockRange(n: NetworkRecord): number {
   return n.maxLogsBlockRange ?? DEFAULT_MAX_LOGS_BLOCK_RANGE;
+}
+
+/**
+ * Default of a network's logsChunkBlocks (the Postgres column default too). 2,000 blocks: Alchemy serves
+ * 2K-block ranges with no cap on the result (its range error says so), and the nodes and providers that cap
+ * ranges instead (`exceed maximum block range: 5000`, QuickNode's 10,000) allow at least that, so a chunk
+ * rarely meets a refusal; small enough that chunks spread over the upstreams, large enough that the default
+ * maxLogsBlockRange (10,000) fans out into at most 5 sub-calls.
+ */
+export const DEFAULT_LOGS_CHUNK_BLOCKS = 2_000;
+
+/** A network's eth_getLogs chunk size, with the default for records that do not carry it. */
+export function logsChunkBlocks(n: NetworkRecord): number {
+  return n.logsChunkBlocks ?? DEFAULT_LOGS_CHUNK_BLOCKS;
 }
 
 export const WorkspaceRecordSchema = z.object({

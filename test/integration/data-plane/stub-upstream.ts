@@ -26,12 +26,21 @@ export class StubUpstream {
   largestBatch = 0;
   head = 100;
   chainIdHex = "0x7a69";
+  /**
+   * Answers a single (non-batch) call by itself when it returns a JSON-RPC response object (its id is set
+   * here), before any proxying; undefined = as usual. For faults on some calls only (a node refusing
+   * eth_getLogs ranges over N blocks, failing one sub-range).
+   */
+  intercept: ((call: { method?: string; params?: unknown }) => object | undefined) | undefined;
   readonly calls = new Map<string, number>();
   /** Every request body received, as sent (cleared by reset). */
   readonly bodies: string[] = [];
   /** Calls per exact `method params-JSON` (batch elements one each), to count one call among its kind. */
   readonly exact = new Map<string, number>();
   exchanges = 0;
+  /** Calls being answered now per method, and the most at once since reset() (batch elements count each). */
+  private readonly inFlight = new Map<string, number>();
+  private readonly maxInFlight = new Map<string, number>();
   private server: Server | undefined;
   private readonly sockets = new Set<import("node:net").Socket>();
   url = "";
@@ -55,6 +64,12 @@ export class StubUpstream {
     this.refusedTooLarge = 0;
     this.refusedSingles = 0;
     this.largestBatch = 0;
+    this.maxInFlight.clear();
+  }
+
+  /** Most calls of `method` being answered at once since reset(). */
+  peakInFlight(method: string): number {
+    return this.maxInFlight.get(method) ?? 0;
   }
 
   async start(port = 0): Promise<this> {
@@ -92,12 +107,21 @@ export class StubUpstream {
       id?: unknown;
       params?: unknown;
     }[];
+    const methods: string[] = [];
     for (const r of list) {
-      if (!r?.method) continue;
-      this.calls.set(r.method, (this.calls.get(r.method) ?? 0) + 1);
-      const k = `${r.method} ${JSON.stringify(r.params)}`;
+      const m = r?.method;
+      if (!m) continue;
+      methods.push(m);
+      this.calls.set(m, (this.calls.get(m) ?? 0) + 1);
+      const k = `${m} ${JSON.stringify(r.params)}`;
       this.exact.set(k, (this.exact.get(k) ?? 0) + 1);
+      const now = (this.inFlight.get(m) ?? 0) + 1;
+      this.inFlight.set(m, now);
+      if (now > (this.maxInFlight.get(m) ?? 0)) this.maxInFlight.set(m, now);
     }
+    res.once("close", () => {
+      for (const m of methods) this.inFlight.set(m, this.inFlight.get(m)! - 1);
+    });
     if (Array.isArray(parsed)) this.largestBatch = Math.max(this.largestBatch, parsed.length);
     let delay = this.delayMs;
     for (const r of list) delay = Math.max(delay, this.methodDelayMs.get(r?.method ?? "") ?? 0);
@@ -130,6 +154,14 @@ export class StubUpstream {
     }
     if (this.mode === "empty200") {
       res.writeHead(200, { "content-type": "application/json" }).end();
+      return;
+    }
+    const own =
+      this.intercept !== undefined && !Array.isArray(parsed) ? this.intercept(list[0] ?? {}) : undefined;
+    if (own !== undefined) {
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ jsonrpc: "2.0", id: list[0]?.id ?? null, ...own }));
       return;
     }
     if (this.refuseBatches && Array.isArray(parsed)) {

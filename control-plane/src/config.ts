@@ -89,6 +89,23 @@ const schema = z.object({
   PUBLICATION_RETRY_MAX_MS: env.int(5_000, 10, 300_000),
   /** How often the worker checks that Redis still holds the publication marker (lost: re-publish at once). */
   REDIS_MARKER_CHECK_INTERVAL_MS: env.int(2_000, 100, 600_000),
+  /**
+   * Webhook delivery to loopback, link-local, private (RFC 1918, ULA, CGNAT), unspecified and other
+   * non-public addresses. Off: such URLs are refused at creation and every resolved address is checked
+   * at delivery. Tests and closed networks turn it on.
+   */
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: env.bool(false),
+  /** One delivery attempt (connect, headers and body) must finish within this. */
+  WEBHOOK_TIMEOUT_MS: env.int(10_000, 100, 120_000),
+  /** Attempts per delivery; between attempt n and n+1 the worker waits WEBHOOK_RETRY_BASE_MS * 2^(n-1). */
+  WEBHOOK_MAX_ATTEMPTS: env.int(6, 1, 20),
+  WEBHOOK_RETRY_BASE_MS: env.int(60_000, 10, 3_600_000),
+  /** Period of the worker's check of daily quota counters against the 80% / 100% thresholds. */
+  WEBHOOK_QUOTA_CHECK_INTERVAL_MS: env.int(30_000, 100, 3_600_000),
+  /** Deliveries (with their attempts) older than this are deleted. */
+  WEBHOOK_DELIVERY_RETENTION_DAYS: env.int(30, 1, 3650),
+  /** Deliveries one worker sends at once. */
+  WEBHOOK_CONCURRENCY: env.int(8, 1, 256),
 });
 
 /** The environment schema: docs/contracts.md lists every variable (test/unit/docs/contracts.test.ts checks it). */
@@ -115,6 +132,17 @@ const productionShape = {
   }),
   ADMIN_TOKEN: productionSecret().pipe(schema.shape.ADMIN_TOKEN.unwrap()),
 };
+
+/** Webhook settings (WEBHOOK_*), read by the control plane (URL checks, test sends) and the worker. */
+export interface WebhookSettings {
+  allowPrivateAddresses: boolean;
+  timeoutMs: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+  quotaCheckIntervalMs: number;
+  deliveryRetentionDays: number;
+  concurrency: number;
+}
 
 export interface ControlPlaneConfig {
   databaseUrl: string;
@@ -155,12 +183,14 @@ export interface ControlPlaneConfig {
   publicationRetryMinMs: number;
   publicationRetryMaxMs: number;
   redisMarkerCheckIntervalMs: number;
+  webhooks: WebhookSettings;
 }
 
 /**
  * Parses the environment once; throws a ConfigError naming every bad variable. `opts.worker`: the worker
- * process, which neither authenticates callers nor decrypts keys, so NODE_ENV=production does not make it
- * require ADMIN_TOKEN or KEY_ENCRYPTION_SECRET (a secret is given only to the processes that use it).
+ * process, which authenticates nobody, so NODE_ENV=production does not make it require ADMIN_TOKEN (a
+ * secret is given only to the processes that use it); it does require KEY_ENCRYPTION_SECRET, which opens
+ * the webhook signing secrets it signs deliveries with.
  */
 export function loadConfig(
   source: NodeJS.ProcessEnv = process.env,
@@ -168,10 +198,11 @@ export function loadConfig(
 ): ControlPlaneConfig {
   // The production shape only narrows (a required string where the base allows undefined), so the
   // parsed value still has the base schema's type.
+  const production = opts.worker
+    ? { KEY_ENCRYPTION_SECRET: productionShape.KEY_ENCRYPTION_SECRET }
+    : productionShape;
   const effective =
-    source.NODE_ENV === "production" && !opts.worker
-      ? (schema.extend(productionShape) as unknown as typeof schema)
-      : schema;
+    source.NODE_ENV === "production" ? (schema.extend(production) as unknown as typeof schema) : schema;
   const e = parseEnv(effective, source, { secrets: ["ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"] });
   return {
     databaseUrl: e.DATABASE_URL,
@@ -213,6 +244,15 @@ export function loadConfig(
     publicationRetryMinMs: e.PUBLICATION_RETRY_MIN_MS,
     publicationRetryMaxMs: Math.max(e.PUBLICATION_RETRY_MIN_MS, e.PUBLICATION_RETRY_MAX_MS),
     redisMarkerCheckIntervalMs: e.REDIS_MARKER_CHECK_INTERVAL_MS,
+    webhooks: {
+      allowPrivateAddresses: e.WEBHOOK_ALLOW_PRIVATE_ADDRESSES,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+      quotaCheckIntervalMs: e.WEBHOOK_QUOTA_CHECK_INTERVAL_MS,
+      deliveryRetentionDays: e.WEBHOOK_DELIVERY_RETENTION_DAYS,
+      concurrency: e.WEBHOOK_CONCURRENCY,
+    },
   };
 }
 

@@ -301,6 +301,7 @@ export async function createControlPlane(
           await wsServer.dispose();
           await new Promise<void>((resolve) => wss.close(() => resolve()));
           await services.nodes.close();
+          await services.webhooks.close();
           await new Promise<void>((resolve) => {
             srv.close(() => resolve());
             srv.closeIdleConnections();

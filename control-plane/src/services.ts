@@ -15,6 +15,9 @@ import { NodeService } from "./nodes/node.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
 import { UsageService } from "./usage/usage.service";
+import { QueueWebhookEmitter } from "./webhooks/webhook.emitter";
+import { WebhookQueue } from "./webhooks/webhook.queue";
+import { WebhookService } from "./webhooks/webhook.service";
 import { MemberService } from "./workspaces/member.service";
 import { WorkspaceService } from "./workspaces/workspace.service";
 
@@ -30,6 +33,7 @@ export interface Services {
   publication: PublicationService;
   usage: UsageService;
   nodes: NodeService;
+  webhooks: WebhookService;
 }
 
 export function createServices(
@@ -47,6 +51,10 @@ export function createServices(
     repairLostMarker: true,
   });
   const workspaces = new WorkspaceService(ds, publication);
+  const encryptionKey = deriveEncryptionKey(config.keyEncryptionSecret);
+  // Webhook jobs (test sends, events raised by mutations) go out on the command connection.
+  const webhookQueue = new WebhookQueue(redis, names, config.webhooks, log);
+  const webhookEmitter = new QueueWebhookEmitter(webhookQueue, log);
   const members = new MemberService(
     ds,
     workspaces,
@@ -66,7 +74,7 @@ export function createServices(
       new SignUpRateLimiter(redis, names, config.signUpMaxPerIp, config.signUpWindowSeconds),
       members,
     ),
-    apps: new AppService(ds, workspaces, publication, deriveEncryptionKey(config.keyEncryptionSecret)),
+    apps: new AppService(ds, workspaces, publication, encryptionKey, webhookEmitter),
     allowlist: new AllowlistService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
     plans: new PlanService(ds, publication, config.planContact),
@@ -80,10 +88,12 @@ export function createServices(
       publication,
       redis,
       names,
-      deriveEncryptionKey(config.keyEncryptionSecret),
+      encryptionKey,
       loadNodeConfig(),
       createNodeProvider(loadNodeConfig(), log),
       log,
+      webhookEmitter,
     ),
+    webhooks: new WebhookService(ds, workspaces, webhookQueue, encryptionKey, config.webhooks),
   };
 }

@@ -175,6 +175,7 @@ export const ROLE_CAN = {
   manageKeys: ["OWNER", "ADMIN"],
   manageAccessRules: ["OWNER", "ADMIN"],
   manageNodes: ["OWNER", "ADMIN"],
+  manageWebhooks: ["OWNER", "ADMIN"],
   manageMembers: ["OWNER", "ADMIN"],
   managePlan: ["OWNER"],
   transferOwnership: ["OWNER"],

@@ -9,6 +9,7 @@ import { MembersPage } from "./pages/Members";
 import { NodeDeployPage, NodePage, NodesPage } from "./pages/Nodes";
 import { PlanPage } from "./pages/Plan";
 import { UsagePage } from "./pages/Usage";
+import { WebhookPage, WebhooksPage } from "./pages/Webhooks";
 import { Link, match, RouterProvider, useRoute } from "./router";
 import { ErrorBox, FieldError, FormError, Loading } from "./ui";
 import { useWorkspace, WorkspaceProvider } from "./workspace";
@@ -105,6 +106,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
 
   const appMatch = match("/apps/:id", path);
   const nodeMatch = match("/nodes/:id", path);
+  const webhookMatch = match("/webhooks/:id", path);
   let page: ReactElement;
   if (!ws.current) page = <NoWorkspace />;
   else if (path === "/" || path === "/apps") page = <AppsPage />;
@@ -115,6 +117,8 @@ function SignedIn({ logOut }: { logOut: () => void }) {
   else if (path === "/nodes") page = <NodesPage />;
   else if (path === "/nodes/new") page = <NodeDeployPage />;
   else if (nodeMatch) page = <NodePage id={nodeMatch.id!} />;
+  else if (path === "/webhooks") page = <WebhooksPage />;
+  else if (webhookMatch) page = <WebhookPage id={webhookMatch.id!} />;
   else
     page = (
       <div className="card">
@@ -160,6 +164,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
           <Link to="/usage">Usage</Link>
           <Link to="/nodes">Dedicated nodes</Link>
           <Link to="/members">Members</Link>
+          <Link to="/webhooks">Webhooks</Link>
           <Link to="/plan">Plan</Link>
           <button type="button" className="link" onClick={logOut}>
             Log out

@@ -5,6 +5,8 @@ import { RequestContext } from "../auth/context";
 import { badInput, notFound } from "../common/errors";
 import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { PublicationService } from "../publication/publication.service";
+import type { WebhookEmitter } from "../webhooks/webhook.emitter";
+import { WebhookEventType } from "../webhooks/webhook.types";
 import { maskKey, Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { ApiKey } from "./api-key.entity";
@@ -37,6 +39,7 @@ export class AppService {
     private readonly workspaces: WorkspaceService,
     private readonly publication: PublicationService,
     private readonly encryptionKey: Buffer,
+    private readonly webhooks: WebhookEmitter,
   ) {}
 
   private async insertKey(m: EntityManager, appId: string): Promise<string> {
@@ -168,6 +171,13 @@ export class AppService {
       return { revoked: revokedHashes, view };
     });
     await this.publication.safely("key regeneration", () => this.publication.publishKeys([app.id], revoked));
+    // Not awaited: with Redis down, queueing waits for the reconnect, and the answer must not.
+    void this.webhooks.emit(app.workspaceId, WebhookEventType.KEY_REGENERATED, {
+      kind: "app",
+      appId: app.id,
+      appName: app.name,
+      previousKeyExpiresAt: view.previousApiKeyExpiresAt?.toISOString() ?? null,
+    });
     return { app, view };
   }
 

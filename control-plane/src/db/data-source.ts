@@ -9,6 +9,9 @@ import { Upstream } from "../networks/upstream.entity";
 import { DedicatedNode } from "../nodes/node.entity";
 import { DedicatedNodeEvent } from "../nodes/node-event.entity";
 import { Plan } from "../plans/plan.entity";
+import { WebhookAttempt } from "../webhooks/webhook-attempt.entity";
+import { WebhookDelivery } from "../webhooks/webhook-delivery.entity";
+import { WebhookEndpoint } from "../webhooks/webhook-endpoint.entity";
 import { Invitation } from "../workspaces/invitation.entity";
 import { Membership } from "../workspaces/membership.entity";
 import { Workspace } from "../workspaces/workspace.entity";
@@ -20,6 +23,7 @@ import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-networ
 import { NetworkLogsChunk1700000005400 } from "./migrations/1700000005400-network-logs-chunk";
 import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-upstream-capabilities";
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
+import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
 
 export const ENTITIES = [
   Account,
@@ -35,6 +39,9 @@ export const ENTITIES = [
   Upstream,
   DedicatedNode,
   DedicatedNodeEvent,
+  WebhookEndpoint,
+  WebhookDelivery,
+  WebhookAttempt,
 ];
 
 /** Checked-in migrations, oldest first. The schema is never synchronised from the entities. */
@@ -47,6 +54,7 @@ export const MIGRATIONS = [
   NetworkLogsChunk1700000005400,
   UpstreamCapabilities1700000006000,
   WorkspaceRoles1700000016000,
+  Webhooks1700000017200,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

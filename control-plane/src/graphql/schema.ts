@@ -8,6 +8,7 @@ import { NodeResolver } from "../nodes/node.resolver";
 import { NodeStatusResolver } from "../nodes/node-status.resolver";
 import { PlanResolver } from "../plans/plan.resolver";
 import { UsageResolver, WorkspaceUsageResolver } from "../usage/usage.resolver";
+import { WebhookDeliveryResolver, WebhookEndpointResolver } from "../webhooks/webhook.resolver";
 import { MemberResolver } from "../workspaces/member.resolver";
 import { WorkspaceResolver } from "../workspaces/workspace.resolver";
 
@@ -23,6 +24,8 @@ export const RESOLVERS = [
   WorkspaceUsageResolver,
   NodeResolver,
   NodeStatusResolver,
+  WebhookEndpointResolver,
+  WebhookDeliveryResolver,
 ] as const;
 
 let cached: Promise<GraphQLSchema> | undefined;

@@ -20,6 +20,8 @@ import {
   stakingValidatorsKey,
 } from "../../../shared/src/substrate/storage-keys";
 import type { PublicationService } from "../publication/publication.service";
+import { emitNodeStatus, NOOP_WEBHOOK_EMITTER, type WebhookEmitter } from "../webhooks/webhook.emitter";
+import { WebhookEventType } from "../webhooks/webhook.types";
 import type { Protocol } from "./catalog";
 import type { NodeConfig } from "./node.config";
 import { DedicatedNode, type ProviderState } from "./node.entity";
@@ -61,6 +63,7 @@ export class NodeOperations {
     private readonly queue: Queue,
     private readonly cfg: NodeConfig,
     private readonly log: Logger,
+    private readonly webhooks: WebhookEmitter = NOOP_WEBHOOK_EMITTER,
   ) {}
 
   private load(id: string): Promise<DedicatedNode | null> {
@@ -89,8 +92,10 @@ export class NodeOperations {
       return true;
     });
     if (changed) {
+      const previous = node.status;
       node.status = status;
       await this.publication.safely("node status", () => this.publication.publishNodes([node.id]));
+      await emitNodeStatus(this.webhooks, node, previous, status, reason);
     }
     return changed;
   }
@@ -268,6 +273,7 @@ export class NodeOperations {
       if (!r.affected) return;
       await recordEvent(this.ds.manager, node.id, "RESTART", reason);
       await this.publication.safely("node status", () => this.publication.publishNodes([node.id]));
+      await emitNodeStatus(this.webhooks, node, node.status, NodeStatus.PROVISIONING, reason);
       await enqueueNodeJob(this.queue, this.cfg, JobName.ProvisionNode, {
         nodeId: node.id,
         generation: next,
@@ -377,6 +383,13 @@ export class NodeOperations {
       );
       if (r.affected && status !== node.validatorStatus) {
         await recordEvent(this.ds.manager, node.id, "VALIDATOR_STATUS", `Validator status: ${status}`);
+        await this.webhooks.emit(node.workspaceId, WebhookEventType.VALIDATOR_STATUS, {
+          nodeId: node.id,
+          displayName: node.displayName,
+          stash: node.validatorStash,
+          previousStatus: node.validatorStatus,
+          status,
+        });
       }
     }
   }
@@ -411,6 +424,8 @@ export async function startNodeWorker(deps: {
   provider: NodeProvider;
   cfg: NodeConfig;
   log: Logger;
+  /** Announces node.status and validator.status (the worker's webhook emitter). */
+  webhooks: WebhookEmitter;
 }): Promise<NodeWorker> {
   const { cfg, log } = deps;
   const prefix = deps.names.bullPrefix(isCluster(deps.bullConnection));
@@ -424,6 +439,7 @@ export async function startNodeWorker(deps: {
     queue,
     cfg,
     log,
+    deps.webhooks,
   );
   const sweepOpts = { removeOnComplete: 20, removeOnFail: 50 };
   // Idempotent: also called again when Redis lost its data (worker/recovery.service.ts).

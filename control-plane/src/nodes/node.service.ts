@@ -12,6 +12,8 @@ import { badInput, forbidden, isUuid, notFound, unauthenticated } from "../commo
 import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { Network } from "../networks/network.entity";
 import type { PublicationService } from "../publication/publication.service";
+import { emitNodeStatus, type WebhookEmitter } from "../webhooks/webhook.emitter";
+import { WebhookEventType } from "../webhooks/webhook.types";
 import { maskKey, Permission } from "../workspaces/roles";
 import type { WorkspaceService } from "../workspaces/workspace.service";
 import { findImage, type Protocol } from "./catalog";
@@ -107,6 +109,7 @@ export class NodeService {
     readonly config: NodeConfig,
     readonly provider: NodeProvider,
     private readonly log: Logger,
+    private readonly webhooks: WebhookEmitter,
   ) {
     this.statusHub = new NodeStatusHub(redis, names, log);
   }
@@ -270,6 +273,7 @@ export class NodeService {
         roll = node.desiredState === DesiredState.RUNNING;
       }
     }
+    const previousStatus = node.status;
     await this.ds.transaction(async (m) => {
       if (roll) {
         node.generation += 1;
@@ -288,7 +292,10 @@ export class NodeService {
     });
     // The gateway enforces the new rpc-methods at once, before the node has restarted.
     await this.publication.safely("node update", () => this.publication.publishNodes([node.id]));
-    if (roll) await this.enqueueSafely(JobName.RollNode, node);
+    if (roll) {
+      void emitNodeStatus(this.webhooks, node, previousStatus, node.status, node.statusReason);
+      await this.enqueueSafely(JobName.RollNode, node);
+    }
     return repo.findOneOrFail({ where: { id: node.id }, relations: { network: true } });
   }
 
@@ -301,6 +308,7 @@ export class NodeService {
     op: JobName,
   ): Promise<DedicatedNode> {
     const node = await this.mutable(ctx, id);
+    const previousStatus = node.status;
     node.generation += 1;
     node.desiredState = desired;
     if (status !== null) node.status = status;
@@ -311,6 +319,8 @@ export class NodeService {
       await recordEvent(m, node.id, event, `${event.charAt(0)}${event.slice(1).toLowerCase()} requested`);
     });
     await this.publication.safely("node op", () => this.publication.publishNodes([node.id]));
+    // Not awaited (here and below): with Redis down, queueing waits for the reconnect; the answer must not.
+    void emitNodeStatus(this.webhooks, node, previousStatus, node.status, node.statusReason);
     await this.enqueueSafely(op, node);
     return node;
   }
@@ -366,6 +376,12 @@ export class NodeService {
       await recordEvent(m, node.id, "KEY_REGENERATED", "API key regenerated; the previous key was revoked");
     });
     await this.publication.safely("node key", () => this.publication.publishNodes([node.id], [old]));
+    void this.webhooks.emit(node.workspaceId, WebhookEventType.KEY_REGENERATED, {
+      kind: "node",
+      nodeId: node.id,
+      displayName: node.displayName,
+      previousKeyExpiresAt: null,
+    });
     return node;
   }
 

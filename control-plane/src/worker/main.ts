@@ -5,7 +5,8 @@ import { startWorker } from "./worker";
 
 /** Worker process: `node dist/control-plane/src/worker/main.js`. */
 async function main(): Promise<void> {
-  // The worker authenticates nobody and decrypts no key: production secrets are not required of it.
+  // The worker authenticates nobody (no ADMIN_TOKEN) but opens webhook signing secrets: in production it
+  // needs KEY_ENCRYPTION_SECRET.
   const config = loadConfig(process.env, { worker: true });
   const log = createLogger("control-plane-worker", config.logLevel);
   // Signals are handled from the start: one arriving while the worker is still starting closes it once

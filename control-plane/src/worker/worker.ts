@@ -1,5 +1,6 @@
 import "reflect-metadata";
 import { Queue, Worker } from "bullmq";
+import { deriveEncryptionKey } from "../../../shared/src/crypto/api-key";
 import { createLogger, Logger } from "../../../shared/src/log/logger";
 import { JobName, JobPayloads, QueueName } from "../../../shared/src/queue/names";
 import { createRedis, isCluster, type RedisClient } from "../../../shared/src/redis/connect";
@@ -13,6 +14,7 @@ import type { NodeProvider } from "../nodes/providers/provider";
 import { PublicationService } from "../publication/publication.service";
 import { loadUsageWorkerConfig, UsageWorkerConfig } from "../usage/usage.config";
 import { UsageIngestor } from "../usage/usage.ingestor";
+import { startWebhookWorker, WebhookWorker } from "../webhooks/webhook.processor";
 import { createPublicationProcessor } from "./publication.processor";
 import { RedisRecoveryService } from "./recovery.service";
 import { createUsageProcessor } from "./usage.processor";
@@ -29,6 +31,8 @@ export interface ControlPlaneWorker {
   usageIngestor?: UsageIngestor;
   /** Dedicated nodes (QueueName.Nodes). */
   nodes: NodeWorker;
+  /** Webhook fan-out, deliveries, quota-threshold check (QueueName.Webhooks). */
+  webhooks: WebhookWorker;
   /** Watches the publication marker and repairs Redis when it lost its data. */
   recovery: RedisRecoveryService;
   close(): Promise<void>;
@@ -140,6 +144,16 @@ export async function startWorker(
   }
   // Last: this line is the readiness signal (process tests and operators wait for it).
   logger.info({ everySeconds: config.republishIntervalSeconds }, "publication worker started");
+  // Webhooks first: the node worker announces status changes through its emitter.
+  const webhooks = await startWebhookWorker({
+    ds,
+    redis,
+    bullConnection,
+    names,
+    cfg: config.webhooks,
+    encryptionKey: deriveEncryptionKey(config.keyEncryptionSecret),
+    log: logger,
+  });
   // Dedicated nodes: provisioning / roll / stop / delete jobs and the sync + validator sweeps.
   const nodeCfg = { ...loadNodeConfig(), ...opts.nodes };
   const nodes = await startNodeWorker({
@@ -151,6 +165,7 @@ export async function startWorker(
     provider: opts.nodeProvider ?? createNodeProvider(nodeCfg, logger),
     cfg: nodeCfg,
     log: logger,
+    webhooks: webhooks.emitter,
   });
   const recovery = new RedisRecoveryService({
     redis,
@@ -164,6 +179,7 @@ export async function startWorker(
       await ensurePublicationScheduler();
       await ensureUsageScheduler();
       await nodes.ensureSchedulers();
+      await webhooks.ensureSchedulers();
     },
   });
   recovery.start();
@@ -173,11 +189,13 @@ export async function startWorker(
     worker,
     usageIngestor,
     nodes,
+    webhooks,
     recovery,
     async close() {
       await recovery.stop();
       publication.stop();
       await nodes.close();
+      await webhooks.close();
       await usageIngestor?.stop();
       usageRedis?.disconnect();
       await usageWorker.close();

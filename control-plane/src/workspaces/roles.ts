@@ -41,6 +41,7 @@ export enum Permission {
   ManageKeys = "MANAGE_KEYS",
   ManageAccessRules = "MANAGE_ACCESS_RULES",
   ManageNodes = "MANAGE_NODES",
+  ManageWebhooks = "MANAGE_WEBHOOKS",
   ManageMembers = "MANAGE_MEMBERS",
   ManagePlan = "MANAGE_PLAN",
   TransferOwnership = "TRANSFER_OWNERSHIP",
@@ -64,7 +65,7 @@ const { OWNER, ADMIN, MEMBER, VIEWER } = WorkspaceRole;
 export const ROLE_TABLE: readonly RoleRule[] = [
   {
     permission: Permission.Read,
-    what: "see the workspace, its apps, endpoints, allowlists, dedicated nodes, usage and members",
+    what: "see the workspace, its apps, endpoints, allowlists, dedicated nodes, usage, members and webhooks",
     roles: [OWNER, ADMIN, MEMBER, VIEWER],
   },
   {
@@ -79,6 +80,11 @@ export const ROLE_TABLE: readonly RoleRule[] = [
   {
     permission: Permission.ManageNodes,
     what: "deploy, change, restart, stop or delete dedicated nodes, regenerate their keys, set a validator stash",
+    roles: [OWNER, ADMIN],
+  },
+  {
+    permission: Permission.ManageWebhooks,
+    what: "add, change, test or delete webhook endpoints and rotate their signing secrets",
     roles: [OWNER, ADMIN],
   },
   {

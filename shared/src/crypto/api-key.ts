@@ -56,7 +56,10 @@ export function isUnboundCiphertext(sealed: string): boolean {
   return sealed.startsWith("v1.");
 }
 
-/** The additional data binding a key ciphertext to its table and row id. */
-export function keyCiphertextAad(table: "api_keys" | "dedicated_nodes", rowId: string): string {
+/** The additional data binding a key (or webhook signing secret) ciphertext to its table and row id. */
+export function keyCiphertextAad(
+  table: "api_keys" | "dedicated_nodes" | "webhook_endpoints",
+  rowId: string,
+): string {
   return `rpc-gateway:${table}:${rowId}`;
 }

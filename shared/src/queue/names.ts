@@ -9,6 +9,8 @@ export enum QueueName {
   Usage = "usage",
   /** Dedicated nodes: provisioning, roll / stop / delete, sync-status and validator-status sweeps. */
   Nodes = "nodes",
+  /** Webhooks: fan-out of events to endpoints, signed deliveries with retries, quota-threshold checks. */
+  Webhooks = "webhooks",
 }
 
 export enum JobName {
@@ -28,6 +30,14 @@ export enum JobName {
   NodeSyncStatus = "node-sync-status",
   /** Repeatable sweep: validator status (NOT_REGISTERED / WAITING / ELECTED) and checklist facts. */
   NodeValidatorStatus = "node-validator-status",
+  /** One event: a delivery row per matching endpoint of its workspace, each then queued as WebhookDeliver. */
+  WebhookFanout = "webhook-fanout",
+  /** One attempt at POSTing a delivery; a failed attempt is retried with exponential backoff. */
+  WebhookDeliver = "webhook-deliver",
+  /** Repeatable: emits quota.threshold for workspaces past 80% / 100% of today's limit (once per day each). */
+  WebhookQuotaCheck = "webhook-quota-check",
+  /** Repeatable: deletes deliveries (and their attempts) older than the retention. */
+  WebhookRetention = "webhook-retention",
 }
 
 /** Payload of a per-node operation; `generation` = the node row's generation when the job was enqueued. */
@@ -44,6 +54,28 @@ export function nodeJobId(op: JobName, nodeId: string, generation: number): stri
   return `${op}-${nodeId}-${generation}`;
 }
 
+/** An event on its way to the workspace's webhook endpoints subscribed to its type. */
+export interface WebhookEventPayload {
+  /** `evt_` + 32 hex: the `webhook-id` header, the same on every attempt and every endpoint. */
+  id: string;
+  /** Wire name (`quota.threshold`, `node.status`, `validator.status`, `key.regenerated`, `webhook.test`). */
+  type: string;
+  workspaceId: string;
+  /** ISO time the event happened. */
+  occurredAt: string;
+  data: Record<string, unknown>;
+}
+
+/** Job id of an event's fan-out: one per event, so re-queueing it is a no-op. */
+export function webhookFanoutJobId(eventId: string): string {
+  return `fanout-${eventId}`;
+}
+
+/** Job id of a delivery: one per delivery row (its retries are the job's attempts). */
+export function webhookDeliverJobId(deliveryId: string): string {
+  return `deliver-${deliveryId}`;
+}
+
 export interface JobPayloads {
   [JobName.RepublishAll]: { reason: string };
   [JobName.UsageRetention]: Record<string, never>;
@@ -53,4 +85,8 @@ export interface JobPayloads {
   [JobName.DeleteNode]: NodeOpPayload;
   [JobName.NodeSyncStatus]: Record<string, never>;
   [JobName.NodeValidatorStatus]: Record<string, never>;
+  [JobName.WebhookFanout]: WebhookEventPayload;
+  [JobName.WebhookDeliver]: { deliveryId: string };
+  [JobName.WebhookQuotaCheck]: Record<string, never>;
+  [JobName.WebhookRetention]: Record<string, never>;
 }

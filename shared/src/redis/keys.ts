@@ -132,4 +132,13 @@ export class RedisNames {
   nodeSessionKeys(nodeId: string): string {
     return `${this.prefix}node:{${nodeId}}:session-keys`;
   }
+
+  /**
+   * String (SET NX, expires after 2 days): the worker emitted `quota.threshold` at `percent` of the daily
+   * limit for this workspace on `dayKey` (`utcDayKey`). Makes "once per UTC day per threshold" hold across
+   * worker restarts and several workers.
+   */
+  webhookQuotaMarker(workspaceId: string, dayKey: string, percent: number): string {
+    return `${this.prefix}webhook:quota:{${workspaceId}}:${dayKey}:${percent}`;
+  }
 }

@@ -35,7 +35,7 @@ type Component = (typeof COMPONENTS)[number];
 const SECRET_VARS: Record<Component, string[]> = {
   "data-plane": ["REDIS_URL"],
   "control-plane": ["DATABASE_URL", "REDIS_URL", "ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"],
-  worker: ["DATABASE_URL", "REDIS_URL"],
+  worker: ["DATABASE_URL", "REDIS_URL", "KEY_ENCRYPTION_SECRET"],
   migrate: ["DATABASE_URL"],
 };
 const SENSITIVE = ["DATABASE_URL", "REDIS_URL", "ADMIN_TOKEN", "KEY_ENCRYPTION_SECRET"];

@@ -39,14 +39,19 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * fresh database, Redis namespace and nodes data dir.
  */
 export async function startNodesEnv(
-  opts: { worker?: boolean; workerEnv?: Record<string, string>; redis?: TestRedisTarget } = {},
+  opts: {
+    worker?: boolean;
+    workerEnv?: Record<string, string>;
+    harnessEnv?: Record<string, string>;
+    redis?: TestRedisTarget;
+  } = {},
 ): Promise<NodesEnv> {
   const dataDir = mkdtempSync(join(tmpdir(), "rg-nodes-"));
   process.env.NODES_DATA_DIR = dataDir;
   // Read by the control plane's NodeService when it enqueues jobs.
   process.env.NODE_JOB_ATTEMPTS = "3";
   process.env.NODE_JOB_BACKOFF_MS = "200";
-  const h = await startHarness({}, { redis: opts.redis });
+  const h = await startHarness(opts.harnessEnv ?? {}, { redis: opts.redis });
   await h.ok(
     `mutation { a: createNetwork(input: { slug: "dot-test", name: "Substrate test", protocol: SUBSTRATE }) { id }
       b: createNetwork(input: { slug: "evm-test", name: "EVM test", protocol: EVM, chainId: 31337 }) { id } }`,

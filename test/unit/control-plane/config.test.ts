@@ -113,13 +113,26 @@ describe("control-plane: config", () => {
       );
     });
 
-    it("starts with both set; the worker needs neither; other NODE_ENV values keep the defaults", () => {
+    it("starts with both set; the worker needs KEY_ENCRYPTION_SECRET only; other NODE_ENV values keep the defaults", () => {
       const c = loadConfig({ NODE_ENV: "production", ADMIN_TOKEN: TOKEN, KEY_ENCRYPTION_SECRET: SECRET });
       assert.equal(c.keyEncryptionSecret, SECRET);
       assert.equal(c.keyEncryptionSecretIsDefault, false);
       assert.equal(c.adminToken, TOKEN);
-      const w = loadConfig({ NODE_ENV: "production" }, { worker: true });
-      assert.equal(w.keyEncryptionSecretIsDefault, true);
+      // The worker signs webhooks with secrets sealed by KEY_ENCRYPTION_SECRET; it authenticates nobody.
+      assert.throws(
+        () => loadConfig({ NODE_ENV: "production" }, { worker: true }),
+        /KEY_ENCRYPTION_SECRET: required with NODE_ENV=production/,
+      );
+      assert.throws(
+        () =>
+          loadConfig(
+            { NODE_ENV: "production", KEY_ENCRYPTION_SECRET: DEV_KEY_ENCRYPTION_SECRET },
+            { worker: true },
+          ),
+        /the published development secret is refused/,
+      );
+      const w = loadConfig({ NODE_ENV: "production", KEY_ENCRYPTION_SECRET: SECRET }, { worker: true });
+      assert.equal(w.keyEncryptionSecret, SECRET);
       assert.equal(w.adminTokenGenerated, true);
       for (const NODE_ENV of ["development", "test", "Production"]) {
         assert.equal(loadConfig({ NODE_ENV }).keyEncryptionSecretIsDefault, true, NODE_ENV);

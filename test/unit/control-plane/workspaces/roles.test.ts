@@ -53,6 +53,7 @@ describe("control-plane: the role table", () => {
       Permission.ManageKeys,
       Permission.ManageMembers,
       Permission.ManageNodes,
+      Permission.ManageWebhooks,
       Permission.Read,
       Permission.ReadKeys,
     ]);

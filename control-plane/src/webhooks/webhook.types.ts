@@ -1,0 +1,84 @@
+import { registerEnumType } from "type-graphql";
+
+/**
+ * Events an endpoint can subscribe to. The GraphQL enum names the keys (QUOTA_THRESHOLD); the values are
+ * the wire names in the payload's `type` and in `webhook_endpoints.event_types`.
+ */
+export enum WebhookEventType {
+  QUOTA_THRESHOLD = "quota.threshold",
+  NODE_STATUS = "node.status",
+  VALIDATOR_STATUS = "validator.status",
+  KEY_REGENERATED = "key.regenerated",
+}
+registerEnumType(WebhookEventType, {
+  name: "WebhookEventType",
+  valuesConfig: {
+    QUOTA_THRESHOLD: { description: "quota.threshold: today's usage reached 80% or 100% of the daily limit" },
+    NODE_STATUS: {
+      description: "node.status: a dedicated node left SYNCED, entered ERROR, or became SYNCED",
+    },
+    VALIDATOR_STATUS: { description: "validator.status: a validator node's status changed" },
+    KEY_REGENERATED: { description: "key.regenerated: an app's or a dedicated node's API key was replaced" },
+  },
+});
+
+export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = Object.values(WebhookEventType);
+
+/** Type of the event `sendTestWebhook` sends; not subscribable, delivered to the one endpoint named. */
+export const WEBHOOK_TEST_EVENT = "webhook.test";
+
+export enum WebhookDeliveryStatus {
+  /** Queued, or failed with attempts left (`nextAttemptAt`). */
+  PENDING = "PENDING",
+  /** An attempt got a 2xx answer. */
+  SUCCEEDED = "SUCCEEDED",
+  /** Attempts exhausted, or refused for good (address not allowed, endpoint disabled or unreadable secret). */
+  FAILED = "FAILED",
+}
+registerEnumType(WebhookDeliveryStatus, { name: "WebhookDeliveryStatus" });
+
+/** The two thresholds of `quota.threshold`, in percent of the plan's daily limit. */
+export const QUOTA_THRESHOLDS_PERCENT = [80, 100] as const;
+
+/** `data` of each event type (README "Webhooks" documents them). */
+export interface WebhookEventData {
+  [WebhookEventType.QUOTA_THRESHOLD]: {
+    /** 80 or 100. */
+    thresholdPercent: number;
+    /** UTC day, `YYYY-MM-DD`. */
+    day: string;
+    /** Response units counted today when the check ran. */
+    used: number;
+    limit: number;
+    /** ISO time of the next 00:00 UTC, when the count resets. */
+    resetsAt: string;
+  };
+  [WebhookEventType.NODE_STATUS]: {
+    nodeId: string;
+    displayName: string;
+    network: string;
+    previousStatus: string;
+    status: string;
+    reason: string | null;
+  };
+  [WebhookEventType.VALIDATOR_STATUS]: {
+    nodeId: string;
+    displayName: string;
+    stash: string;
+    /** null on the first status seen after the stash was set. */
+    previousStatus: string | null;
+    status: string;
+  };
+  [WebhookEventType.KEY_REGENERATED]:
+    | { kind: "app"; appId: string; appName: string; previousKeyExpiresAt: string | null }
+    | { kind: "node"; nodeId: string; displayName: string; previousKeyExpiresAt: null };
+}
+
+/**
+ * Whether a dedicated node's status change is announced as `node.status`: it left SYNCED (fell behind,
+ * restarted, stopped, deleted), entered ERROR, or became SYNCED (first sync or back after any of those).
+ */
+export function isAnnouncedNodeTransition(previous: string, next: string): boolean {
+  if (previous === next) return false;
+  return previous === "SYNCED" || next === "SYNCED" || next === "ERROR";
+}

@@ -130,6 +130,13 @@ export async function startDataPlane(
       maxAttempts: config.UPSTREAM_MAX_ATTEMPTS,
       maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
       coalesceMax: config.UPSTREAM_COALESCE_MAX,
+      hedge: {
+        enabled: config.HEDGE_ENABLED,
+        minDelayMs: config.HEDGE_MIN_DELAY_MS,
+        maxDelayMs: config.HEDGE_MAX_DELAY_MS,
+        maxPercent: config.HEDGE_MAX_PERCENT,
+      },
+      headOutlierBlocks: config.HEAD_OUTLIER_BLOCKS,
       healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
     },
     metrics,

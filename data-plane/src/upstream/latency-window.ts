@@ -14,6 +14,8 @@
 const BASE_MS = 0.1;
 const GROWTH = 1.2;
 const BUCKETS = 96;
+/** Buckets of a window (for merging windows, see addInto / quantileOf). */
+export const LATENCY_BUCKETS = BUCKETS;
 const LOG_GROWTH = Math.log(GROWTH);
 /** Samples per generation. */
 const WINDOW_SAMPLES = 1024;
@@ -70,6 +72,12 @@ export class LatencyWindow {
     return upperEdge(BUCKETS - 1);
   }
 
+  /** Adds this window's samples per bucket into `into` (LATENCY_BUCKETS long); returns how many. */
+  addInto(into: Float64Array): number {
+    for (let i = 0; i < BUCKETS; i++) into[i]! += this.current[i]! + this.previous[i]!;
+    return this.currentCount + this.previousCount;
+  }
+
   private rotate(nowMs: number): void {
     const old = this.previous;
     old.fill(0);
@@ -84,6 +92,18 @@ export class LatencyWindow {
     this.sinceRecompute = 0;
     this.p95Ms = this.quantile(0.95);
   }
+}
+
+/** The `q` quantile of merged bucket counts (see addInto) in ms; -1 below MIN_SAMPLES. */
+export function quantileOf(counts: Float64Array, total: number, q: number): number {
+  if (total < MIN_SAMPLES) return -1;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (let i = 0; i < BUCKETS; i++) {
+    seen += counts[i]!;
+    if (seen >= rank) return upperEdge(i);
+  }
+  return upperEdge(BUCKETS - 1);
 }
 
 function bucketOf(ms: number): number {

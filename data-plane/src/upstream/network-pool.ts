@@ -4,6 +4,7 @@ import type { Metrics } from "../metrics/metrics";
 import { BY_HASH, emptyAnswerAsk, NOT_RETRIED } from "./empty-answer";
 import { DEFAULT_HEAD_OUTLIER_BLOCKS, networkHead } from "./head";
 import { HedgeBudget, type HedgeOptions, hedgeable, hedgeDelayMs } from "./hedge";
+import { LATENCY_BUCKETS, quantileOf } from "./latency-window";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import {
   type ExchangeControl,
@@ -137,6 +138,9 @@ export interface OutgoingCall {
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
 const MAX_HEAD_JUMP = 64;
 
+/** Hedgeable exchanges between two computations of the network's p95 (a merge of the upstreams' windows). */
+const P95_EVERY = 32;
+
 /** Smallest chunk worth its own upstream exchange when spreading a batch. */
 const MIN_CHUNK = 10;
 
@@ -158,6 +162,10 @@ export class NetworkPool {
   private readonly hedge: HedgeOptions | undefined;
   /** HEDGE_MAX_PERCENT of this network's hedgeable exchanges. */
   private readonly hedgeBudget: HedgeBudget;
+  /** p95 over every upstream's latency window (ms, -1 = unknown), recomputed every P95_EVERY hedgeable exchanges. */
+  private networkP95Ms = -1;
+  private sinceNetworkP95 = P95_EVERY;
+  private readonly p95Scratch = new Float64Array(LATENCY_BUCKETS);
   private readonly headOutlierBlocks: number;
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
@@ -636,9 +644,9 @@ export class NetworkPool {
   }
 
   /**
-   * One attempt of a hedgeable exchange: `body` goes to `u`; if no answer has come after u's hedge delay
-   * (the p95 of its recent answers, within HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS; the maximum while it is
-   * not known), a copy goes to another selectable upstream (not `u`, none of `tried`), within the
+   * One attempt of a hedgeable exchange: `body` goes to `u`; if no answer has come after the hedge delay
+   * (the lower of u's and the network's p95, within HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS; the maximum
+   * while neither is known: hedge.ts hedgeDelayMs), a copy goes to another selectable upstream (not `u`, none of `tried`), within the
    * HEDGE_MAX_PERCENT budget. The first usable answer (or a failure every node would share, see `final`)
    * ends it and cancels the other exchange (Upstream.exchange control: aborted, settled as `cancelled`,
    * which counts neither toward the breaker nor as an error). A failure of one waits for the other.
@@ -656,6 +664,7 @@ export class NetworkPool {
   ): Promise<HedgeEnd> {
     const o = this.hedge!;
     this.hedgeBudget.earn();
+    if (++this.sinceNetworkP95 >= P95_EVERY) this.updateNetworkP95();
     return new Promise<HedgeEnd>((resolve) => {
       const primary: ExchangeControl = {};
       let copy: ExchangeControl | undefined;
@@ -684,25 +693,41 @@ export class NetworkPool {
       };
       const start = performance.now();
       void u.exchange(body, kind, parse, primary).then((r) => settleOne(u, false, r, start));
+      const sendCopy = () => {
+        if (ended) return;
+        const target = this.select(tried === undefined ? [u] : [u, ...tried]);
+        if (target === undefined) return;
+        if (!this.hedgeBudget.take()) {
+          this.metrics.upstreamHedge(this.record.slug, "capped");
+          return;
+        }
+        v = target;
+        pending++;
+        copy = {};
+        const copyStart = performance.now();
+        void target.exchange(body, kind, parse, copy).then((r) => settleOne(target, true, r, copyStart));
+      };
+      // The copy is decided in the check phase, after the poll phase: timers run before I/O in an event
+      // loop turn, so after a stall (GC, a busy turn) every expired delay would fire before the answers
+      // that arrived meanwhile are read, and send copies of calls already answered.
       timer = setTimeout(
         () => {
           timer = undefined;
-          if (ended) return;
-          const target = this.select(tried === undefined ? [u] : [u, ...tried]);
-          if (target === undefined) return;
-          if (!this.hedgeBudget.take()) {
-            this.metrics.upstreamHedge(this.record.slug, "capped");
-            return;
-          }
-          v = target;
-          pending++;
-          copy = {};
-          const copyStart = performance.now();
-          void target.exchange(body, kind, parse, copy).then((r) => settleOne(target, true, r, copyStart));
+          if (!ended) setImmediate(sendCopy);
         },
-        hedgeDelayMs(u.latency.p95(), o),
+        hedgeDelayMs(u.latency.p95(), this.networkP95Ms, o),
       );
     });
+  }
+
+  /** The network's p95: every upstream's window merged (see hedgeDelayMs). */
+  private updateNetworkP95(): void {
+    this.sinceNetworkP95 = 0;
+    const counts = this.p95Scratch;
+    counts.fill(0);
+    let total = 0;
+    for (const u of this.upstreams) total += u.latency.addInto(counts);
+    this.networkP95Ms = quantileOf(counts, total, 0.95);
   }
 
   /** One health-check round over every upstream (head height, latency; failures feed the breaker). */

@@ -110,8 +110,9 @@ export class Upstream {
   /** Heavy exchanges in flight (see UpstreamOptions.heavyMaxInFlight). */
   heavyInFlight = 0;
   /**
-   * Recent latencies of Light exchanges that answered, or were cancelled (their time so far, a lower
-   * bound: the node was at least that slow): the hedge delay is their p95 (NetworkPool).
+   * Recent latencies of Light exchanges that answered (the hedge delay derives from their p95,
+   * NetworkPool). Cancelled exchanges are left out: their time is only a lower bound, and counting it
+   * would push the p95 up by the hedge delay at every recomputation until hedging stopped (see settle).
    */
   readonly latency = new LatencyWindow();
   private openUntil = 0;
@@ -218,9 +219,9 @@ export class Upstream {
     if (halfOpen) this.probing = false;
     this.latencyEwmaMs =
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
-    if (kind === ExchangeKind.Light && (failure === undefined || failure === "cancelled")) {
-      this.latency.record(ms, performance.now());
-    }
+    // The EWMA above takes a cancelled exchange's time so far (the node was at least that slow, which
+    // steers selection); the p95 window only answers, whose times are known.
+    if (kind === ExchangeKind.Light && failure === undefined) this.latency.record(ms, performance.now());
     if (failure === undefined) {
       this.recordSuccess();
     } else if (failure === "buffer_full" || failure === "cancelled") {

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { LatencyWindow, MIN_SAMPLES } from "../../../../data-plane/src/upstream/latency-window";
+import {
+  LATENCY_BUCKETS,
+  LatencyWindow,
+  MIN_SAMPLES,
+  quantileOf,
+} from "../../../../data-plane/src/upstream/latency-window";
 
 describe("data plane: upstream latency window (p95 for the hedge delay)", () => {
   it("is unknown until MIN_SAMPLES, then the p95 as a bucket's upper edge (within 20% above)", () => {
@@ -48,5 +53,21 @@ describe("data plane: upstream latency window (p95 for the hedge delay)", () => 
     for (let i = 0; i < 50; i++) big.record(1e12, 0);
     assert.ok(big.p95() > 3_000_000);
     assert.equal(big.count, 50);
+  });
+
+  it("windows merge into a network quantile (the p95 of all nodes' answers together)", () => {
+    const fast = new LatencyWindow(0);
+    const tail = new LatencyWindow(0);
+    for (let i = 0; i < 300; i++) fast.record(2, 0);
+    // 10% of this node's answers at 200 ms: its own p95 is its slow tail...
+    for (let i = 0; i < 100; i++) tail.record(i % 10 === 0 ? 200 : 2, 0);
+    assert.ok(tail.p95() >= 200);
+    // ... but over both nodes 10 of 400 answers are late: the network's p95 is an ordinary answer's.
+    const counts = new Float64Array(LATENCY_BUCKETS);
+    const total = fast.addInto(counts) + tail.addInto(counts);
+    assert.equal(total, 400);
+    const p95 = quantileOf(counts, total, 0.95);
+    assert.ok(p95 >= 2 && p95 <= 2.4, `network p95 ${p95}`);
+    assert.equal(quantileOf(new Float64Array(LATENCY_BUCKETS), MIN_SAMPLES - 1, 0.95), -1);
   });
 });

@@ -5,6 +5,8 @@ import { NoopMetrics, type UpstreamOutcome } from "../../../../data-plane/src/me
 import { NetworkPool, type PoolOptions } from "../../../../data-plane/src/upstream/network-pool";
 import { ReplyKind } from "../../../../data-plane/src/upstream/reply";
 import type { NetworkRecord } from "../../../../shared/src/redis/records";
+import { freePort } from "../../../helpers/ports";
+import { type StartedProcess, startProcess } from "../../../helpers/process";
 
 interface Call {
   method: string;
@@ -274,6 +276,68 @@ describe("data plane: network pool hedged reads", function () {
     slow.delayMs = () => 100;
     const again = await p.call({ method: "eth_call", params: ["y"] });
     assert.ok(again.ok, JSON.stringify(again));
+  });
+});
+
+describe("data plane: network pool hedged reads after an event-loop stall", function () {
+  this.timeout(30_000);
+  const nodes: StartedProcess[] = [];
+  const urls: string[] = [];
+
+  before(async () => {
+    // Instant nodes in their own processes, so they answer while this process is busy.
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      nodes.push(
+        await startProcess(
+          process.execPath,
+          [`${__dirname}/../../../../bench/stub-upstream.js`, "--port", String(port)],
+          {
+            readyLine: /listening on \d+/,
+          },
+        ),
+      );
+      urls.push(`http://127.0.0.1:${port}`);
+    }
+  });
+  after(async () => {
+    for (const n of nodes) await n.stop();
+  });
+
+  it("sends no copy of a call whose answer arrived while the event loop was busy past the delay", async () => {
+    const metrics = new SeenMetrics();
+    const pool = new NetworkPool(
+      {
+        slug: "eth",
+        name: "eth",
+        protocol: "EVM",
+        chainId: 1,
+        allowDebug: false,
+        upstreams: urls.map((url, i) => ({ id: `n${i}`, httpUrl: url, wsUrl: null, weight: 1 })),
+      },
+      { ...BASE, hedge: { enabled: true, minDelayMs: 50, maxDelayMs: 50, maxPercent: 100 } },
+      metrics,
+    );
+    try {
+      // Open the connections first.
+      await Promise.all(Array.from({ length: 4 }, () => pool.call({ method: "eth_chainId", params: [] })));
+      for (let round = 0; round < 3; round++) {
+        const pending = Promise.all(
+          Array.from({ length: 4 }, (_, i) => pool.call({ method: "eth_call", params: [`0x${round}${i}`] })),
+        );
+        await new Promise((r) => setTimeout(r, 1)); // the requests are on the wire
+        const until = performance.now() + 300; // busy: the nodes answer, the 50 ms delays expire
+        while (performance.now() < until) {
+          // spin
+        }
+        for (const r of await pending) assert.ok(r.ok);
+      }
+      // Without the deferral every one of the 12 calls gets a copy; with it none, unless this loaded machine
+      // took more than 300 ms to let a node answer (a real late answer: then a copy is right).
+      assert.ok(metrics.hedges.length <= 2, `copies of answered calls: ${metrics.hedges.join()}`);
+    } finally {
+      await pool.close();
+    }
   });
 });
 

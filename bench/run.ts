@@ -10,7 +10,9 @@
  *
  * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk threads:
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
- * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL.
+ * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL;
+ * BENCH_WS_CONNECTIONS (10000; 0 skips the WebSocket section), BENCH_HEDGING (0 skips the hedged-reads
+ * section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -21,6 +23,12 @@ import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
+import {
+  type HedgingBenchResult,
+  hedgingOptionsFromEnv,
+  printHedgingBench,
+  runHedgingBench,
+} from "./hedging";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type Nginx, startNginx } from "./nginx";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
@@ -455,6 +463,18 @@ async function main(): Promise<void> {
       skipped.push("ws: BENCH_WS_CONNECTIONS=0");
     }
 
+    // 7b. Hedged reads: p99 with a slow-tailed second upstream, hedging off / on, against the fast node
+    // alone (bench/hedging.ts, its own stubs and gateways). BENCH_HEDGING=0 skips it.
+    let hedging: HedgingBenchResult | null = null;
+    if (process.env.BENCH_HEDGING !== "0") {
+      await stopAll();
+      log("\nhedged reads:");
+      hedging = await runHedgingBench(hedgingOptionsFromEnv(log));
+      printHedgingBench(hedging, log);
+    } else {
+      skipped.push("hedging: BENCH_HEDGING=0");
+    }
+
     // 8. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
@@ -500,6 +520,7 @@ async function main(): Promise<void> {
       fixedRate: fixed,
       rss,
       ws,
+      hedging,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -512,6 +533,8 @@ async function main(): Promise<void> {
           ? Number((fixed.nginx.p99Ms - fixed.direct.p99Ms).toFixed(3))
           : null,
         rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
+        /** p99 of reads with hedging on (a second upstream answering 10% late) / the fast node alone; target < 2. */
+        hedgingP99VsFastNode: hedging?.ratios.p99HedgingOnVsFastNode ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))
@@ -542,6 +565,7 @@ async function main(): Promise<void> {
       );
     if (rss)
       log(`gateway RSS with ${rss.keys.toLocaleString("en-US")} cached keys: ${fmt(rss.withKeysMiB, 1)} MiB`);
+    if (hedging) log(`p99 with hedging / fast node alone: ${rt.hedgingP99VsFastNode ?? "-"} (target < 2)`);
     log(`\nwrote ${RESULTS}`);
   } finally {
     await stopAll();

@@ -65,7 +65,10 @@ export const dataPlaneEnvShape = {
   HEDGE_MIN_DELAY_MS: env.int(20, 0, 600_000),
   /** Latest a hedge copy goes out (and the delay while an upstream's p95 is not known yet). */
   HEDGE_MAX_DELAY_MS: env.int(1_000, 1, 600_000),
-  /** Hedge copies per 100 hedgeable upstream exchanges of a network, at most (a slow network is not doubled). */
+  /**
+   * Hedge copies per 100 hedgeable upstream exchanges of a network, at most, after a burst of 10 (a slow
+   * network is not doubled); 0 = none.
+   */
   HEDGE_MAX_PERCENT: env.int(10, 0, 100),
   /**
    * Consecutive failures that open an upstream's circuit breaker: connection errors, 5xx, invalid answers,

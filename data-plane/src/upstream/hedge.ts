@@ -117,19 +117,22 @@ export const HEDGE_BURST = 10;
  * Caps hedges at `maxPercent` of a network's hedgeable exchanges, so that a network where every node is
  * slow (where the p95 delays keep firing) gets at most that share of extra load, never twice the load.
  * A token bucket counted in exchanges, not time: each hedgeable exchange earns maxPercent/100 of a hedge,
- * each hedge spends one, and at most HEDGE_BURST are saved up.
+ * each hedge spends one, and at most HEDGE_BURST are saved up (none at 0%: no hedges at all).
  */
 export class HedgeBudget {
-  private tokens = HEDGE_BURST;
+  private tokens: number;
+  private readonly burst: number;
   private readonly perExchange: number;
 
   constructor(maxPercent: number) {
     this.perExchange = maxPercent / 100;
+    this.burst = maxPercent > 0 ? HEDGE_BURST : 0;
+    this.tokens = this.burst;
   }
 
   /** A hedgeable exchange was sent. */
   earn(): void {
-    this.tokens = Math.min(this.tokens + this.perExchange, HEDGE_BURST);
+    this.tokens = Math.min(this.tokens + this.perExchange, this.burst);
   }
 
   /** Spends one hedge; false when the budget is spent. */

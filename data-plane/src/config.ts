@@ -69,7 +69,7 @@ export const dataPlaneEnvShape = {
    * Hedge copies per 100 hedgeable upstream exchanges of a network, at most, after a burst of 10 (a slow
    * network is not doubled); 0 = none.
    */
-  HEDGE_MAX_PERCENT: env.int(10, 0, 100),
+  HEDGE_MAX_PERCENT: env.int(20, 0, 100),
   /**
    * Consecutive failures that open an upstream's circuit breaker: connection errors, 5xx, invalid answers,
    * failed health probes. Client calls timing out and 429s do not count (see upstream/upstream.ts).

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { NoopMetrics, type UpstreamOutcome } from "../../../../data-plane/src/metrics/metrics";
 import { NetworkPool, type PoolOptions } from "../../../../data-plane/src/upstream/network-pool";
 import { ReplyKind } from "../../../../data-plane/src/upstream/reply";
@@ -279,30 +282,55 @@ describe("data plane: network pool hedged reads", function () {
   });
 });
 
+/**
+ * A node in its own process (so it answers while this one is busy) that answers eth_call after `delay` ms
+ * and appends one byte to `log` once each answer is handed to the kernel: this process can then tell,
+ * synchronously, that the answers are waiting in its sockets.
+ */
+const LOGGING_NODE = `
+const fs = require("node:fs");
+const [port, log, delay] = process.argv.slice(1);
+require("node:http").createServer((req, res) => {
+  let body = "";
+  req.on("data", (d) => { body += d; });
+  req.on("end", () => {
+    const call = JSON.parse(body);
+    setTimeout(() => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: call.id, result: "0x1" }), () => fs.appendFileSync(log, "x"));
+    }, call.method === "eth_call" ? Number(delay) : 0);
+  });
+}).listen(Number(port), "127.0.0.1", () => console.log("listening on " + port));
+`;
+
 describe("data plane: network pool hedged reads after an event-loop stall", function () {
   this.timeout(30_000);
   const nodes: StartedProcess[] = [];
   const urls: string[] = [];
+  const logs: string[] = [];
+  let dir = "";
 
   before(async () => {
-    // Instant nodes in their own processes, so they answer while this process is busy.
+    dir = mkdtempSync(join(tmpdir(), "hedge-stall-"));
     for (let i = 0; i < 2; i++) {
       const port = await freePort();
+      const log = join(dir, `answers-${i}`);
+      writeFileSync(log, "");
       nodes.push(
-        await startProcess(
-          process.execPath,
-          [`${__dirname}/../../../../bench/stub-upstream.js`, "--port", String(port)],
-          {
-            readyLine: /listening on \d+/,
-          },
-        ),
+        await startProcess(process.execPath, ["-e", LOGGING_NODE, String(port), log, "100"], {
+          readyLine: /listening on \d+/,
+        }),
       );
       urls.push(`http://127.0.0.1:${port}`);
+      logs.push(log);
     }
   });
   after(async () => {
     for (const n of nodes) await n.stop();
+    rmSync(dir, { recursive: true, force: true });
   });
+
+  const answered = () => logs.reduce((n, f) => n + statSync(f).size, 0);
 
   it("sends no copy of a call whose answer arrived while the event loop was busy past the delay", async () => {
     const metrics = new SeenMetrics();
@@ -315,26 +343,40 @@ describe("data plane: network pool hedged reads after an event-loop stall", func
         allowDebug: false,
         upstreams: urls.map((url, i) => ({ id: `n${i}`, httpUrl: url, wsUrl: null, weight: 1 })),
       },
-      { ...BASE, hedge: { enabled: true, minDelayMs: 50, maxDelayMs: 50, maxPercent: 100 } },
+      { ...BASE, hedge: { enabled: true, minDelayMs: 200, maxDelayMs: 200, maxPercent: 100 } },
       metrics,
     );
     try {
       // Open the connections first.
       await Promise.all(Array.from({ length: 4 }, () => pool.call({ method: "eth_chainId", params: [] })));
       for (let round = 0; round < 3; round++) {
+        await new Promise((r) => setTimeout(r, 50)); // the last round's log writes are done
+        const before = answered();
+        const sent = performance.now();
         const pending = Promise.all(
           Array.from({ length: 4 }, (_, i) => pool.call({ method: "eth_call", params: [`0x${round}${i}`] })),
         );
-        await new Promise((r) => setTimeout(r, 1)); // the requests are on the wire
-        const until = performance.now() + 300; // busy: the nodes answer, the 50 ms delays expire
-        while (performance.now() < until) {
+        // The requests go out (the nodes answer after 100 ms); then busy, with no event loop, until the nodes
+        // have answered all 4 and the 200 ms hedge delays have expired.
+        await new Promise((r) => setTimeout(r, 30));
+        // Spin in the check phase, so that the next loop turn starts with the timers phase, as after a
+        // stall in an I/O callback or a GC pause (a spin in the timers phase would be followed by poll).
+        await new Promise((r) => setImmediate(r));
+        const deadline = performance.now() + 5_000;
+        while (answered() < before + 4 || performance.now() - sent < 220) {
+          if (performance.now() > deadline) {
+            assert.fail(`round ${round}: ${answered() - before} of 4 answers within 5 s`);
+          }
+        }
+        const settle = performance.now() + 10; // loopback delivery
+        while (performance.now() < settle) {
           // spin
         }
         for (const r of await pending) assert.ok(r.ok);
       }
-      // Without the deferral every one of the 12 calls gets a copy; with it none, unless this loaded machine
-      // took more than 300 ms to let a node answer (a real late answer: then a copy is right).
-      assert.ok(metrics.hedges.length <= 2, `copies of answered calls: ${metrics.hedges.join()}`);
+      // Timers run before I/O in a loop turn: without deferring the decision, each of these 12 calls
+      // would get a copy although its answer was already waiting.
+      assert.deepEqual(metrics.hedges, [], "every answer was read before a copy was decided");
     } finally {
       await pool.close();
     }

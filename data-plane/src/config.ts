@@ -56,14 +56,15 @@ export const dataPlaneEnvShape = {
    */
   HEAD_OUTLIER_BLOCKS: env.int(1000, 1, 1_000_000_000),
   /**
-   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the chosen upstream's p95
-   * latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also sent to another healthy upstream;
-   * the first answer wins, the other exchange is cancelled. Never sends, filters or heavy calls.
+   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the lower of the chosen
+   * upstream's and the network's p95 latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also
+   * sent to another healthy upstream; the first answer wins, the other exchange is cancelled. Never sends,
+   * filters or heavy calls.
    */
   HEDGE_ENABLED: env.bool(true),
-  /** Earliest a hedge copy goes out, whatever the upstream's p95. */
+  /** Earliest a hedge copy goes out, whatever the p95 (must not be above HEDGE_MAX_DELAY_MS). */
   HEDGE_MIN_DELAY_MS: env.int(20, 0, 600_000),
-  /** Latest a hedge copy goes out (and the delay while an upstream's p95 is not known yet). */
+  /** Latest a hedge copy goes out (and the delay while no p95 is known yet). */
   HEDGE_MAX_DELAY_MS: env.int(1_000, 1, 600_000),
   /**
    * Hedge copies per 100 hedgeable upstream exchanges of a network, at most, after a burst of 10 (a slow

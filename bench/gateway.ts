@@ -41,14 +41,16 @@ export class BenchRedis {
     return this.redis.connect();
   }
 
-  async seedNetwork(upstreamHttpUrl: string): Promise<void> {
+  /** The bench network with one upstream (`stub`) at `upstreamHttpUrl`, or with the upstreams given. */
+  async seedNetwork(upstreams: string | { id: string; httpUrl: string }[]): Promise<void> {
+    const list = typeof upstreams === "string" ? [{ id: "stub", httpUrl: upstreams }] : upstreams;
     const record: NetworkRecord = NetworkRecordSchema.parse({
       slug: BENCH_NETWORK,
       name: "EVM bench (stub upstream)",
       protocol: "EVM",
       chainId: 1,
       allowDebug: false,
-      upstreams: [{ id: "stub", httpUrl: upstreamHttpUrl, wsUrl: null, weight: 1 }],
+      upstreams: list.map((u) => ({ id: u.id, httpUrl: u.httpUrl, wsUrl: null, weight: 1 })),
     });
     await this.redis.hset(this.names.networks(), BENCH_NETWORK, JSON.stringify(record));
     await this.redis.set(this.names.publishedAt(), new Date().toISOString());

@@ -13,7 +13,8 @@
  * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
  * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
  * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S),
- * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts).
+ * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
+ * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -25,6 +26,12 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { type FinalityBenchResult, runFinalityBench } from "./finality";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
+import {
+  type HedgingBenchResult,
+  hedgingOptionsFromEnv,
+  printHedgingBench,
+  runHedgingBench,
+} from "./hedging";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
@@ -449,6 +456,18 @@ async function main(): Promise<void> {
       skipped.push("ws: BENCH_WS_CONNECTIONS=0");
     }
 
+    // 7b. Hedged reads: p99 with a slow-tailed second upstream, hedging off / on, against the fast node
+    // alone (bench/hedging.ts, its own stubs and gateways). BENCH_HEDGING=0 skips it.
+    let hedging: HedgingBenchResult | null = null;
+    if (process.env.BENCH_HEDGING !== "0") {
+      await stopAll();
+      log("\nhedged reads:");
+      hedging = await runHedgingBench(hedgingOptionsFromEnv(log));
+      printHedgingBench(hedging, log);
+    } else {
+      skipped.push("hedging: BENCH_HEDGING=0");
+    }
+
     // 8. Finality-aware cache: an indexer re-reading finalized history, finality on vs off (bench/finality.ts,
     // its own anvil and gateways). BENCH_FINALITY_BLOCKS=0 skips it.
     const finalityBlocks = envInt("BENCH_FINALITY_BLOCKS", 2000);
@@ -478,7 +497,7 @@ async function main(): Promise<void> {
       skipped.push("logsSplit: BENCH_LOGS_SPLIT=0");
     }
 
-    // 10. report
+    // 11. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -525,6 +544,7 @@ async function main(): Promise<void> {
       ws,
       finality,
       logsSplit,
+      hedging,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -539,6 +559,8 @@ async function main(): Promise<void> {
         rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
         /** Indexer re-reading finalized history: req/s with the finality-aware cache on / off. */
         finalityCacheOnVsOffReqPerSec: finality?.ratios.requestsPerSecOnVsOff ?? null,
+        /** p99 of reads with hedging on (a second upstream answering 10% late) / the fast node alone; target < 2. */
+        hedgingP99VsFastNode: hedging?.ratios.p99HedgingOnVsFastNode ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))
@@ -571,6 +593,7 @@ async function main(): Promise<void> {
       );
     if (rss)
       log(`gateway RSS with ${rss.keys.toLocaleString("en-US")} cached keys: ${fmt(rss.withKeysMiB, 1)} MiB`);
+    if (hedging) log(`p99 with hedging / fast node alone: ${rt.hedgingP99VsFastNode ?? "-"} (target < 2)`);
     log(`\nwrote ${RESULTS}`);
   } finally {
     await stopAll();

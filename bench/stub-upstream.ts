@@ -9,6 +9,9 @@
  *   node - node:http
  *
  *   node dist/bench/stub-upstream.js [--port N] [--impl uws|node]     prints `listening on <port>`
+ *
+ * A slow tail for the hedging bench (uws only): `--slow-percent P --slow-ms M` answers P% of HTTP exchanges
+ * (chosen at random) after M ms, the others at once.
  */
 
 import uWS from "uWebSockets.js";
@@ -59,8 +62,10 @@ export interface StubUpstream {
 }
 
 export async function startStubUpstream(
-  opts: { port?: number; impl?: "uws" | "node" } = {},
+  opts: { port?: number; impl?: "uws" | "node"; slowPercent?: number; slowMs?: number } = {},
 ): Promise<StubUpstream> {
+  const slowShare = (opts.slowPercent ?? 0) / 100;
+  const slowMs = opts.slowMs ?? 0;
   if ((opts.impl ?? "uws") === "node") {
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -105,9 +110,15 @@ export async function startStubUpstream(
       if (!isLast) return;
       if (aborted) return;
       const out = answer(Buffer.concat(chunks).toString("utf8"));
-      res.cork(() => {
-        res.writeHeader("content-type", "application/json").end(out);
-      });
+      const send = () => {
+        // An exchange the gateway cancelled (a hedge's loser) is closed before its answer is due.
+        if (aborted) return;
+        res.cork(() => {
+          res.writeHeader("content-type", "application/json").end(out);
+        });
+      };
+      if (slowShare > 0 && Math.random() < slowShare) setTimeout(send, slowMs);
+      else send();
     });
   });
   const socket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
@@ -130,7 +141,12 @@ if (require.main === module) {
     return i >= 0 ? args[i + 1] : undefined;
   };
   const impl = (arg("--impl") ?? process.env.STUB_IMPL ?? "uws") as "uws" | "node";
-  startStubUpstream({ port: Number(arg("--port") ?? process.env.STUB_PORT ?? 0), impl }).then(
+  startStubUpstream({
+    port: Number(arg("--port") ?? process.env.STUB_PORT ?? 0),
+    impl,
+    slowPercent: Number(arg("--slow-percent") ?? 0),
+    slowMs: Number(arg("--slow-ms") ?? 0),
+  }).then(
     (stub) => {
       process.stdout.write(`stub upstream (${impl}) listening on ${stub.port}\n`);
       const stop = () => void stub.close().then(() => process.exit(0));

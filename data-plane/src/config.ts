@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
+import { ConfigError, commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
 import { limitsEnvShape } from "./ratelimit/limits";
 import { usageRecorderEnvShape } from "./usage/recorder";
 
@@ -62,6 +62,28 @@ export const dataPlaneEnvShape = {
   UPSTREAM_STATE_PROBE_INTERVAL_MS: env.int(60_000, 0, 86_400_000),
   /** An upstream further than this many blocks behind the best head is not selected. */
   HEALTH_MAX_LAG_BLOCKS: env.int(5, 0, 1_000_000),
+  /**
+   * A head more than this many blocks above every other upstream's is not believed: the network head is
+   * the highest head another upstream confirms (with two upstreams this far apart, the lower one). See
+   * upstream/head.ts. Set above how far a healthy node of the fastest chain can fall behind.
+   */
+  HEAD_OUTLIER_BLOCKS: env.int(1000, 1, 1_000_000_000),
+  /**
+   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the lower of the chosen
+   * upstream's and the network's p95 latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also
+   * sent to another healthy upstream; the first answer wins, the other exchange is cancelled. Never sends,
+   * filters or heavy calls.
+   */
+  HEDGE_ENABLED: env.bool(true),
+  /** Earliest a hedge copy goes out, whatever the p95 (must not be above HEDGE_MAX_DELAY_MS). */
+  HEDGE_MIN_DELAY_MS: env.int(20, 0, 600_000),
+  /** Latest a hedge copy goes out (and the delay while no p95 is known yet). */
+  HEDGE_MAX_DELAY_MS: env.int(1_000, 1, 600_000),
+  /**
+   * Hedge copies per 100 hedgeable upstream exchanges of a network, at most, after a burst of 10 (a slow
+   * network is not doubled); 0 = none.
+   */
+  HEDGE_MAX_PERCENT: env.int(20, 0, 100),
   /**
    * Consecutive failures that open an upstream's circuit breaker: connection errors, 5xx, invalid answers,
    * failed health probes. Client calls timing out and 429s do not count (see upstream/upstream.ts).
@@ -182,5 +204,11 @@ export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);
 export type DataPlaneConfig = z.infer<typeof DataPlaneEnvSchema>;
 
 export function loadDataPlaneConfig(source: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
-  return parseEnv(DataPlaneEnvSchema, source);
+  const config = parseEnv(DataPlaneEnvSchema, source);
+  if (config.HEDGE_MIN_DELAY_MS > config.HEDGE_MAX_DELAY_MS) {
+    throw new ConfigError(
+      `Invalid configuration: HEDGE_MIN_DELAY_MS (${config.HEDGE_MIN_DELAY_MS}) is above HEDGE_MAX_DELAY_MS (${config.HEDGE_MAX_DELAY_MS})`,
+    );
+  }
+  return config;
 }

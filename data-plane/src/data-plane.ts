@@ -134,6 +134,13 @@ export async function startDataPlane(
     maxLagBlocks: config.HEALTH_MAX_LAG_BLOCKS,
     coalesceMax: config.UPSTREAM_COALESCE_MAX,
     logsSplitConcurrency: config.LOGS_SPLIT_CONCURRENCY,
+    hedge: {
+      enabled: config.HEDGE_ENABLED,
+      minDelayMs: config.HEDGE_MIN_DELAY_MS,
+      maxDelayMs: config.HEDGE_MAX_DELAY_MS,
+      maxPercent: config.HEDGE_MAX_PERCENT,
+    },
+    headOutlierBlocks: config.HEAD_OUTLIER_BLOCKS,
     healthCheckIntervalMs: config.HEALTH_CHECK_INTERVAL_MS,
     stateProbeIntervalMs: config.UPSTREAM_STATE_PROBE_INTERVAL_MS,
     finality: config.CACHE_FINALITY_ENABLED,

@@ -1,6 +1,6 @@
 import type { DataSource } from "typeorm";
 import { nextUtcMidnightMs, utcDayKey } from "../../../shared/src/quota/day";
-import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
+import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import type { WebhookEmitter } from "./webhook.emitter";
 import { QUOTA_THRESHOLDS_PERCENT, WebhookEventType } from "./webhook.types";

@@ -5,12 +5,18 @@ export interface Metrics {
   /** One request object answered (a batch of 30 records 30), by network and dashboard category. */
   request(network: string, category: string, seconds: number): void;
   cache(network: string, hit: boolean): void;
-  upstreamRequest(
-    network: string,
-    upstream: string,
-    outcome: "ok" | "error" | "timeout",
-    seconds: number,
-  ): void;
+  /** One upstream exchange; `cancelled`: a hedged read's exchange stopped because the other answered first. */
+  upstreamRequest(network: string, upstream: string, outcome: UpstreamOutcome, seconds: number): void;
+  /**
+   * A hedged read's copy (upstream/hedge.ts): `won` its answer was used, `lost` it was not (the first node
+   * answered first, or the copy failed), `capped` not sent because HEDGE_MAX_PERCENT was spent.
+   */
+  upstreamHedge(network: string, outcome: "won" | "lost" | "capped"): void;
+  /**
+   * A null answer asked again on an upstream with a higher head (upstream/empty-answer.ts): `found` that
+   * one had a result, `empty` it answered null (or an error) too, `failed` its exchange failed.
+   */
+  upstreamEmptyRetry(network: string, outcome: "found" | "empty" | "failed"): void;
   upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void;
   /** The network's finalized head moved up to `height` (the chain watch, CACHE_FINALITY_ENABLED). */
   networkFinalized(network: string, height: number): void;
@@ -52,6 +58,8 @@ export interface Metrics {
   readonly contentType: string;
 }
 
+export type UpstreamOutcome = "ok" | "error" | "timeout" | "cancelled";
+
 /** Whether each limits component reaches Redis; null = that component does not use Redis. */
 export interface LimitsRedisHealth {
   rateLimit: boolean | null;
@@ -62,7 +70,9 @@ export class NoopMetrics implements Metrics {
   readonly contentType = "text/plain";
   request(): void {}
   cache(): void {}
-  upstreamRequest(): void {}
+  upstreamRequest(_network: string, _upstream: string, _outcome: UpstreamOutcome, _seconds: number): void {}
+  upstreamHedge(_network: string, _outcome: "won" | "lost" | "capped"): void {}
+  upstreamEmptyRetry(_network: string, _outcome: "found" | "empty" | "failed"): void {}
   upstreamHealth(): void {}
   networkFinalized(): void {}
   reorg(): void {}
@@ -128,6 +138,7 @@ interface UpstreamStats {
   ok: number;
   error: number;
   timeout: number;
+  cancelled: number;
   readonly latency: HotHistogram;
 }
 
@@ -161,6 +172,8 @@ export class PromMetrics implements Metrics {
   private readonly capabilityCalls = new Map<string, number>();
   private readonly overBudget: Counter<"network" | "upstream">;
   private readonly oldestState: Gauge<"network" | "upstream">;
+  private readonly hedges: Counter<"network" | "outcome">;
+  private readonly emptyRetries: Counter<"network" | "outcome">;
 
   constructor() {
     this.contentType = this.registry.contentType;
@@ -237,6 +250,18 @@ export class PromMetrics implements Metrics {
       labelNames: ["network", "upstream"],
       registers,
     });
+    this.hedges = new Counter({
+      name: "rpcgw_upstream_hedges_total",
+      help: "Hedged reads' second copies: won (its answer was used), lost (the first node answered first, or the copy failed), capped (not sent: HEDGE_MAX_PERCENT spent)",
+      labelNames: ["network", "outcome"],
+      registers,
+    });
+    this.emptyRetries = new Counter({
+      name: "rpcgw_upstream_empty_retries_total",
+      help: "Null answers for a block, transaction or receipt asked again on an upstream with a higher head: found (it had a result), empty (null again, or an error), failed (the exchange failed)",
+      labelNames: ["network", "outcome"],
+      registers,
+    });
     this.handlerExceptions = new Counter({
       name: "rpcgw_handler_exceptions_total",
       help: "Exceptions a request / WebSocket handler let through, caught by the guard (answered 500 or socket closed with 1011), by handler",
@@ -285,6 +310,14 @@ export class PromMetrics implements Metrics {
     this.reorgDrops.labels(network).inc(droppedEntries);
   }
 
+  upstreamHedge(network: string, outcome: "won" | "lost" | "capped"): void {
+    this.hedges.labels(network, outcome).inc();
+  }
+
+  upstreamEmptyRetry(network: string, outcome: "found" | "empty" | "failed"): void {
+    this.emptyRetries.labels(network, outcome).inc();
+  }
+
   upstreamBreakerOpened(network: string, upstream: string, cause: string): void {
     this.breakerOpens.labels(network, upstream, cause).inc();
   }
@@ -330,12 +363,7 @@ export class PromMetrics implements Metrics {
     else s.cacheMisses++;
   }
 
-  upstreamRequest(
-    network: string,
-    upstream: string,
-    outcome: "ok" | "error" | "timeout",
-    seconds: number,
-  ): void {
+  upstreamRequest(network: string, upstream: string, outcome: UpstreamOutcome, seconds: number): void {
     const k = `${network}\u0000${upstream}`;
     let s = this.upstreams.get(k);
     if (s === undefined) {
@@ -344,6 +372,7 @@ export class PromMetrics implements Metrics {
         ok: 0,
         error: 0,
         timeout: 0,
+        cancelled: 0,
         latency: new HotHistogram(),
       };
       this.upstreams.set(k, s);
@@ -389,6 +418,7 @@ export class PromMetrics implements Metrics {
       out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="ok"} ${s.ok}`);
       out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="error"} ${s.error}`);
       out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="timeout"} ${s.timeout}`);
+      out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="cancelled"} ${s.cancelled}`);
     }
     out.push(
       "# HELP rpcgw_upstream_duration_seconds Upstream exchange latency",

@@ -18,13 +18,19 @@ import {
   stateBlockOf,
 } from "./capabilities";
 import { ChainWatch } from "./chain-watch";
+import { BY_HASH, emptyAnswerAsk, NOT_RETRIED } from "./empty-answer";
+import { DEFAULT_HEAD_OUTLIER_BLOCKS, networkHead } from "./head";
+import { HedgeBudget, type HedgeOptions, hedgeable, hedgeDelayMs } from "./hedge";
+import { LATENCY_BUCKETS, quantileOf } from "./latency-window";
 import { type LogsSplit, planLogsSplit, runLogsSplit } from "./logs-split";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import { evmAsk, findOldestState, substrateAsk } from "./state-probe";
 import {
   DEFAULT_MAX_RESPONSE_BYTES,
+  type ExchangeControl,
   type ExchangeFailure,
   ExchangeKind,
+  type ExchangeResult,
   exchangeFailureRow,
   INVALID_REPLY,
   Upstream,
@@ -46,6 +52,29 @@ export interface PoolOptions extends UpstreamOptions {
   onReorg?: (slug: string, fromHeight: number) => void;
   /** Sub-calls of one split eth_getLogs in flight at once (LOGS_SPLIT_CONCURRENCY); default 8. */
   logsSplitConcurrency?: number;
+  /** Hedged reads (HEDGE_*; see hedge.ts); absent or `enabled: false` = never. */
+  hedge?: HedgeOptions;
+  /** HEAD_OUTLIER_BLOCKS (see head.ts networkHead); default DEFAULT_HEAD_OUTLIER_BLOCKS. */
+  headOutlierBlocks?: number;
+}
+
+/** How an upstream exchange of exchangeWithFailover ended (`upstream`: the node whose answer it is). */
+type Outcome<T> = { ok: true; value: T; upstream: Upstream } | { ok: false; error: ErrorRow };
+
+/** How a hedged exchange ended (see NetworkPool.hedgedExchange). */
+interface HedgeEnd {
+  /** undefined: `value` is a usable answer from `upstream`. */
+  readonly failure: ExchangeFailure | undefined;
+  readonly value: unknown;
+  /** The node whose outcome this is (the winner, or the last one to fail). */
+  readonly upstream: Upstream;
+  /** The other node when a copy was sent (also tried, when both failed). */
+  readonly other: Upstream | undefined;
+}
+
+/** Failures that every upstream would share (the request's size, the process's buffers): no failover. */
+function final(f: ExchangeFailure): boolean {
+  return f === "too_large" || f === "refused" || f === "buffer_full";
 }
 
 const DEFAULT_LOGS_SPLIT_CONCURRENCY = 8;
@@ -149,6 +178,9 @@ export interface OutgoingCall {
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
 const MAX_HEAD_JUMP = 64;
 
+/** Hedgeable exchanges between two computations of the network's p95 (a merge of the upstreams' windows). */
+const P95_EVERY = 32;
+
 /** Smallest chunk worth its own upstream exchange when spreading a batch. */
 const MIN_CHUNK = 10;
 
@@ -172,6 +204,15 @@ export class NetworkPool {
   private familiesDeclared = 0;
   /** Per upstream (same index), its rank in the current select(); -1 = not a candidate. */
   private ranks = new Int8Array(0);
+  /** Hedged reads' options when on (HEDGE_ENABLED), else undefined. */
+  private readonly hedge: HedgeOptions | undefined;
+  /** HEDGE_MAX_PERCENT of this network's hedgeable exchanges. */
+  private readonly hedgeBudget: HedgeBudget;
+  /** p95 over every upstream's latency window (ms, -1 = unknown), recomputed every P95_EVERY hedgeable exchanges. */
+  private networkP95Ms = -1;
+  private sinceNetworkP95 = P95_EVERY;
+  private readonly p95Scratch = new Float64Array(LATENCY_BUCKETS);
+  private readonly headOutlierBlocks: number;
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
   private readonly events: UpstreamEvents;
@@ -184,6 +225,9 @@ export class NetworkPool {
     private readonly metrics: Metrics,
   ) {
     this.record = record;
+    this.hedge = opts.hedge?.enabled ? opts.hedge : undefined;
+    this.hedgeBudget = new HedgeBudget(opts.hedge?.maxPercent ?? 0);
+    this.headOutlierBlocks = opts.headOutlierBlocks ?? DEFAULT_HEAD_OUTLIER_BLOCKS;
     this.events = {
       breakerOpened: (u, cause) => this.metrics.upstreamBreakerOpened(this.record.slug, u.id, cause),
       backedOff: (u, ms) => this.metrics.upstreamBackoff(this.record.slug, u.id, ms),
@@ -228,11 +272,13 @@ export class NetworkPool {
     for (const u of old.values()) void u.close();
   }
 
-  /** Highest head among upstreams whose breaker is closed; -1 when unknown. */
+  /**
+   * The network head among upstreams whose breaker is closed (-1 when unknown): the highest head another
+   * upstream confirms, so that one node reporting a head far beyond the others (HEAD_OUTLIER_BLOCKS) cannot
+   * set it (see head.ts networkHead for the rule and the two-upstream case).
+   */
   bestHead(): number {
-    let best = -1;
-    for (const u of this.upstreams) if (!u.breakerOpen && u.head > best) best = u.head;
-    return best;
+    return networkHead(this.upstreams, this.headOutlierBlocks);
   }
 
   /**
@@ -561,25 +607,93 @@ export class NetworkPool {
     need: Need | undefined,
     first?: Upstream,
   ): Promise<CallResult> {
-    const gid = this.nextId++;
-    if (this.nextId > 0x3fffffff) this.nextId = 1;
-    const body =
-      c.params === undefined
-        ? `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)}}`
-        : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
+    const gid = this.takeIds(1);
     const r = await this.exchangeWithFailover(
-      body,
+      singleBody(gid, c, paramsJson),
       first,
-      (text) => {
-        const reply = parseSingleReply(text, gid);
-        if (reply === undefined) return INVALID_REPLY;
-        return reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail) ? RATE_LIMITED : reply;
-      },
+      singleCheck(gid),
       isHeavy(c.method) ? ExchangeKind.Heavy : ExchangeKind.Light,
       need,
       1,
+      hedgeable(c.method),
     );
-    return r.ok ? { ok: true, reply: r.value } : r;
+    if (!r.ok) return r;
+    const reply = r.value;
+    if (reply.kind === ReplyKind.NullResult) {
+      const again = this.retryEmpty(c, paramsJson, reply, r.upstream);
+      if (again !== undefined) return again;
+    }
+    return { ok: true, reply };
+  }
+
+  /** `n` consecutive upstream request ids; returns the first. */
+  private takeIds(n: number): number {
+    const base = this.nextId;
+    this.nextId += n;
+    if (this.nextId > 0x3fffffff) this.nextId = 1;
+    return base;
+  }
+
+  /**
+   * A `null` answer from `by` that another healthy upstream may not give (empty-answer.ts): a block number
+   * at or below that upstream's head, or a hash lookup while that upstream's head is above `by`'s. The call
+   * is sent once more, to the upstream with the highest head, before the null is returned (undefined: no
+   * such upstream, the null stands). A lagging node's null must not reach the client as "no such block",
+   * nor the cache (which keeps no nulls anyway: forward.ts store). The second answer is used when it is a
+   * result; a second null, a node error or a failed exchange leave the first null.
+   */
+  private retryEmpty(
+    c: OutgoingCall,
+    paramsJson: string | undefined,
+    reply: Reply,
+    by: Upstream,
+  ): Promise<CallResult> | undefined {
+    const ask = emptyAnswerAsk(c.method, c.params);
+    if (ask === NOT_RETRIED) return undefined;
+    const target = this.emptyRetryTarget(ask, by);
+    if (target === undefined) return undefined;
+    return this.askAgain(target, c, paramsJson, reply);
+  }
+
+  private async askAgain(
+    target: Upstream,
+    c: OutgoingCall,
+    paramsJson: string | undefined,
+    reply: Reply,
+  ): Promise<CallResult> {
+    const gid = this.takeIds(1);
+    const start = performance.now();
+    const res = await target.exchange(singleBody(gid, c, paramsJson), ExchangeKind.Light, singleCheck(gid));
+    const failure = this.book(target, res, start);
+    if (failure !== undefined) {
+      this.metrics.upstreamEmptyRetry(this.record.slug, "failed");
+      return { ok: true, reply };
+    }
+    const again = (res as { value: Reply }).value;
+    const found = again.kind === ReplyKind.Result;
+    this.metrics.upstreamEmptyRetry(this.record.slug, found ? "found" : "empty");
+    return { ok: true, reply: found ? again : reply };
+  }
+
+  /**
+   * The selectable upstream other than `by` with the highest head that has what `ask` asks for (see
+   * retryEmpty). A node whose head is above the network head is one no other node confirms (head.ts): its
+   * head is not believed, so it is never asked on the strength of it.
+   */
+  private emptyRetryTarget(ask: number, by: Upstream): Upstream | undefined {
+    const now = Date.now();
+    const best = this.bestHead();
+    let target: Upstream | undefined;
+    let targetHead = -1;
+    for (const u of this.upstreams) {
+      const h = u.head;
+      if (u === by || h < 0 || h > best || h <= targetHead || !this.selectable(u, now, best)) continue;
+      if (ask === BY_HASH ? h > by.head : h >= ask) {
+        target = u;
+        targetHead = h;
+      }
+    }
+    return target;
   }
 
   /**
@@ -687,7 +801,11 @@ export class NetworkPool {
     calls: readonly RpcCall[],
   ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
     let kind: ExchangeKind = ExchangeKind.Light;
-    for (const c of calls) if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+    let hedge = true;
+    for (const c of calls) {
+      if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+      if (!hedgeable(c.method)) hedge = false;
+    }
     return this.exchangeWithFailover(
       text,
       undefined,
@@ -702,6 +820,7 @@ export class NetworkPool {
       kind,
       undefined,
       calls.length,
+      hedge,
     );
   }
 
@@ -723,9 +842,7 @@ export class NetworkPool {
     first?: Upstream,
     need?: Need,
   ): Promise<CallResult[]> {
-    const base = this.nextId;
-    this.nextId += calls.length;
-    if (this.nextId > 0x3fffffff) this.nextId = 1;
+    const base = this.takeIds(calls.length);
     const parts = new Array<string>(calls.length);
     for (let i = 0; i < calls.length; i++) {
       const c = calls[i]!;
@@ -736,7 +853,12 @@ export class NetworkPool {
     }
     const body = `[${parts.join(",")}]`;
     let kind: ExchangeKind = ExchangeKind.Light;
-    for (const c of calls) if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+    // A copy of the batch may go to a second node only when every call in it may (hedge.ts).
+    let hedge = true;
+    for (const c of calls) {
+      if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
+      if (hedge && !hedgeable(c.method)) hedge = false;
+    }
     const r = await this.exchangeWithFailover(
       body,
       first,
@@ -751,10 +873,27 @@ export class NetworkPool {
       kind,
       need,
       calls.length,
+      hedge,
     );
-    if (r.ok) return r.value;
-    const error = r.error;
-    return calls.map(() => ({ ok: false as const, error }));
+    if (!r.ok) {
+      const error = r.error;
+      return calls.map(() => ({ ok: false as const, error }));
+    }
+    const results = r.value;
+    let retries: Promise<void>[] | undefined;
+    for (let i = 0; i < results.length; i++) {
+      const e = results[i]!;
+      if (!e.ok || e.reply.kind !== ReplyKind.NullResult) continue;
+      const again = this.retryEmpty(calls[i]!, paramsJson?.[i], e.reply, r.upstream);
+      if (again === undefined) continue;
+      const settled = again.then((x) => {
+        results[i] = x;
+      });
+      if (retries === undefined) retries = [settled];
+      else retries.push(settled);
+    }
+    if (retries !== undefined) await Promise.all(retries);
+    return results;
   }
 
   /**
@@ -771,6 +910,10 @@ export class NetworkPool {
    * Every attempt, failovers included, goes to an upstream that can serve `need` (`first` too: the
    * caller chose it with the same need); when none can, the call is refused (no_capable_upstream) before
    * anything is sent. `elements` (calls in `body`) are taken from the chosen upstream's budget.
+   *
+   * `hedge` (every call in the body is an idempotent read, hedge.ts): with hedging on and another node to
+   * send to, an attempt that has not answered within the node's hedge delay gets a copy on a second node
+   * (hedgedExchange); at most one copy per call.
    */
   private async exchangeWithFailover<T>(
     body: string,
@@ -779,13 +922,15 @@ export class NetworkPool {
     kind: ExchangeKind,
     need: Need | undefined,
     elements: number,
-  ): Promise<{ ok: true; value: T } | { ok: false; error: ErrorRow }> {
+    hedge = false,
+  ): Promise<Outcome<T>> {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
     /** The upstream of lastFailure. */
     let failedOn: Upstream | undefined;
+    const heavy = kind === ExchangeKind.Heavy;
+    let mayHedge = hedge && this.hedge !== undefined && this.upstreams.length > 1;
     for (let attempt = 0; attempt < this.opts.maxAttempts; attempt++) {
-      const heavy = kind === ExchangeKind.Heavy;
       const u =
         attempt === 0 && first !== undefined && (!heavy || first.heavySlotFree())
           ? first
@@ -805,46 +950,157 @@ export class NetworkPool {
         // Over its budget, yet the best there was (nothing else selectable for this call).
         this.metrics.upstreamOverBudget(this.record.slug, u.id, elements);
       }
-      const start = performance.now();
-      const res = await u.exchange(body, kind, parse);
-      if (res.ok) {
-        const value = res.value;
-        if (value !== NOT_BAD && value !== RATE_LIMITED) {
-          this.metrics.upstreamRequest(this.record.slug, u.id, "ok", (performance.now() - start) / 1000);
-          return { ok: true, value: value as T };
-        }
-        if (value === RATE_LIMITED) {
-          u.backOff(undefined);
-          lastFailure = "rate_limited";
-        } else {
-          lastFailure = "bad";
+      let failure: ExchangeFailure | undefined;
+      if (mayHedge) {
+        const h = await this.hedgedExchange(u, body, parse, kind, tried, need, elements);
+        if (h.failure === undefined) return { ok: true, value: h.value as T, upstream: h.upstream };
+        failure = h.failure;
+        failedOn = h.upstream;
+        if (h.other !== undefined) {
+          mayHedge = false;
+          if (tried === undefined) tried = [h.other];
+          else tried.push(h.other);
         }
       } else {
-        lastFailure = res.failure;
-        if (lastFailure === "too_large" || lastFailure === "refused" || lastFailure === "buffer_full") {
-          // Every upstream would get the same request and send the same answer: no failover (which would
-          // hand the client's big request to each node in turn); the node stays healthy. buffer_full: the
-          // process-wide budget is spent, so another node's answer would not fit either.
-          this.metrics.upstreamRequest(this.record.slug, u.id, "error", (performance.now() - start) / 1000);
-          return { ok: false, error: exchangeFailureRow(lastFailure, u) };
-        }
+        const start = performance.now();
+        const res = await u.exchange(body, kind, parse);
+        failure = this.book(u, res, start);
+        if (failure === undefined) return { ok: true, value: (res as { value: T }).value, upstream: u };
+        failedOn = u;
       }
-      failedOn = u;
-      this.metrics.upstreamRequest(
-        this.record.slug,
-        u.id,
-        lastFailure === "timeout" ? "timeout" : "error",
-        (performance.now() - start) / 1000,
-      );
-      if (lastFailure === "timeout") {
-        // The call's timeout is no verdict on the node; a health probe (at most one at a time) gives one.
-        void this.probe(u);
-        if (kind === ExchangeKind.Heavy) break;
-      }
-      if (tried === undefined) tried = [u];
-      else tried.push(u);
+      lastFailure = failure;
+      // Every upstream would get the same request and send the same answer: no failover (which would
+      // hand the client's big request to each node in turn); the node stays healthy. buffer_full: the
+      // process-wide budget is spent, so another node's answer would not fit either.
+      if (final(failure)) return { ok: false, error: exchangeFailureRow(failure, failedOn) };
+      if (failure === "timeout" && heavy) break;
+      if (tried === undefined) tried = [failedOn];
+      else tried.push(failedOn);
     }
     return { ok: false, error: failureRow(lastFailure, failedOn) };
+  }
+
+  /**
+   * Books one settled exchange with `u` (started at `start`, performance.now()): its metrics, a back-off
+   * for the node's rate-limit answer, a health probe after a timeout (the call's timeout is no verdict on
+   * the node; a probe, at most one at a time, gives one). Returns undefined when `res` holds a usable
+   * answer, else why not.
+   */
+  private book(u: Upstream, res: ExchangeResult<unknown>, start: number): ExchangeFailure | undefined {
+    const seconds = (performance.now() - start) / 1000;
+    if (res.ok) {
+      const value = res.value;
+      if (value !== NOT_BAD && value !== RATE_LIMITED) {
+        this.metrics.upstreamRequest(this.record.slug, u.id, "ok", seconds);
+        return undefined;
+      }
+      this.metrics.upstreamRequest(this.record.slug, u.id, "error", seconds);
+      if (value === NOT_BAD) return "bad";
+      u.backOff(undefined);
+      return "rate_limited";
+    }
+    const f = res.failure;
+    this.metrics.upstreamRequest(
+      this.record.slug,
+      u.id,
+      f === "timeout" ? "timeout" : f === "cancelled" ? "cancelled" : "error",
+      seconds,
+    );
+    if (f === "timeout") void this.probe(u);
+    return f;
+  }
+
+  /**
+   * One attempt of a hedgeable exchange: `body` goes to `u`; if no answer has come after the hedge delay
+   * (the lower of u's and the network's p95, within HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS; the maximum
+   * while neither is known: hedge.ts hedgeDelayMs), a copy goes to another selectable upstream (not `u`, none of `tried`), within the
+   * HEDGE_MAX_PERCENT budget. The first usable answer (or a failure every node would share, see `final`)
+   * ends it and cancels the other exchange (Upstream.exchange control: aborted, settled as `cancelled`,
+   * which counts neither toward the breaker nor as an error). A failure of one waits for the other.
+   *
+   * Hedges are counted by outcome: `won` (the copy's answer was used), `lost` (it was not: the first node
+   * answered first, or the copy failed), `capped` (the delay passed but the budget was spent). The caller
+   * counts nothing per copy: the call is one call for the tenant whichever node answers.
+   */
+  private hedgedExchange(
+    u: Upstream,
+    body: string,
+    parse: (text: string) => unknown,
+    kind: ExchangeKind,
+    tried: readonly Upstream[] | undefined,
+    need: Need | undefined,
+    elements: number,
+  ): Promise<HedgeEnd> {
+    const o = this.hedge!;
+    this.hedgeBudget.earn();
+    if (++this.sinceNetworkP95 >= P95_EVERY) this.updateNetworkP95();
+    return new Promise<HedgeEnd>((resolve) => {
+      const primary: ExchangeControl = {};
+      let copy: ExchangeControl | undefined;
+      let v: Upstream | undefined;
+      let pending = 1;
+      let ended = false;
+      let timer: NodeJS.Timeout | undefined;
+      const settleOne = (who: Upstream, isCopy: boolean, res: ExchangeResult<unknown>, start: number) => {
+        const failure = this.book(who, res, start);
+        pending--;
+        if (ended) return;
+        const done = failure === undefined || final(failure);
+        if (!done && pending > 0) return;
+        ended = true;
+        if (timer !== undefined) clearTimeout(timer);
+        if (done) (isCopy ? primary : copy)?.exchange?.cancel();
+        if (v !== undefined) {
+          this.metrics.upstreamHedge(this.record.slug, isCopy && failure === undefined ? "won" : "lost");
+        }
+        resolve({
+          failure,
+          value: res.ok ? res.value : undefined,
+          upstream: who,
+          other: v === undefined ? undefined : isCopy ? u : v,
+        });
+      };
+      const start = performance.now();
+      void u.exchange(body, kind, parse, primary).then((r) => settleOne(u, false, r, start));
+      const sendCopy = () => {
+        if (ended) return;
+        // The copy goes where the call could go (capabilities: need), and spends that node's budget.
+        const target = this.select(tried === undefined ? [u] : [u, ...tried], false, need);
+        if (target === undefined) return;
+        if (!this.hedgeBudget.take()) {
+          this.metrics.upstreamHedge(this.record.slug, "capped");
+          return;
+        }
+        if (target.caps.maxRequestsPerSecond !== 0 && target.caps.spend(elements, Date.now())) {
+          this.metrics.upstreamOverBudget(this.record.slug, target.id, elements);
+        }
+        v = target;
+        pending++;
+        copy = {};
+        const copyStart = performance.now();
+        void target.exchange(body, kind, parse, copy).then((r) => settleOne(target, true, r, copyStart));
+      };
+      // The copy is decided in the check phase, after the poll phase: timers run before I/O in an event
+      // loop turn, so after a stall (GC, a busy turn) every expired delay would fire before the answers
+      // that arrived meanwhile are read, and send copies of calls already answered.
+      timer = setTimeout(
+        () => {
+          timer = undefined;
+          if (!ended) setImmediate(sendCopy);
+        },
+        hedgeDelayMs(u.latency.p95(), this.networkP95Ms, o),
+      );
+    });
+  }
+
+  /** The network's p95: every upstream's window merged (see hedgeDelayMs). */
+  private updateNetworkP95(): void {
+    this.sinceNetworkP95 = 0;
+    const counts = this.p95Scratch;
+    counts.fill(0);
+    let total = 0;
+    for (const u of this.upstreams) total += u.latency.addInto(counts);
+    this.networkP95Ms = quantileOf(counts, total, 0.95);
   }
 
   /**
@@ -996,6 +1252,22 @@ export class NetworkPool {
 
 function score(u: Upstream): number {
   return ((u.latencyEwmaMs + 1) * (u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
+}
+
+/** One JSON-RPC request body for `c` with upstream id `gid`; `paramsJson` its params already serialised. */
+function singleBody(gid: number, c: OutgoingCall, paramsJson: string | undefined): string {
+  return c.params === undefined
+    ? `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)}}`
+    : `{"jsonrpc":"2.0","id":${gid},"method":${JSON.stringify(c.method)},"params":${paramsJson ?? JSON.stringify(c.params)}}`;
+}
+
+/** The reply check of a single call sent with id `gid` (see exchangeWithFailover). */
+function singleCheck(gid: number): (text: string) => Reply | typeof INVALID_REPLY | typeof RATE_LIMITED {
+  return (text) => {
+    const reply = parseSingleReply(text, gid);
+    if (reply === undefined) return INVALID_REPLY;
+    return reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail) ? RATE_LIMITED : reply;
+  };
 }
 
 const EVM_PROBE = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';

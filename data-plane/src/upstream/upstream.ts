@@ -3,6 +3,7 @@ import { type ErrorRow, GatewayError, responseTooLargeRow } from "../../../share
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 import { type BufferBudget, defaultBufferBudget } from "./buffer-budget";
 import { UpstreamCapabilities } from "./capabilities";
+import { LatencyWindow } from "./latency-window";
 
 /**
  * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
@@ -11,7 +12,9 @@ import { UpstreamCapabilities } from "./capabilities";
  * us: a back-off, not a sign of ill health); `too_large`: the answer crossed maxResponseBytes; `refused`:
  * HTTP 400 / 413 / 414 / 431, the node refusing this request (its size or content, which the client
  * chooses); `buffer_full`: the answer did not fit in the process-wide UPSTREAM_BUFFER_BUDGET_BYTES (the
- * gateway's load, not the node's health). `too_large`, `refused` and `buffer_full` are no breaker count.
+ * gateway's load, not the node's health); `cancelled`: the caller cancelled it (a hedged read whose other
+ * copy answered first, see ExchangeHandler.cancel). `too_large`, `refused`, `buffer_full` and `cancelled`
+ * are no breaker count.
  */
 export type ExchangeFailure =
   | "timeout"
@@ -20,7 +23,8 @@ export type ExchangeFailure =
   | "rate_limited"
   | "too_large"
   | "refused"
-  | "buffer_full";
+  | "buffer_full"
+  | "cancelled";
 
 /** What a reply check returns for a 2xx body that is not a valid JSON-RPC answer (see Upstream.exchange). */
 export const INVALID_REPLY: unique symbol = Symbol("invalid reply");
@@ -29,6 +33,11 @@ export type ExchangeResult<T> = { ok: true; value: T } | { ok: false; failure: E
 
 /** Reads a 2xx body into the caller's answer, or INVALID_REPLY. Must not throw. */
 export type ReplyCheck<T> = (text: string) => T | typeof INVALID_REPLY;
+
+/** Passed to Upstream.exchange by a caller that may cancel the exchange; `exchange` is set by it. */
+export interface ExchangeControl {
+  exchange?: { cancel(): void };
+}
 
 /**
  * What an exchange carries, which decides what its failure says about the node:
@@ -110,6 +119,12 @@ export class Upstream {
   heavyInFlight = 0;
   /** Oldest state served, declared method families, request budget (see capabilities.ts). */
   readonly caps: UpstreamCapabilities;
+  /**
+   * Recent latencies of Light exchanges that answered (the hedge delay derives from their p95,
+   * NetworkPool). Cancelled exchanges are left out: their time is only a lower bound, and counting it
+   * would push the p95 up by the hedge delay at every recomputation until hedging stopped (see settle).
+   */
+  readonly latency = new LatencyWindow();
   private openUntil = 0;
   /** Epoch ms until which the node asked us (429) to send nothing. */
   private backoffUntil = 0;
@@ -179,14 +194,23 @@ export class Upstream {
    * exchange: a body that is not a valid JSON-RPC answer (an HTML error page, an empty 200) is a `bad`
    * failure and never a success (a success first would reset the failure count and close a half-open
    * breaker on garbage).
+   *
+   * With `control`, the caller may cancel the exchange (`control.exchange.cancel()`): it then settles at
+   * once as `cancelled`, a neutral outcome (see settle).
    */
-  exchange<T>(body: string, kind: ExchangeKind, check: ReplyCheck<T>): Promise<ExchangeResult<T>> {
+  exchange<T>(
+    body: string,
+    kind: ExchangeKind,
+    check: ReplyCheck<T>,
+    control?: ExchangeControl,
+  ): Promise<ExchangeResult<T>> {
     const halfOpen = kind !== ExchangeKind.Poll && kind !== ExchangeKind.Capability && this.breakerOpen;
     if (halfOpen) this.probing = true;
     this.inFlight++;
     if (kind === ExchangeKind.Heavy) this.heavyInFlight++;
     return new Promise<ExchangeResult<T>>((resolve) => {
       const handler = new ExchangeHandler<T>(this, halfOpen, kind, check, resolve);
+      if (control !== undefined) control.exchange = handler;
       if (kind === ExchangeKind.Probe || kind === ExchangeKind.Poll) {
         const t = this.probeTimeoutMs;
         this.pool.dispatch(
@@ -207,10 +231,15 @@ export class Upstream {
     if (kind === ExchangeKind.Poll || kind === ExchangeKind.Capability) return;
     this.latencyEwmaMs =
       this.latencyEwmaMs === 0 ? ms : this.latencyEwmaMs + EWMA_ALPHA * (ms - this.latencyEwmaMs);
+    // The EWMA above takes a cancelled exchange's time so far (the node was at least that slow, which
+    // steers selection); the p95 window only answers, whose times are known.
+    if (kind === ExchangeKind.Light && failure === undefined) this.latency.record(ms, performance.now());
     if (failure === undefined) {
       this.recordSuccess();
-    } else if (failure === "buffer_full") {
-      // The gateway's own memory is spent: nothing is known about the node, not even from a probe.
+    } else if (failure === "buffer_full" || failure === "cancelled") {
+      // buffer_full: the gateway's own memory is spent, nothing is known about the node, not even from a
+      // probe. cancelled: another node answered a hedged read first; this one was merely slower. Neither
+      // is a breaker count nor an error (the half-open claim, if any, is given back above).
     } else if (kind === ExchangeKind.Probe) {
       this.recordFailure("health_probe");
     } else if (failure === "unreachable") {
@@ -277,6 +306,8 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
   /** Bytes taken from the budget and not yet given back (= bytes buffered so far). */
   private held = 0;
   private done = false;
+  /** Set once undici has given the request a connection; cancel() aborts through it. */
+  private controller: Dispatcher.DispatchController | undefined;
 
   constructor(
     private readonly upstream: Upstream,
@@ -286,7 +317,28 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
     private readonly resolve: (r: ExchangeResult<T>) => void,
   ) {}
 
-  onRequestStart(): void {}
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.controller = c;
+    // Cancelled while it waited for a free connection: it is never sent (undici closes that connection).
+    if (this.done) c.abort(CANCELLED);
+  }
+
+  /**
+   * Ends the exchange at once as `cancelled` (a hedged read's other copy answered first): what was
+   * buffered is given back, the request is aborted (undici destroys its connection, the only way to stop
+   * an HTTP/1.1 answer midway; the pool opens another when needed), and the upstream settles it as a
+   * neutral outcome (in-flight counts released, no breaker count). No-op once the exchange has ended.
+   */
+  cancel(): void {
+    if (this.done) return;
+    this.done = true;
+    this.first = undefined;
+    this.chunks = undefined;
+    this.free();
+    this.controller?.abort(CANCELLED);
+    this.upstream.settle(performance.now() - this.start, this.halfOpen, this.kind, "cancelled");
+    this.resolve({ ok: false, failure: "cancelled" });
+  }
 
   onResponseStart(
     c: Dispatcher.DispatchController,
@@ -409,6 +461,9 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
     this.resolve({ ok: false, failure });
   }
 }
+
+/** The abort reason of a cancelled exchange (one object: nothing is allocated per cancel). */
+const CANCELLED = new Error("exchange cancelled: another upstream answered first");
 
 /** The error row a client gets for an exchange with `u` that failed with `f` (shared networks and nodes). */
 export function exchangeFailureRow(f: ExchangeFailure, u: Upstream): ErrorRow {

@@ -25,6 +25,15 @@ export class StubUpstream {
   /** Most calls seen in one batch body. */
   largestBatch = 0;
   head = 100;
+  /**
+   * A node behind (or lying about) its head: eth_blockNumber / chain_getHeader are answered with `head`
+   * even when proxying, and calls `nullWhen` matches are answered null (a lagging node's "no such block").
+   * With either set, a proxied batch is split: local answers here, the rest sent on one by one.
+   */
+  fixedHead = false;
+  nullWhen: ((method: string, params: unknown) => boolean) | undefined;
+  /** Exchanges whose connection closed before they were answered (a cancelled hedge's loser). */
+  closedUnanswered = 0;
   chainIdHex = "0x7a69";
   /**
    * Answers a single (non-batch) call by itself when it returns a JSON-RPC response object (its id is set
@@ -61,6 +70,7 @@ export class StubUpstream {
     this.bodies.length = 0;
     this.exact.clear();
     this.exchanges = 0;
+    this.closedUnanswered = 0;
     this.refusedTooLarge = 0;
     this.refusedSingles = 0;
     this.largestBatch = 0;
@@ -74,6 +84,9 @@ export class StubUpstream {
 
   async start(port = 0): Promise<this> {
     this.server = createServer((req, res) => {
+      res.on("close", () => {
+        if (!res.writableFinished) this.closedUnanswered++;
+      });
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => void this.handle(Buffer.concat(chunks).toString("utf8"), res));
@@ -172,6 +185,14 @@ export class StubUpstream {
         );
       return;
     }
+    if (this.proxyTo !== undefined && (this.fixedHead || this.nullWhen !== undefined)) {
+      const answers = await Promise.all(list.map((r) => this.answerOrProxy(r)));
+      if (res.destroyed) return;
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
+      return;
+    }
     if (this.proxyTo !== undefined) {
       const up = await fetch(this.proxyTo, {
         method: "POST",
@@ -185,6 +206,23 @@ export class StubUpstream {
     res
       .writeHead(200, { "content-type": "application/json" })
       .end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
+  }
+
+  /** One call of a proxying stub with fixedHead / nullWhen: answered here when they say so, else proxied. */
+  private async answerOrProxy(r: { method?: string; id?: unknown; params?: unknown }): Promise<unknown> {
+    const id = r?.id ?? null;
+    const method = r?.method ?? "";
+    const headCall =
+      method === "eth_blockNumber" ||
+      (method === "chain_getHeader" && !(Array.isArray(r?.params) && r.params.length > 0));
+    if (this.fixedHead && headCall) return this.answer(r);
+    if (this.nullWhen?.(method, r?.params)) return { jsonrpc: "2.0", id, result: null };
+    const up = await fetch(this.proxyTo!, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(r),
+    });
+    return JSON.parse(await up.text()) as unknown;
   }
 
   private answer(r: { method?: string; id?: unknown; params?: unknown }): unknown {

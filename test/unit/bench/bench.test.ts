@@ -72,6 +72,26 @@ describe("bench pieces", () => {
     });
   }
 
+  it("stub upstream (uws) with a slow share answers that share of exchanges late (hedging bench)", async () => {
+    const timed = async (slowPercent: number) => {
+      const stub = await startStubUpstream({ impl: "uws", slowPercent, slowMs: 150 });
+      try {
+        const started = performance.now();
+        const res = await fetch(`http://127.0.0.1:${stub.port}/`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
+        });
+        assert.deepEqual(await res.json(), { jsonrpc: "2.0", id: 1, result: "0x1" });
+        return performance.now() - started;
+      } finally {
+        await stub.close();
+      }
+    };
+    assert.ok((await timed(100)) >= 140, "100%: every exchange late");
+    assert.ok((await timed(0)) < 140, "0%: none");
+  });
+
   it("renders an nginx config: one worker, foreground, upstream keep-alive", () => {
     const conf = nginxConfig({ dir: "/tmp/x", port: 8081, upstreamPort: 9000, keepalive: 64 });
     assert.match(conf, /worker_processes 1;/);

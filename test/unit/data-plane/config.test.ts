@@ -22,3 +22,24 @@ describe("data-plane config: WebSocket caps and the method policy's extra namesp
     assert.throws(() => loadDataPlaneConfig({ WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE: "many" }));
   });
 });
+
+describe("data-plane config: hedged reads and head integrity", () => {
+  it("defaults: hedging on, 20..1000 ms, at most 20%; outlier heads beyond 1000 blocks", () => {
+    const c = loadDataPlaneConfig({});
+    assert.equal(c.HEDGE_ENABLED, true);
+    assert.equal(c.HEDGE_MIN_DELAY_MS, 20);
+    assert.equal(c.HEDGE_MAX_DELAY_MS, 1000);
+    assert.equal(c.HEDGE_MAX_PERCENT, 20);
+    assert.equal(c.HEAD_OUTLIER_BLOCKS, 1000);
+  });
+
+  it("refuses a floor above the ceiling, a share over 100 and a zero outlier threshold", () => {
+    assert.equal(loadDataPlaneConfig({ HEDGE_ENABLED: "false" }).HEDGE_ENABLED, false);
+    assert.throws(
+      () => loadDataPlaneConfig({ HEDGE_MIN_DELAY_MS: "500", HEDGE_MAX_DELAY_MS: "100" }),
+      /HEDGE_MIN_DELAY_MS \(500\) is above HEDGE_MAX_DELAY_MS \(100\)/,
+    );
+    assert.throws(() => loadDataPlaneConfig({ HEDGE_MAX_PERCENT: "101" }));
+    assert.throws(() => loadDataPlaneConfig({ HEAD_OUTLIER_BLOCKS: "0" }));
+  });
+});

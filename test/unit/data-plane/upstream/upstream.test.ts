@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { isHeavy } from "../../../../data-plane/src/upstream/network-pool";
 import {
   type BreakerCause,
+  type ExchangeControl,
   ExchangeKind,
   retryAfterMs,
   Upstream,
@@ -140,3 +143,123 @@ describe("data plane: upstream breaker verdicts by failure kind", () => {
     }
   });
 });
+
+describe("data plane: cancelling an upstream exchange (a hedged read's loser)", function () {
+  this.timeout(20_000);
+  let server: Server;
+  let url = "";
+  /** Requests received, and requests whose connection closed before they were answered. */
+  let received = 0;
+  let closedUnanswered = 0;
+  /** How long the server waits before answering. */
+  let delayMs = 0;
+
+  before(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        received++;
+        let answered = false;
+        res.on("close", () => {
+          if (!answered) closedUnanswered++;
+        });
+        setTimeout(() => {
+          if (res.destroyed) return;
+          answered = true;
+          res
+            .writeHead(200, { "content-type": "application/json" })
+            .end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+        }, delayMs);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  });
+  beforeEach(() => {
+    received = 0;
+    closedUnanswered = 0;
+    delayMs = 0;
+  });
+
+  const make = (connections = 4, breakerThreshold = 3, breakerCooldownMs = 60_000) =>
+    new Upstream(
+      { id: "u", httpUrl: url, wsUrl: null, weight: 1 },
+      { timeoutMs: 5_000, connections, breakerThreshold, breakerCooldownMs },
+    );
+  const BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}';
+  const check = (t: string) => t;
+
+  it("settles at once as cancelled: the request is aborted, counters released, no breaker count or error", async () => {
+    delayMs = 2_000;
+    const u = make();
+    const control: ExchangeControl = {};
+    const p = u.exchange(BODY, ExchangeKind.Light, check, control);
+    await waitUntil(() => received === 1);
+    assert.equal(u.inFlight, 1);
+    const t0 = performance.now();
+    control.exchange!.cancel();
+    const r = await p;
+    assert.ok(performance.now() - t0 < 100, "settled at once");
+    assert.deepEqual(r, { ok: false, failure: "cancelled" });
+    assert.equal(u.inFlight, 0);
+    assert.equal(u.consecutiveFailures, 0);
+    assert.equal(u.errorRateEwma, 0);
+    assert.equal(u.breakerOpen, false);
+    assert.equal(u.latency.count, 0, "no p95 sample: its time is only a lower bound");
+    assert.ok(u.latencyEwmaMs > 0, "the selection EWMA takes its time so far");
+    await waitUntil(() => closedUnanswered === 1);
+    // The connection is replaced: the next exchange is answered.
+    delayMs = 0;
+    const next = await u.exchange(BODY, ExchangeKind.Light, check);
+    assert.ok(next.ok);
+    control.exchange!.cancel(); // after the end: a no-op
+    assert.equal(u.inFlight, 0);
+    await u.close();
+  });
+
+  it("cancelled while waiting for a connection: it is never sent", async () => {
+    delayMs = 300;
+    const u = make(1);
+    const first = u.exchange(BODY, ExchangeKind.Light, check);
+    const control: ExchangeControl = {};
+    const queued = u.exchange(BODY, ExchangeKind.Light, check, control);
+    await waitUntil(() => received === 1);
+    control.exchange!.cancel();
+    assert.deepEqual(await queued, { ok: false, failure: "cancelled" });
+    assert.ok((await first).ok);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(received, 1, "the cancelled request never reached the node");
+    delayMs = 0;
+    assert.ok((await u.exchange(BODY, ExchangeKind.Light, check)).ok);
+    assert.equal(u.inFlight, 0);
+    await u.close();
+  });
+
+  it("a cancelled half-open probe gives the probe back (the next call may probe again)", async () => {
+    delayMs = 1_000;
+    const u = make(4, 1, 10);
+    u.recordFailure("unreachable");
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(u.available(Date.now()), true, "cooldown over: one probe may go");
+    const control: ExchangeControl = {};
+    const p = u.exchange(BODY, ExchangeKind.Light, check, control);
+    assert.equal(u.available(Date.now()), false, "the probe is taken");
+    control.exchange!.cancel();
+    await p;
+    assert.equal(u.available(Date.now()), true);
+    assert.equal(u.breakerOpen, true, "still open: a cancel is no verdict either way");
+    await u.close();
+  });
+});
+
+async function waitUntil(cond: () => boolean, ms = 3_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) assert.fail("timed out waiting");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * An upstream's recent answer latencies as a log-bucketed histogram, for quantiles (the hedge delay is its
+ * p95). Recording is one Math.log and one array increment: no sample list, no sort, no allocation.
+ *
+ * Buckets grow by 20% from 0.1 ms (bucket i holds [0.1 * 1.2^i, 0.1 * 1.2^(i+1)) ms; the last holds
+ * everything from about an hour up), so a quantile is known to within 20%. It is read as the bucket's
+ * upper edge: a delay derived from it errs towards waiting a little longer, never shorter.
+ *
+ * "Recent": two generations of counts, the current one and the previous one. The current one is retired
+ * once it holds WINDOW_SAMPLES samples or is WINDOW_MS old, so the quantile covers between one and two
+ * windows of traffic: a node that became slow (or fast again) is seen within a window, and a quiet node
+ * keeps its last window until new samples come.
+ */
+const BASE_MS = 0.1;
+const GROWTH = 1.2;
+const BUCKETS = 96;
+/** Buckets of a window (for merging windows, see addInto / quantileOf). */
+export const LATENCY_BUCKETS = BUCKETS;
+const LOG_GROWTH = Math.log(GROWTH);
+/** Samples per generation. */
+const WINDOW_SAMPLES = 1024;
+/** Longest life of a generation, in ms. */
+const WINDOW_MS = 30_000;
+/** Fewer samples than this (both generations together) and the quantile is unknown. */
+export const MIN_SAMPLES = 20;
+/** The cached quantile is recomputed after this many new samples (a scan of the buckets per 16 samples). */
+const RECOMPUTE_EVERY = 16;
+
+export class LatencyWindow {
+  private current = new Uint32Array(BUCKETS);
+  private previous = new Uint32Array(BUCKETS);
+  private currentCount = 0;
+  private previousCount = 0;
+  private currentSinceMs: number;
+  private sinceRecompute = 0;
+  /** Cached p95 in ms; -1 = unknown (too few samples). */
+  private p95Ms = -1;
+
+  constructor(nowMs: number = performance.now()) {
+    this.currentSinceMs = nowMs;
+  }
+
+  /** Records one latency in ms; `nowMs` is performance.now() (the caller has it already). */
+  record(ms: number, nowMs: number): void {
+    if (this.currentCount >= WINDOW_SAMPLES || nowMs - this.currentSinceMs > WINDOW_MS) this.rotate(nowMs);
+    this.current[bucketOf(ms)]!++;
+    this.currentCount++;
+    if (++this.sinceRecompute >= RECOMPUTE_EVERY || this.p95Ms < 0) this.recompute();
+  }
+
+  /** The 95th percentile over the window in ms (a bucket's upper edge); -1 while fewer than MIN_SAMPLES. */
+  p95(): number {
+    return this.p95Ms;
+  }
+
+  /** Samples in the window (both generations). */
+  get count(): number {
+    return this.currentCount + this.previousCount;
+  }
+
+  /** The `q` quantile (0..1) over the window in ms, as the upper edge of its bucket; -1 when unknown. */
+  quantile(q: number): number {
+    const total = this.currentCount + this.previousCount;
+    if (total < MIN_SAMPLES) return -1;
+    // The rank of the q quantile, 1-based: the sample that at least q of all samples do not exceed.
+    const rank = Math.max(1, Math.ceil(q * total));
+    let seen = 0;
+    for (let i = 0; i < BUCKETS; i++) {
+      seen += this.current[i]! + this.previous[i]!;
+      if (seen >= rank) return upperEdge(i);
+    }
+    return upperEdge(BUCKETS - 1);
+  }
+
+  /** Adds this window's samples per bucket into `into` (LATENCY_BUCKETS long); returns how many. */
+  addInto(into: Float64Array): number {
+    for (let i = 0; i < BUCKETS; i++) into[i]! += this.current[i]! + this.previous[i]!;
+    return this.currentCount + this.previousCount;
+  }
+
+  private rotate(nowMs: number): void {
+    const old = this.previous;
+    old.fill(0);
+    this.previous = this.current;
+    this.previousCount = this.currentCount;
+    this.current = old;
+    this.currentCount = 0;
+    this.currentSinceMs = nowMs;
+  }
+
+  private recompute(): void {
+    this.sinceRecompute = 0;
+    this.p95Ms = this.quantile(0.95);
+  }
+}
+
+/** The `q` quantile of merged bucket counts (see addInto) in ms; -1 below MIN_SAMPLES. */
+export function quantileOf(counts: Float64Array, total: number, q: number): number {
+  if (total < MIN_SAMPLES) return -1;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (let i = 0; i < BUCKETS; i++) {
+    seen += counts[i]!;
+    if (seen >= rank) return upperEdge(i);
+  }
+  return upperEdge(BUCKETS - 1);
+}
+
+function bucketOf(ms: number): number {
+  if (!(ms > BASE_MS)) return 0;
+  const i = Math.floor(Math.log(ms / BASE_MS) / LOG_GROWTH);
+  return i >= BUCKETS ? BUCKETS - 1 : i;
+}
+
+function upperEdge(i: number): number {
+  return BASE_MS * GROWTH ** (i + 1);
+}

@@ -308,4 +308,43 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
       await proxy.stop();
     }
   });
+
+  it("the forwarding core's eth_getLogs splitting serves node endpoints too (2,000-block chunks by default)", async () => {
+    const proxy = await new StubUpstream(anvil.httpUrl).start();
+    try {
+      // 2,048 more blocks (the chain is past 100 already): the range 0..latest is over one 2,000-block chunk.
+      await fetch(anvil.httpUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x800"] }),
+      });
+      await putNode({ httpUrl: proxy.url });
+      // The node's pool is made on its first call; its first health round learns the head, which
+      // resolves `latest` (with the head unknown a tag range goes out whole).
+      await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
+      await sleep(500);
+      const filter = { fromBlock: "0x0", toBlock: "latest" };
+      const direct = await fetch(anvil.httpUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getLogs", params: [filter] }),
+      }).then((r) => r.json() as Promise<{ result: unknown }>);
+      proxy.reset();
+      const r = await post(url(unsafeKey), {
+        jsonrpc: "2.0",
+        id: 3,
+        method: "eth_getLogs",
+        params: [filter],
+      });
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.json.result, direct.result);
+      assert.ok(
+        proxy.count("eth_getLogs") >= 3,
+        `split into sub-ranges: ${proxy.count("eth_getLogs")} calls`,
+      );
+    } finally {
+      await putNode();
+      await proxy.stop();
+    }
+  });
 });

@@ -339,7 +339,7 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
       assert.equal(r.status, 200, r.text);
       assert.deepEqual(r.json.result, direct.result);
       assert.ok(
-        proxy.count("eth_getLogs") >= 3,
+        proxy.count("eth_getLogs") >= 2,
         `split into sub-ranges: ${proxy.count("eth_getLogs")} calls`,
       );
     } finally {

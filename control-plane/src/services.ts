@@ -3,6 +3,7 @@ import { DataSource } from "typeorm";
 import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
 import { Logger } from "../../shared/src/log/logger";
 import { RedisNames } from "../../shared/src/redis/keys";
+import { AccessService } from "./access/access.service";
 import { AllowlistService } from "./allowlist/allowlist.service";
 import { AppService } from "./apps/app.service";
 import { AuthService } from "./auth/auth.service";
@@ -25,6 +26,7 @@ export interface Services {
   members: MemberService;
   apps: AppService;
   allowlist: AllowlistService;
+  access: AccessService;
   networks: NetworkService;
   plans: PlanService;
   publication: PublicationService;
@@ -68,6 +70,7 @@ export function createServices(
     ),
     apps: new AppService(ds, workspaces, publication, deriveEncryptionKey(config.keyEncryptionSecret)),
     allowlist: new AllowlistService(ds, workspaces, publication),
+    access: new AccessService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
     plans: new PlanService(ds, publication, config.planContact),
     usage: new UsageService(ds, redis, names, workspaces, {

@@ -1,4 +1,6 @@
 import { DataSource } from "typeorm";
+import { AppAccessRules } from "../access/access-rules.entity";
+import { AppJwtKey } from "../access/jwt-key.entity";
 import { Account } from "../accounts/account.entity";
 import { AllowlistEntry } from "../allowlist/allowlist-entry.entity";
 import { ApiKey } from "../apps/api-key.entity";
@@ -18,6 +20,7 @@ import { DedicatedNodes1700000002000 } from "./migrations/1700000002000-dedicate
 import { PlanSelfService1700000003000 } from "./migrations/1700000003000-plan-self-service";
 import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-network-logs-range";
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
+import { AppAccessRules1700000016100 } from "./migrations/1700000016100-app-access-rules";
 
 export const ENTITIES = [
   Account,
@@ -29,6 +32,8 @@ export const ENTITIES = [
   App,
   ApiKey,
   AllowlistEntry,
+  AppAccessRules,
+  AppJwtKey,
   Network,
   Upstream,
   DedicatedNode,
@@ -43,6 +48,7 @@ export const MIGRATIONS = [
   PlanSelfService1700000003000,
   NetworkLogsRange1700000004000,
   WorkspaceRoles1700000016000,
+  AppAccessRules1700000016100,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

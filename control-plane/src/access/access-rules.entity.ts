@@ -87,7 +87,7 @@ export class AppAccessRules {
     r.jwtRequired = false;
     r.jwtAudience = null;
     r.jwtSubject = null;
-    r.updatedAt = null;
+    // Left unset (not null): a first save lets Postgres stamp it.
     return r;
   }
 }

@@ -12,7 +12,7 @@
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
  * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
  * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
- * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S).
+ * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S), BENCH_JWT_REPEATS (3; 0 skips the JWT section).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -24,6 +24,7 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { type FinalityBenchResult, runFinalityBench } from "./finality";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
+import { type JwtBenchResult, runJwtBench } from "./jwt";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type Nginx, startNginx } from "./nginx";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
@@ -475,7 +476,28 @@ async function main(): Promise<void> {
       skipped.push("finality: BENCH_FINALITY_BLOCKS=0");
     }
 
-    // 9. report
+    // 9. JWT: keyed cache-miss req/s for an app that requires a JWT vs one that does not, one gateway, same
+    // run (bench/jwt.ts, its own stub and gateway). BENCH_JWT_REPEATS=0 skips it.
+    const jwtRepeats = envInt("BENCH_JWT_REPEATS", 3);
+    let jwt: JwtBenchResult | null = null;
+    if (jwtRepeats > 0) {
+      await stopAll();
+      log("\nJWT bench (keyed cache miss, JWT required vs not):");
+      jwt = await runJwtBench({
+        redisUrl: cfg.redisUrl,
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        connections: cfg.connections,
+        threads: cfg.threads,
+        repeats: jwtRepeats,
+        stubImpl: cfg.stubImpl,
+        outDir: OUT_DIR,
+      });
+    } else {
+      skipped.push("jwt: BENCH_JWT_REPEATS=0");
+    }
+
+    // 10. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -521,6 +543,7 @@ async function main(): Promise<void> {
       rss,
       ws,
       finality,
+      jwt,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -535,6 +558,10 @@ async function main(): Promise<void> {
         rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
         /** Indexer re-reading finalized history: req/s with the finality-aware cache on / off. */
         finalityCacheOnVsOffReqPerSec: finality?.ratios.requestsPerSecOnVsOff ?? null,
+        /** Keyed cache-miss req/s of an app requiring a JWT (token reused, verdict cached) / one that does not. */
+        jwtOnVsOffCacheMissReqPerSec: jwt?.ratios.cacheMissJwtOnVsOff ?? null,
+        /** The same, gateway CPU per request (on / off). */
+        jwtOnVsOffCpuPerRequest: jwt?.ratios.cpuPerRequestJwtOnVsOff ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))

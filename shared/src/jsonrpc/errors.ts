@@ -99,7 +99,7 @@ export const GatewayError = Object.freeze({
     -32016,
     ErrorCategory.ClientError,
     "jwt_missing",
-    "Unauthorized: JWT missing (send Authorization: Bearer <jwt>)",
+    "Unauthorized: JWT missing (send it as Authorization: Bearer)",
   ),
   /** Not a compact JWS, a header or payload that is not JSON, an algorithm other than RS256 / ES256, no `exp`. */
   JwtMalformed: row(401, -32016, ErrorCategory.ClientError, "jwt_malformed", "Unauthorized: JWT malformed"),

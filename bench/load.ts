@@ -39,8 +39,10 @@ function uniqueEthCall(nonce: string, tid: number, counter: number): string {
  * With `paced`, each connection waits `args[2]` ms (fractional, randomly rounded) after a response before
  * its next request: a steady request rate, as close to wrk2 as plain wrk gets.
  */
-function wrkScript(body: Body, paced = false): string {
-  const head = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n';
+function wrkScript(body: Body, paced = false, headers: Record<string, string> = {}): string {
+  let head = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n';
+  for (const [name, value] of Object.entries(headers))
+    head += `wrk.headers[${JSON.stringify(name)}] = ${JSON.stringify(value)}\n`;
   const init = `
 function init(args)
   nonce = args[1] or "00000000"
@@ -118,11 +120,13 @@ export interface LoadOptions {
   /** Where to keep the wrk script and raw output. */
   outDir: string;
   label: string;
+  /** Extra request headers (e.g. `authorization` for an app that requires a JWT). */
+  headers?: Record<string, string>;
 }
 
 export async function runWrk(o: LoadOptions & { paceMs?: number }): Promise<LoadResult> {
   const script = join(o.outDir, `${o.label}.lua`);
-  writeFileSync(script, wrkScript(o.body, o.paceMs !== undefined));
+  writeFileSync(script, wrkScript(o.body, o.paceMs !== undefined, o.headers));
   const nonce = Math.floor(Math.random() * 0xffffffff)
     .toString(16)
     .padStart(8, "0");
@@ -171,7 +175,7 @@ export async function runAutocannon(o: LoadOptions): Promise<LoadResult> {
   const result = await autocannon({
     url: o.url,
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...o.headers },
     connections: o.connections,
     duration: o.durationS,
     timeout: 10,

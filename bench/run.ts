@@ -14,7 +14,8 @@
  * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
  * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S),
  * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
- * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings).
+ * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
+ * BENCH_JWT_REPEATS (3; 0 skips the JWT section).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -32,6 +33,7 @@ import {
   printHedgingBench,
   runHedgingBench,
 } from "./hedging";
+import { type JwtBenchResult, runJwtBench } from "./jwt";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
@@ -497,7 +499,28 @@ async function main(): Promise<void> {
       skipped.push("logsSplit: BENCH_LOGS_SPLIT=0");
     }
 
-    // 11. report
+    // 10. JWT: keyed cache-miss req/s for an app that requires a JWT vs one that does not, one gateway, same
+    // run (bench/jwt.ts, its own stub and gateway). BENCH_JWT_REPEATS=0 skips it.
+    const jwtRepeats = envInt("BENCH_JWT_REPEATS", 3);
+    let jwt: JwtBenchResult | null = null;
+    if (jwtRepeats > 0) {
+      await stopAll();
+      log("\nJWT bench (keyed cache miss, JWT required vs not):");
+      jwt = await runJwtBench({
+        redisUrl: cfg.redisUrl,
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        connections: cfg.connections,
+        threads: cfg.threads,
+        repeats: jwtRepeats,
+        stubImpl: cfg.stubImpl,
+        outDir: OUT_DIR,
+      });
+    } else {
+      skipped.push("jwt: BENCH_JWT_REPEATS=0");
+    }
+
+    // 12. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -545,6 +568,7 @@ async function main(): Promise<void> {
       finality,
       logsSplit,
       hedging,
+      jwt,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -561,6 +585,10 @@ async function main(): Promise<void> {
         finalityCacheOnVsOffReqPerSec: finality?.ratios.requestsPerSecOnVsOff ?? null,
         /** p99 of reads with hedging on (a second upstream answering 10% late) / the fast node alone; target < 2. */
         hedgingP99VsFastNode: hedging?.ratios.p99HedgingOnVsFastNode ?? null,
+        /** Keyed cache-miss req/s of an app requiring a JWT (token reused, verdict cached) / one that does not. */
+        jwtOnVsOffCacheMissReqPerSec: jwt?.ratios.cacheMissJwtOnVsOff ?? null,
+        /** The same, gateway CPU per request (on / off). */
+        jwtOnVsOffCpuPerRequest: jwt?.ratios.cpuPerRequestJwtOnVsOff ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))

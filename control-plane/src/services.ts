@@ -3,6 +3,7 @@ import { deriveEncryptionKey } from "../../shared/src/crypto/api-key";
 import { Logger } from "../../shared/src/log/logger";
 import type { RedisClient } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
+import { AccessService } from "./access/access.service";
 import { AllowlistService } from "./allowlist/allowlist.service";
 import { AppService } from "./apps/app.service";
 import { AuthService } from "./auth/auth.service";
@@ -28,6 +29,7 @@ export interface Services {
   members: MemberService;
   apps: AppService;
   allowlist: AllowlistService;
+  access: AccessService;
   networks: NetworkService;
   plans: PlanService;
   publication: PublicationService;
@@ -76,6 +78,7 @@ export function createServices(
     ),
     apps: new AppService(ds, workspaces, publication, encryptionKey, webhookEmitter),
     allowlist: new AllowlistService(ds, workspaces, publication),
+    access: new AccessService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
     plans: new PlanService(ds, publication, config.planContact),
     usage: new UsageService(ds, redis, names, workspaces, {

@@ -179,6 +179,13 @@ export const dataPlaneEnvShape = {
    * `ws_upstream_subscription_limit`. Joining a subscription that already exists upstream is not refused.
    */
   WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE: env.int(200, 1, 10_000_000),
+  /**
+   * Verdicts on app JWTs kept in process (auth/jwt.ts): a verified token until its `exp`, a refused one
+   * for 60 s, least recently used first out past this many.
+   */
+  JWT_CACHE_MAX_ENTRIES: env.int(100_000, 10, 10_000_000),
+  /** Clock skew allowed on a JWT's `nbf` (seconds); `exp` is checked without leeway. */
+  JWT_NBF_LEEWAY_S: env.int(30, 0, 3_600),
   /** Namespaces shared nodes serve beyond the built-in allow-list (comma-separated, e.g. `bor,zks`). */
   SHARED_NODE_EXTRA_NAMESPACES: env.list(""),
   /**

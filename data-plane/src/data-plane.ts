@@ -1,5 +1,6 @@
 import { createLogger, type Logger } from "../../shared/src/log/logger";
 import { type Cidr, parseCidr } from "./allowlist/ip";
+import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import type { DataPlaneConfig } from "./config";
@@ -168,6 +169,11 @@ export async function startDataPlane(
       logger,
     });
   const flights = new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY);
+  const jwt = new JwtVerifier({
+    maxEntries: config.JWT_CACHE_MAX_ENTRIES,
+    nbfLeewaySeconds: config.JWT_NBF_LEEWAY_S,
+  });
+  if (metrics instanceof PromMetrics) registerJwtMetrics(metrics.registry, jwt);
   const nodes = new NodeGateway({
     verifier,
     nodes: nodeLookup,
@@ -192,6 +198,7 @@ export async function startDataPlane(
     limits: gate,
     usage,
     flights,
+    jwt,
   };
 
   let networksLoaded = false;

@@ -114,6 +114,27 @@ export interface AllowlistEntry {
   createdAt: string;
 }
 
+export type MethodRuleMode = "ALLOW" | "DENY";
+
+export interface AccessRules {
+  methodMode: MethodRuleMode;
+  methods: string[];
+  requestsPerSecond: number | null;
+  requestsPerDay: number | null;
+  userAgents: string[];
+  jwtRequired: boolean;
+  jwtAudience: string | null;
+  jwtSubject: string | null;
+}
+
+export interface JwtKey {
+  id: string;
+  kid: string;
+  algorithm: "RS256" | "ES256";
+  thumbprint: string;
+  createdAt: string;
+}
+
 export interface Endpoint {
   network: Network;
   httpsUrl: string;
@@ -134,6 +155,8 @@ export interface App {
   createdAt: string;
   allowlist: AllowlistEntry[];
   endpoints: Endpoint[];
+  accessRules: AccessRules;
+  jwtKeys: JwtKey[];
 }
 
 export interface Plan {
@@ -155,6 +178,8 @@ export interface Today {
 
 export const APP_FIELDS = `id workspaceId name environment apiKey apiKeyMasked apiKeyCreatedAt previousApiKeyExpiresAt createdAt
   allowlist { id kind value createdAt }
+  accessRules { methodMode methods requestsPerSecond requestsPerDay userAgents jwtRequired jwtAudience jwtSubject }
+  jwtKeys { id kid algorithm thumbprint createdAt }
   endpoints { network { id slug name protocol chainId } httpsUrl wssUrl exampleCommand }`;
 
 export type WorkspaceRole = "OWNER" | "ADMIN" | "MEMBER" | "VIEWER";

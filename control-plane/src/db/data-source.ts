@@ -1,4 +1,6 @@
 import { DataSource } from "typeorm";
+import { AppAccessRules } from "../access/access-rules.entity";
+import { AppJwtKey } from "../access/jwt-key.entity";
 import { Account } from "../accounts/account.entity";
 import { AllowlistEntry } from "../allowlist/allowlist-entry.entity";
 import { ApiKey } from "../apps/api-key.entity";
@@ -23,6 +25,7 @@ import { NetworkLogsRange1700000004000 } from "./migrations/1700000004000-networ
 import { NetworkLogsChunk1700000005400 } from "./migrations/1700000005400-network-logs-chunk";
 import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-upstream-capabilities";
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
+import { AppAccessRules1700000016100 } from "./migrations/1700000016100-app-access-rules";
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
 
 export const ENTITIES = [
@@ -35,6 +38,8 @@ export const ENTITIES = [
   App,
   ApiKey,
   AllowlistEntry,
+  AppAccessRules,
+  AppJwtKey,
   Network,
   Upstream,
   DedicatedNode,
@@ -54,6 +59,7 @@ export const MIGRATIONS = [
   NetworkLogsChunk1700000005400,
   UpstreamCapabilities1700000006000,
   WorkspaceRoles1700000016000,
+  AppAccessRules1700000016100,
   Webhooks1700000017200,
 ];
 

@@ -1,5 +1,6 @@
 import { GraphQLSchema, lexicographicSortSchema, printSchema } from "graphql";
 import { buildSchema } from "type-graphql";
+import { AccessResolver } from "../access/access.resolver";
 import { AllowlistResolver } from "../allowlist/allowlist.resolver";
 import { AppResolver } from "../apps/app.resolver";
 import { AuthResolver } from "../auth/auth.resolver";
@@ -18,6 +19,7 @@ export const RESOLVERS = [
   MemberResolver,
   AppResolver,
   AllowlistResolver,
+  AccessResolver,
   NetworkResolver,
   PlanResolver,
   UsageResolver,

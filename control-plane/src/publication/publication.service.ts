@@ -3,6 +3,8 @@ import { Logger } from "../../../shared/src/log/logger";
 import { type RedisClient, scanKeys } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import {
+  AccessRecord,
+  hasAccessRules,
   KeyRecord,
   KeyRecordSchema,
   NetworkRecord,
@@ -264,9 +266,64 @@ export class PublicationService {
     return out;
   }
 
+  /**
+   * The apps' access rules as published (`KeyRecord.access`); apps without rules are absent (published as
+   * null). JWT settings are published only while the app requires JWTs.
+   */
+  private async loadAccess(appIds: string[]): Promise<Map<string, AccessRecord>> {
+    const out = new Map<string, AccessRecord>();
+    if (appIds.length === 0) return out;
+    const rules: {
+      app_id: string;
+      method_mode: "ALLOW" | "DENY";
+      methods: string[];
+      requests_per_second: number | null;
+      requests_per_day: number | null;
+      user_agents: string[];
+      jwt_required: boolean;
+      jwt_audience: string | null;
+      jwt_subject: string | null;
+    }[] = await this.dataSource.query(
+      `SELECT app_id, method_mode, methods, requests_per_second, requests_per_day, user_agents, jwt_required,
+              jwt_audience, jwt_subject
+       FROM app_access_rules WHERE app_id = ANY($1::uuid[])`,
+      [appIds],
+    );
+    const required = rules.filter((r) => r.jwt_required).map((r) => r.app_id);
+    const keys: { app_id: string; kid: string; algorithm: "RS256" | "ES256"; jwk: Record<string, string> }[] =
+      required.length === 0
+        ? []
+        : await this.dataSource.query(
+            "SELECT app_id, kid, algorithm, jwk FROM app_jwt_keys WHERE app_id = ANY($1::uuid[]) ORDER BY created_at, id",
+            [required],
+          );
+    for (const r of rules) {
+      const rec: AccessRecord = {
+        methodMode: r.method_mode,
+        methods: r.methods,
+        requestsPerSecond: r.requests_per_second,
+        requestsPerDay: r.requests_per_day,
+        userAgents: r.user_agents,
+        jwt: r.jwt_required
+          ? {
+              keys: keys
+                .filter((k) => k.app_id === r.app_id)
+                .map((k) => ({ kid: k.kid, alg: k.algorithm, jwk: k.jwk })),
+              audience: r.jwt_audience,
+              subject: r.jwt_subject,
+            }
+          : null,
+      };
+      if (hasAccessRules(rec)) out.set(r.app_id, rec);
+    }
+    return out;
+  }
+
   private async buildKeyRecords(where: string, params: unknown[]): Promise<Map<string, KeyRecord>> {
     const rows: LiveKeyRow[] = await this.dataSource.query(`${LIVE_KEYS_SQL} AND ${where}`, params);
-    const allowlists = await this.loadAllowlists([...new Set(rows.map((r) => r.app_id))]);
+    const appIds = [...new Set(rows.map((r) => r.app_id))];
+    const allowlists = await this.loadAllowlists(appIds);
+    const access = await this.loadAccess(appIds);
     const out = new Map<string, KeyRecord>();
     for (const r of rows) {
       const rec: KeyRecord = {
@@ -278,6 +335,7 @@ export class PublicationService {
         allowlist: allowlists.get(r.app_id) ?? { origins: [], ips: [] },
         expiresAtMs: r.expires_at ? r.expires_at.getTime() : null,
         rpcMethods: null,
+        access: access.get(r.app_id) ?? null,
       };
       out.set(r.key_hash, KeyRecordSchema.parse(rec));
     }

@@ -76,7 +76,11 @@ export const ROLE_TABLE: readonly RoleRule[] = [
   { permission: Permission.CreateApps, what: "create apps", roles: [OWNER, ADMIN, MEMBER] },
   { permission: Permission.ManageApps, what: "rename, reconfigure or delete apps", roles: [OWNER, ADMIN] },
   { permission: Permission.ManageKeys, what: "regenerate API keys", roles: [OWNER, ADMIN] },
-  { permission: Permission.ManageAccessRules, what: "edit allowlists (access rules)", roles: [OWNER, ADMIN] },
+  {
+    permission: Permission.ManageAccessRules,
+    what: "edit allowlists, access rules (methods, caps, user agents) and JWT keys",
+    roles: [OWNER, ADMIN],
+  },
   {
     permission: Permission.ManageNodes,
     what: "deploy, change, restart, stop or delete dedicated nodes, regenerate their keys, set a validator stash",

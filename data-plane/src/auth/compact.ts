@@ -1,4 +1,11 @@
-import type { Allowlist, KeyRecord, PlanLimits } from "../../../shared/src/redis/records";
+import {
+  type AccessRecord,
+  type Allowlist,
+  hasAccessRules,
+  type KeyRecord,
+  type PlanLimits,
+} from "../../../shared/src/redis/records";
+import { CompiledAccess } from "../access/access-rules";
 import { CompiledAllowlist } from "../allowlist/allowlist";
 
 /**
@@ -30,8 +37,19 @@ const EMPTY_SHARED: SharedAllowlist = {
   compiled: new CompiledAllowlist(EMPTY_ALLOWLIST),
 };
 
+interface SharedAccess {
+  readonly record: AccessRecord;
+  readonly compiled: CompiledAccess;
+}
+
 const plans = new Map<string, PlanLimits>();
 const allowlists = new Map<string, SharedAllowlist>();
+/**
+ * Access rules by content: an app's current key and its predecessor in a grace period (and a record
+ * re-published unchanged) share one compiled object, so the JWT cache's verdicts, which are tied to the
+ * compiled settings' identity, survive a re-publish that changed nothing.
+ */
+const accessRules = new Map<string, SharedAccess>();
 const workspaceIds = new Map<string, string>();
 
 function bounded<V>(table: Map<string, V>, key: string, value: V): V {
@@ -69,13 +87,30 @@ function sharedAllowlist(a: Allowlist): SharedAllowlist {
   return bounded(allowlists, k, { list, compiled: new CompiledAllowlist(list) });
 }
 
+function sharedAccess(a: AccessRecord | null | undefined): SharedAccess | undefined {
+  if (a === null || a === undefined || !hasAccessRules(a)) return undefined;
+  const k = JSON.stringify(a);
+  const found = accessRules.get(k);
+  if (found !== undefined) return found;
+  const record = Object.freeze(structuredClone(a));
+  return bounded(accessRules, k, { record, compiled: new CompiledAccess(record) });
+}
+
 function sharedWorkspaceId(id: string): string {
   return workspaceIds.get(id) ?? bounded(workspaceIds, id, id);
 }
 
-/** The record the key cache keeps (plan, allowlist and workspace id shared) and its compiled allowlist. */
-export function compactKeyRecord(r: KeyRecord): { record: KeyRecord; allowlist: CompiledAllowlist } {
+/**
+ * The record the key cache keeps (plan, allowlist, access rules and workspace id shared), its compiled
+ * allowlist and its compiled access rules (undefined: the app has none).
+ */
+export function compactKeyRecord(r: KeyRecord): {
+  record: KeyRecord;
+  allowlist: CompiledAllowlist;
+  access: CompiledAccess | undefined;
+} {
   const a = sharedAllowlist(r.allowlist);
+  const rules = sharedAccess(r.access);
   // One object literal with every field, in the schema's order: one hidden class for every cached record.
   const record: KeyRecord = {
     kind: r.kind === "app" ? "app" : "node",
@@ -86,6 +121,7 @@ export function compactKeyRecord(r: KeyRecord): { record: KeyRecord; allowlist: 
     allowlist: a.list,
     expiresAtMs: r.expiresAtMs,
     rpcMethods: r.rpcMethods,
+    access: rules?.record ?? null,
   };
-  return { record, allowlist: a.compiled };
+  return { record, allowlist: a.compiled, access: rules?.compiled };
 }

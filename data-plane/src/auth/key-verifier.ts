@@ -2,6 +2,7 @@ import { hash as oneShotHash } from "node:crypto";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
+import type { CompiledAccess } from "../access/access-rules";
 import type { CompiledAllowlist } from "../allowlist/allowlist";
 import { InFlightMap } from "../memory/in-flight-map";
 import type { PlaneState } from "../state/redis-state";
@@ -13,6 +14,8 @@ export interface VerifiedKey {
   readonly hash: string;
   readonly record: KeyRecord;
   readonly allowlist: CompiledAllowlist;
+  /** The app's compiled access rules; undefined when it has none (and for node keys). */
+  readonly access?: CompiledAccess;
   /** The rate limiter's identifier, memoized by `keyIdentifier` / `nodeIdentifier` (a string built per request would be hashed per request). */
   limitId?: string;
 }
@@ -54,6 +57,7 @@ class CachedKey implements VerifiedOk, VerifiedKey {
     readonly hash: string,
     readonly record: KeyRecord,
     readonly allowlist: CompiledAllowlist,
+    readonly access: CompiledAccess | undefined,
     /** When the cache entry lapses (epoch ms). */
     readonly cachedUntilMs: number,
     /** When the LRU last moved it to the most recent end (epoch ms). */
@@ -173,7 +177,14 @@ export class CachingKeyVerifier implements KeyVerifier {
       }
       const compact = compactKeyRecord(record);
       const now = Date.now();
-      const entry = new CachedKey(hash, compact.record, compact.allowlist, now + this.opts.ttlMs, now);
+      const entry = new CachedKey(
+        hash,
+        compact.record,
+        compact.allowlist,
+        compact.access,
+        now + this.opts.ttlMs,
+        now,
+      );
       if (gen === this.generation) {
         this.positive.set(hash, entry);
         this.remember(apiKey, entry);

@@ -1,5 +1,6 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { maxLogsBlockRange } from "../../../shared/src/redis/records";
+import type { MethodRules } from "../access/access-rules";
 import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
 import type { ResponseCache } from "../cache/response-cache";
 import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
@@ -45,17 +46,23 @@ export interface ElementRefusal {
 
 /**
  * Per-element checks before forwarding, in this order: the endpoint's method policy (shared-node
- * namespaces, a node key's Safe mode), then the network's eth_getLogs / eth_newFilter block range
+ * namespaces, a node key's Safe mode), then the app's own method rules (access rules: allow- or
+ * deny-list, `method_not_allowed_by_app`), then the network's eth_getLogs / eth_newFilter block range
  * (tags resolved against the pool's head). Undefined = forward it.
  */
 export function elementRefusal(
   call: RpcCall,
   pool: NetworkPool,
   policy: MethodPolicy,
+  rules?: MethodRules,
 ): ElementRefusal | undefined {
   const network = pool.record;
   const blocked = policy.check(call.method, network);
   if (blocked !== undefined) return { row: GatewayError.MethodBlocked, message: blocked };
+  if (rules !== undefined) {
+    const refused = rules.refusal(call.method);
+    if (refused !== undefined) return { row: GatewayError.MethodNotAllowedByApp, message: refused };
+  }
   if (hasLogsRange(call.method)) {
     const max = maxLogsBlockRange(network);
     if (max > 0) return checkLogsRange(call.method, call.params, pool.cacheHead(), max);
@@ -82,7 +89,7 @@ export type CallOutcome =
   | { readonly kind: typeof Outcome.Forwarded; readonly result: CallResult; readonly cacheable: boolean };
 
 /**
- * The single-call entry: method policy and range check, the cache (with in-flight merge of identical
+ * The single-call entry: method policy, the app's method rules (`rules`) and range check, the cache (with in-flight merge of identical
  * calls), one of the tenant's MAX_IN_FLIGHT_PER_KEY slots (`flight`: the key's limit id or `ip:{bucket}`)
  * while the upstream call runs, then the answer stored and its head hint observed. A promise only when
  * it has to wait for an upstream.
@@ -93,8 +100,9 @@ export function forwardCall(
   policy: MethodPolicy,
   flight: string,
   call: RpcCall,
+  rules?: MethodRules,
 ): CallOutcome | Promise<CallOutcome> {
-  const refusal = elementRefusal(call, pool, policy);
+  const refusal = elementRefusal(call, pool, policy, rules);
   if (refusal !== undefined) return { kind: Outcome.Refused, refusal };
   const key = cacheKey(deps, call, pool);
   if (key !== "") {

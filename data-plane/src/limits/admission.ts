@@ -1,4 +1,5 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import type { PlanLimits } from "../../../shared/src/redis/records";
 import type { VerifiedKey } from "../auth/key-verifier";
 import type { Metrics } from "../metrics/metrics";
 import type { Limits } from "../ratelimit/limits";
@@ -19,6 +20,11 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
  * - Dedicated-node keys (`kind: "node"`) are limited per node (`node:{nodeId}`) at the plan's
  *   `requestsPerSecond`, with no quota: nodes have their own limits, their traffic is not counted as served.
  * - Then, for app keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
+ * - Apps' own caps (access rules, docs/contracts.md#access-rules): a per-second cap lowers the limit of the
+ *   app's window (`app:{appId}`: the plan's limit is already per app, so one window and one check serve
+ *   both; a refusal names the cap that refused: `app_rate_limit` when the app's cap is the lower); a daily
+ *   cap is one more quota, per app (`Limits.appQuota`), checked after the workspace's. Only apps with a
+ *   daily cap are counted per app.
  * - After answering, `recordServed(key, units)` counts the response objects actually returned (one unit
  *   each; a notification returns none). Per-element error objects inside a served batch (an invalid
  *   element, a blocked method, an upstream error for that element) are response objects and count;
@@ -35,7 +41,7 @@ export interface Admitted {
 
 export interface Refused {
   readonly ok: false;
-  /** GatewayError.RateLimited, DailyLimit or MonthlyLimit (all 429 / -32005). */
+  /** GatewayError.RateLimited, DailyLimit, MonthlyLimit, AppRateLimited or AppDailyLimit (all 429 / -32005). */
   readonly row: ErrorRow;
   /** `data.retryAfterMs`; `Retry-After` is `retryAfterSeconds` (whole seconds, rounded up). */
   readonly retryAfterMs: number;
@@ -44,7 +50,10 @@ export interface Refused {
   readonly limit: number;
   /** A message replacing the row's (batch larger than the per-second limit), else undefined. */
   readonly message: string | undefined;
-  /** Metrics label: rate_limit, batch_exceeds_limit, store_unavailable, daily_limit, monthly_limit. */
+  /**
+   * Metrics label: rate_limit, batch_exceeds_limit, store_unavailable, daily_limit, monthly_limit,
+   * app_rate_limit, app_daily_limit.
+   */
   readonly cause: string;
   readonly rate: RateLimitResult;
 }
@@ -101,10 +110,21 @@ export class LimitsGate {
       const rate = this.limits.rateLimiter.check(nodeIdentifier(key), cost, plan.requestsPerSecond);
       return rate.allowed ? { ok: true, rate } : this.rateRefusal(rate, "node", cost);
     }
-    const rate = this.limits.rateLimiter.check(keyIdentifier(key), cost, plan.requestsPerSecond);
-    if (!rate.allowed) return this.rateRefusal(rate, "app", cost);
+    const access = key.access;
+    const cap = access?.requestsPerSecond;
+    const capped = cap !== undefined && cap < plan.requestsPerSecond;
+    const rate = this.limits.rateLimiter.check(
+      keyIdentifier(key),
+      cost,
+      capped ? cap : plan.requestsPerSecond,
+    );
+    if (!rate.allowed) return this.rateRefusal(rate, "app", cost, capped);
     const q = this.limits.quota.check(key.record.workspaceId, plan, cost);
-    if (q.allowed) return { ok: true, rate };
+    if (q.allowed) {
+      const daily = access?.requestsPerDay;
+      if (daily === undefined) return { ok: true, rate };
+      return this.appDaily(key.record.appId ?? key.hash, daily, cost, rate);
+    }
     const monthly = q.reason === "monthly_limit";
     const cause = monthly ? "monthly_limit" : "daily_limit";
     this.metrics.limitRefused("app", cause, cost);
@@ -120,31 +140,83 @@ export class LimitsGate {
     };
   }
 
-  /** Counts `units` response objects served to the key's workspace (nothing for the public endpoint or a node key). */
+  /**
+   * Counts `units` response objects served to the key's workspace (nothing for the public endpoint or a
+   * node key), and to its app when the app has a daily cap.
+   */
   recordServed(key: VerifiedKey | undefined, units: number): void {
     if (key === undefined || key.record.kind === "node" || !(units > 0)) return;
     this.limits.quota.record(key.record.workspaceId, units);
+    if (key.access?.requestsPerDay !== undefined) {
+      this.limits.appQuota.record(key.record.appId ?? key.hash, units);
+    }
   }
 
-  private rateRefusal(rate: RateLimitResult, endpoint: "app" | "public" | "node", cost: number): Refused {
-    const cause = rate.reason ?? "rate_limit";
-    this.metrics.limitRefused(endpoint, cause, cost);
-    const extras = rateLimitErrorExtras(rate);
+  /** The app's own daily cap, after the workspace quota admitted the message. */
+  private appDaily(appId: string, daily: number, cost: number, rate: RateLimitResult): Admission {
+    const q = this.limits.appQuota.check(appId, appCapLimits(daily), cost);
+    if (q.allowed) return { ok: true, rate };
+    const cause = GatewayError.AppDailyLimit.reason;
+    this.metrics.limitRefused("app", cause, cost);
     return {
       ok: false,
-      row: GatewayError.RateLimited,
-      retryAfterMs: extras.retryAfterMs,
-      retryAfterSeconds: retryAfterSeconds(extras.retryAfterMs),
-      limit: extras.limit,
-      message:
-        extras.message ??
-        (rate.reason === "store_unavailable"
-          ? "Too many requests: rate limit store unavailable, retry shortly"
-          : undefined),
+      row: GatewayError.AppDailyLimit,
+      retryAfterMs: q.retryAfterMs,
+      retryAfterSeconds: retryAfterSeconds(q.retryAfterMs),
+      limit: daily,
+      message: undefined,
       cause,
       rate,
     };
   }
+
+  /** `appCap`: the limit applied was the app's own cap (access rules), lower than the plan's. */
+  private rateRefusal(
+    rate: RateLimitResult,
+    endpoint: "app" | "public" | "node",
+    cost: number,
+    appCap = false,
+  ): Refused {
+    // The store being down is not the app's cap's doing: that refusal stays `rate_limit`.
+    const app = appCap && rate.reason !== "store_unavailable";
+    const row = app ? GatewayError.AppRateLimited : GatewayError.RateLimited;
+    const cause = rate.reason ?? row.reason;
+    this.metrics.limitRefused(endpoint, cause, cost);
+    const extras = rateLimitErrorExtras(rate);
+    let message = extras.message;
+    if (app && rate.reason === "batch_exceeds_limit") {
+      message = `Too many requests: batch larger than the app's cap of ${rate.limit} requests/s; split the batch or raise the app's cap`;
+    } else if (rate.reason === "store_unavailable") {
+      message = "Too many requests: rate limit store unavailable, retry shortly";
+    }
+    return {
+      ok: false,
+      row,
+      retryAfterMs: extras.retryAfterMs,
+      retryAfterSeconds: retryAfterSeconds(extras.retryAfterMs),
+      limit: extras.limit,
+      message,
+      cause,
+      rate,
+    };
+  }
+}
+
+/** The plan-shaped limits the quota tracker takes, for an app's daily cap (per app ids, shared by equal caps). */
+const capLimits = new Map<number, PlanLimits>();
+function appCapLimits(daily: number): PlanLimits {
+  let l = capLimits.get(daily);
+  if (l === undefined) {
+    if (capLimits.size >= 1024) capLimits.clear();
+    l = Object.freeze({
+      name: "app-cap",
+      requestsPerSecond: 1,
+      dailyRequestLimit: daily,
+      monthlyRequestLimit: null,
+    });
+    capLimits.set(daily, l);
+  }
+  return l;
 }
 
 /**

@@ -55,9 +55,36 @@ return {tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('GET', 
 
 type ApplyCommand = (numKeys: number, ...args: Array<string | number>) => Promise<[number, number]>;
 
+/** Where one counted subject's counters live (a workspace's by default; an app's for app caps). */
+export interface QuotaKeys {
+  seq(id: string, instanceId: string): string;
+  day(id: string, dayKey: string): string;
+  month(id: string, monthKey: string): string;
+}
+
+/** The workspace quota's keys: `quota:{workspaceId}:...`. */
+export function workspaceQuotaKeys(names: RedisNames): QuotaKeys {
+  return {
+    seq: (id, instanceId) => names.quotaFlushSeq(id, instanceId),
+    day: (id, dayKey) => names.quotaDay(id, dayKey),
+    month: (id, monthKey) => names.quotaMonth(id, monthKey),
+  };
+}
+
+/** The app daily caps' keys: `quota:{app:appId}:...` (the tracker's ids are app ids). */
+export function appQuotaKeys(names: RedisNames): QuotaKeys {
+  return {
+    seq: (id, instanceId) => names.appQuotaFlushSeq(id, instanceId),
+    day: (id, dayKey) => names.appQuotaDay(id, dayKey),
+    month: (id, monthKey) => names.appQuotaMonth(id, monthKey),
+  };
+}
+
 export interface RedisQuotaStoreOptions {
   redis: RedisClient;
   names: RedisNames;
+  /** Key layout (default: the workspace quota's). */
+  keys?: QuotaKeys;
   /** Day counters outlive their day so the console and usage jobs can still read yesterday. */
   dayTtlMs?: number;
   /** Month counters outlive their month by ~10 days. */
@@ -66,16 +93,19 @@ export interface RedisQuotaStoreOptions {
   seqTtlMs?: number;
 }
 
-/** Redis counters: `INCRBY` on `quotaDay` / `quotaMonth` keys, in one script per workspace flush. */
+/**
+ * Redis counters: `INCRBY` on `quotaDay` / `quotaMonth` keys (or an app's, with `appQuotaKeys`), in one
+ * script per workspace (app) flush.
+ */
 export class RedisQuotaStore implements QuotaStore {
-  private readonly names: RedisNames;
+  private readonly keys: QuotaKeys;
   private readonly dayTtlMs: number;
   private readonly monthTtlMs: number;
   private readonly seqTtlMs: number;
   private readonly command: ApplyCommand;
 
   constructor(opts: RedisQuotaStoreOptions) {
-    this.names = opts.names;
+    this.keys = opts.keys ?? workspaceQuotaKeys(opts.names);
     this.dayTtlMs = opts.dayTtlMs ?? 3 * DAY_MS;
     this.monthTtlMs = opts.monthTtlMs ?? 40 * DAY_MS;
     this.seqTtlMs = opts.seqTtlMs ?? 2 * DAY_MS;
@@ -92,15 +122,15 @@ export class RedisQuotaStore implements QuotaStore {
     dayKey: string,
     monthKey: string,
   ): Promise<QuotaTotals> {
-    const n = this.names;
+    const n = this.keys;
     const keys: string[] = [
-      n.quotaFlushSeq(workspaceId, instanceId),
-      n.quotaDay(workspaceId, dayKey),
-      n.quotaMonth(workspaceId, monthKey),
+      n.seq(workspaceId, instanceId),
+      n.day(workspaceId, dayKey),
+      n.month(workspaceId, monthKey),
     ];
     const units: number[] = [];
     for (const d of deltas) {
-      keys.push(n.quotaDay(workspaceId, d.dayKey), n.quotaMonth(workspaceId, d.monthKey));
+      keys.push(n.day(workspaceId, d.dayKey), n.month(workspaceId, d.monthKey));
       units.push(d.units);
     }
     const [dayCount, monthCount] = await this.command(

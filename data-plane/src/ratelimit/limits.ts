@@ -3,7 +3,7 @@ import { env } from "../../../shared/src/config/env";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient, RedisNodeAddress } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
-import { MemoryQuotaStore, RedisQuotaStore } from "../quota/quota-store";
+import { appQuotaKeys, MemoryQuotaStore, RedisQuotaStore } from "../quota/quota-store";
 import { NoopQuotaTracker, type QuotaTracker, ReconciledQuotaTracker } from "../quota/quota-tracker";
 import type { Clock } from "./clock";
 import { LocalRateLimiter, NoopRateLimiter, type RateLimiter } from "./rate-limiter";
@@ -36,6 +36,11 @@ export type LimitsConfig = z.infer<typeof LimitsEnvSchema>;
 export interface Limits {
   readonly rateLimiter: RateLimiter;
   readonly quota: QuotaTracker;
+  /**
+   * Apps' own daily caps (access rules), counted per app id (`appQuotaDay`), reconciled like the workspace
+   * quota; only apps with a cap are counted. Follows QUOTA_MODE.
+   */
+  readonly appQuota: QuotaTracker;
   /** Starts the background loops (Redis connection opens by itself). */
   start(): void;
   /** Stops the loops, flushes the quota counts, closes the connection. */
@@ -103,16 +108,34 @@ export function createLimits(
           clock,
           logger,
         });
+  const appTracker =
+    config.QUOTA_MODE === "off"
+      ? undefined
+      : new ReconciledQuotaTracker({
+          store:
+            config.QUOTA_MODE === "redis"
+              ? new RedisQuotaStore({ redis: redis!, names, keys: appQuotaKeys(names) })
+              : new MemoryQuotaStore(),
+          flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
+          flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
+          clock,
+          logger,
+        });
   return {
     rateLimiter,
     quota: tracker ?? new NoopQuotaTracker(),
+    appQuota: appTracker ?? new NoopQuotaTracker(),
     start() {
       reconciled?.start();
       tracker?.start();
+      appTracker?.start();
     },
     async close() {
       await reconciled?.stop();
-      await tracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS);
+      await Promise.all([
+        tracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS),
+        appTracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS),
+      ]);
       redis?.disconnect();
     },
     redisHealth() {

@@ -8,7 +8,8 @@ import { HandlerGuard } from "./guard";
 import { errorJson, nextRequestId, STATUS } from "./respond";
 
 const ALLOW_METHODS = "POST, OPTIONS";
-const ALLOW_HEADERS = "apikey, content-type, x-request-id";
+/** `authorization`: apps that require a JWT are called with `Authorization: Bearer <jwt>` from browsers too. */
+const ALLOW_HEADERS = "apikey, authorization, content-type, x-request-id";
 
 export interface HttpServerHooks {
   ready(): boolean;

@@ -1,5 +1,6 @@
 import type { Logger } from "../../../shared/src/log/logger";
 import type { Cidr } from "../allowlist/ip";
+import type { JwtVerifier } from "../auth/jwt";
 import type { KeyVerifier } from "../auth/key-verifier";
 import type { ResponseCache } from "../cache/response-cache";
 import type { DataPlaneConfig } from "../config";
@@ -29,6 +30,8 @@ export interface GatewayContext {
   readonly usage: UsageRecorder;
   /** Upstream calls in flight per app key / public client IP (MAX_IN_FLIGHT_PER_KEY). */
   readonly flights: ConcurrencyLimiter;
+  /** JWT checks for apps that require them (verdicts cached until the token's exp). */
+  readonly jwt: JwtVerifier;
 }
 
 /** Which endpoint a request came in on. */

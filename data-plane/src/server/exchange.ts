@@ -1,6 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { clientIp, ipBucket } from "../allowlist/ip";
+import { bearerToken, type JwtCheck } from "../auth/jwt";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import {
   type CallOutcome,
@@ -61,6 +62,12 @@ export class RpcExchange {
   private readonly apiKey: string;
   private readonly origin: string;
   private readonly forwardedFor: string;
+  /**
+   * `User-Agent` and `Authorization`, read only when the key's access rules need them (or the key is not
+   * cached yet, when whether they do is not known while `req` is still valid).
+   */
+  private userAgent = "";
+  private authorization = "";
   private verification: VerifyResult | Promise<VerifyResult> | undefined;
   /** Value for Access-Control-Allow-Origin, "" = none. */
   private allowOrigin = "";
@@ -121,7 +128,17 @@ export class RpcExchange {
         return;
       }
       // Starts the key lookup while the body streams in (sync on a cache hit).
-      this.verification = this.ctx.verifier.verify(this.apiKey, Date.now());
+      const v = this.ctx.verifier.verify(this.apiKey, Date.now());
+      this.verification = v;
+      if (v instanceof Promise) {
+        this.userAgent = req.getHeader("user-agent");
+        this.authorization = req.getHeader("authorization");
+      } else if (v.ok && v.key.access !== undefined) {
+        // Each header costs a native call and a string copy (a JWT is ~0.5 KB): read only what is checked.
+        const access = v.key.access;
+        if (access.userAgents !== undefined) this.userAgent = req.getHeader("user-agent");
+        if (access.jwt !== undefined) this.authorization = req.getHeader("authorization");
+      }
     }
     // uWS calls this outside the route handler's guard: an exception must not reach it (see guard.ts).
     this.res.onData((chunk, isLast) => {
@@ -209,6 +226,24 @@ export class RpcExchange {
       }
       if (key.allowlist.restrictsOrigin && !key.allowlist.originAllowed(this.origin)) this.allowOrigin = "";
     }
+    const access = key.access;
+    if (access?.readsHeaders) {
+      const uaRefused = access.userAgentRefusal(this.userAgent);
+      if (uaRefused !== undefined) return this.fail(uaRefused, "null");
+      if (access.jwt !== undefined) {
+        const appId = key.record.appId ?? key.hash;
+        const c = this.ctx.jwt.check(access.jwt, appId, bearerToken(this.authorization));
+        if (c instanceof Promise) return c.then((r) => this.jwtChecked(r, key, text));
+        if (!c.ok) return this.fail(c.row, "null", undefined, true, c.message);
+      }
+    }
+    return this.admitted(key, text);
+  }
+
+  /** After a JWT that had to be verified (not cached): refused with its reason, or on to admission. */
+  private jwtChecked(r: JwtCheck, key: VerifiedKey, text: string): Pending {
+    if (this.aborted) return;
+    if (!r.ok) return this.fail(r.row, "null", undefined, true, r.message);
     return this.admitted(key, text);
   }
 
@@ -286,7 +321,8 @@ export class RpcExchange {
   }
 
   private single(call: RpcCall): Pending {
-    const out = forwardCall(this.ctx, this.pool, this.ctx.policy, this.flightId(), call);
+    const rules = this.key?.access?.methods;
+    const out = forwardCall(this.ctx, this.pool, this.ctx.policy, this.flightId(), call, rules);
     return out instanceof Promise ? out.then((o) => this.answerCall(call, o)) : this.answerCall(call, out);
   }
 
@@ -334,7 +370,8 @@ export class RpcExchange {
   private async batch(items: BatchItem[], text: string): Promise<void> {
     const pool = this.pool;
     const n = items.length;
-    const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy));
+    const rules = this.key?.access?.methods;
+    const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy, rules));
     const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId, text);
     if (this.aborted) return;
     if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
@@ -380,14 +417,14 @@ export class RpcExchange {
    * Whole-request failure: the row's HTTP status and a contract error object. Counted once in the
    * request metrics under the row's category unless the caller already counted the elements.
    */
-  fail(row: ErrorRow, idText: string, limit?: number, record = true): void {
+  fail(row: ErrorRow, idText: string, limit?: number, record = true, message?: string): void {
     if (this.done) return;
     if (record) {
       const elapsed = this.elapsed();
       this.ctx.metrics.request(this.pool.record.slug, row.category, elapsed);
       this.usage(this.usageMethod, row.category, elapsed);
     }
-    const body = errorJson(row, idText, { requestId: this.requestId, limit });
+    const body = errorJson(row, idText, { requestId: this.requestId, limit, message });
     this.send(row.httpStatus, body);
   }
 

@@ -5,6 +5,7 @@ import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
+import { bearerToken, type JwtCheck } from "../auth/jwt";
 import type { VerifiedKey } from "../auth/key-verifier";
 import {
   elementRefusal,
@@ -40,6 +41,13 @@ export interface UpgradeInfo {
   /** `?apikey=` or the `apikey` header ("" when absent). */
   readonly apiKey: string;
   readonly origin: string;
+  /** `User-Agent` ("" when absent): checked against the app's allowed patterns. */
+  readonly userAgent: string;
+  /**
+   * The JWT offered: `Authorization: Bearer <jwt>`, else `?jwt=` (browsers cannot set headers on a
+   * WebSocket); "" when none.
+   */
+  readonly jwt: string;
   readonly forwardedFor: string;
   /** Client address (X-Forwarded-For only from TRUSTED_PROXIES). */
   readonly ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined;
@@ -190,7 +198,7 @@ export class WsGateway {
       if (info.apiKey === "") return GatewayError.MissingKey;
       const finish = (
         v: Awaited<ReturnType<GatewayContext["verifier"]["verify"]>>,
-      ): SessionInit | ErrorRow => {
+      ): ReturnType<Authorize> => {
         if (!v.ok) return v.error;
         const key = v.key;
         if (key.record.kind !== "app") return GatewayError.UnknownKey;
@@ -198,7 +206,16 @@ export class WsGateway {
           const refused = key.allowlist.check(info.origin, () => info.ip);
           if (refused !== undefined) return refused;
         }
-        return { pool, endpoint, key };
+        const access = key.access;
+        if (access === undefined) return { pool, endpoint, key };
+        const uaRefused = access.userAgentRefusal(info.userAgent);
+        if (uaRefused !== undefined) return uaRefused;
+        if (access.jwt === undefined) return { pool, endpoint, key };
+        // The token is checked at the upgrade (and again after key.upsert); the session closes at its exp.
+        const withJwt = (c: JwtCheck): SessionInit | ErrorRow =>
+          c.ok ? { pool, endpoint, key, tokenExpiresAtMs: c.expiresAtMs } : refusalRow(c.row, c.message);
+        const c = this.ctx.jwt.check(access.jwt, key.record.appId ?? key.hash, info.jwt);
+        return c instanceof Promise ? c.then(withJwt) : withJwt(c);
       };
       const v = this.ctx.verifier.verify(info.apiKey, Date.now());
       return v instanceof Promise ? v.then(finish) : finish(v);
@@ -227,6 +244,8 @@ export class WsGateway {
       params,
       apiKey: req.getQuery("apikey") || req.getHeader("apikey"),
       origin: req.getHeader("origin"),
+      userAgent: req.getHeader("user-agent"),
+      jwt: bearerToken(req.getHeader("authorization")) || (req.getQuery("jwt") ?? ""),
       forwardedFor,
       ip: clientIp(peer, forwardedFor, this.ctx.trustedProxies),
     };
@@ -430,10 +449,8 @@ export class WsGateway {
     }
     const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
     const n = items.length;
-    let refusal: { row: ErrorRow; retryAfterMs?: number; limit?: number } | undefined = this.hooks.admit(
-      s,
-      n,
-    );
+    let refusal: { row: ErrorRow; retryAfterMs?: number; limit?: number; message?: string } | undefined =
+      this.hooks.admit(s, n);
     if (refusal === undefined && s.inFlight + n > this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION) {
       refusal = { row: WsLimitError.InFlight, limit: this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION };
     }
@@ -445,7 +462,14 @@ export class WsGateway {
         this.hooks.rejected?.(s, isItemError(it) ? "" : it.method, r.row.category);
         const idText = isItemError(it) ? it.idText : it.idText;
         if (idText === undefined) continue;
-        parts.push(errorText(r.row, idText, { requestId, retryAfterMs: r.retryAfterMs, limit: r.limit }));
+        parts.push(
+          errorText(r.row, idText, {
+            requestId,
+            retryAfterMs: r.retryAfterMs,
+            limit: r.limit,
+            message: r.message,
+          }),
+        );
       }
       if (parts.length > 0) this.send(s, parsed.batch ? `[${parts.join(",")}]` : parts[0]!);
       return;
@@ -533,7 +557,13 @@ export class WsGateway {
     const n = items.length;
     const pool = s.pool!;
     const policy = s.policy ?? this.ctx.policy;
-    const plan = planBatch(items, requestId, (c) => elementRefusal(c, pool, policy), isSubscriptionCall);
+    const rules = s.key?.access?.methods;
+    const plan = planBatch(
+      items,
+      requestId,
+      (c) => elementRefusal(c, pool, policy, rules),
+      isSubscriptionCall,
+    );
     const pending: Promise<void>[] = [];
     // Subscription activations, run once the batch's answer is sent (as for a single subscribe).
     const after = new Array<(() => void) | undefined>(n);
@@ -581,7 +611,7 @@ export class WsGateway {
     const family = spec === undefined ? UNSUBSCRIBE.get(call.method) : undefined;
     // Other calls meet the method policy in the forwarding core.
     if (pool !== undefined && (spec !== undefined || family !== undefined)) {
-      const refused = elementRefusal(call, pool, s.policy ?? this.ctx.policy);
+      const refused = elementRefusal(call, pool, s.policy ?? this.ctx.policy, s.key?.access?.methods);
       if (refused !== undefined) {
         return { text: refusalJson(refused, idText, requestId), category: refused.row.category };
       }
@@ -658,7 +688,8 @@ export class WsGateway {
     call: RpcCall,
     requestId: string,
   ): Promise<CallResult | Answer> {
-    let out = forwardCall(this.ctx, pool, s.policy ?? this.ctx.policy, this.flightId(s), call);
+    const rules = s.key?.access?.methods;
+    let out = forwardCall(this.ctx, pool, s.policy ?? this.ctx.policy, this.flightId(s), call, rules);
     if (out instanceof Promise) out = await out;
     switch (out.kind) {
       case Outcome.Cached:
@@ -721,10 +752,11 @@ export class WsGateway {
       if (s.closed || s.ending) return;
       // Internal = Redis unavailable: keep serving on what we had rather than dropping everyone.
       if (isErrorRow(d)) {
-        if (d !== GatewayError.Internal) this.end(s, WsClose.KeyRevoked);
+        if (d !== GatewayError.Internal) this.end(s, isJwtRow(d) ? WsClose.JwtRefused : WsClose.KeyRevoked);
         return;
       }
       if (d.key !== undefined) s.key = d.key;
+      if (d.pool !== undefined) s.tokenExpiresAtMs = d.tokenExpiresAtMs;
     };
     try {
       const d = m.authorize(m.info);
@@ -749,6 +781,9 @@ export class WsGateway {
       for (const s of set) {
         const exp = s.key?.record.expiresAtMs;
         if (exp !== null && exp !== undefined && exp <= now) this.end(s, WsClose.KeyRevoked);
+        // A session opened with a JWT lives as long as the token (checked every 250 ms).
+        else if (s.tokenExpiresAtMs !== undefined && s.tokenExpiresAtMs <= now)
+          this.end(s, WsClose.JwtRefused);
       }
     }
   }
@@ -932,6 +967,16 @@ function decrement(m: Map<string, number>, k: string): void {
 /** Batch elements the WebSocket transport answers itself: subscribe and unsubscribe calls. */
 function isSubscriptionCall(call: RpcCall): boolean {
   return SUBSCRIBE.has(call.method) || UNSUBSCRIBE.has(call.method);
+}
+
+/** `row` with a more specific message (a JWT refusal's), as the upgrade refusal's body carries it. */
+function refusalRow(row: ErrorRow, message: string | undefined): ErrorRow {
+  return message === undefined ? row : Object.freeze({ ...row, message });
+}
+
+/** A refusal from the JWT rows (`jwt_*` reasons): a session it ends is closed with 4003. */
+function isJwtRow(row: ErrorRow): boolean {
+  return row.reason.startsWith("jwt_");
 }
 
 function isErrorRow(d: SessionInit | ErrorRow): d is ErrorRow {

@@ -13,7 +13,10 @@ export interface WsHooks {
    * `retryAfterMs`), nothing is forwarded, and the socket stays open. `session.key` is the key record
    * (undefined on the public endpoint; use `session.ip` there).
    */
-  admit(session: WsSession, elements: number): { row: ErrorRow; retryAfterMs?: number } | undefined;
+  admit(
+    session: WsSession,
+    elements: number,
+  ): { row: ErrorRow; retryAfterMs?: number; limit?: number; message?: string } | undefined;
   /** One request object answered (usage recording): method, dashboard category, latency in seconds. */
   answered(session: WsSession, method: string, category: string, seconds: number): void;
   /**

@@ -12,6 +12,8 @@ export const WsClose = {
   GoingAway: { code: 1001, reason: "going away" },
   SlowConsumer: { code: 4008, reason: "slow consumer" },
   KeyRevoked: { code: 4001, reason: "api key revoked" },
+  /** The JWT the session was opened with expired, or a re-check after a key change refused it. */
+  JwtRefused: { code: 4003, reason: "jwt expired or refused" },
   NetworkRemoved: { code: 4004, reason: "network removed" },
   /** A message over MAX_BODY_BYTES (RFC 6455 1009). */
   TooBig: { code: 1009, reason: "message too big" },
@@ -25,6 +27,8 @@ export interface PoolSessionInit {
   readonly key: VerifiedKey | undefined;
   /** The method policy for this endpoint (default: the shared-node policy). */
   readonly policy?: MethodPolicy;
+  /** The `exp` (epoch ms) of the JWT the app required at the upgrade: the session is closed then. */
+  readonly tokenExpiresAtMs?: number;
 }
 
 /**
@@ -72,6 +76,8 @@ export class WsSession {
   /** Refreshed when the key record changes (plan edits); undefined on the public endpoint. */
   key: VerifiedKey | undefined;
   readonly policy: MethodPolicy | undefined;
+  /** Set when the app requires a JWT: its exp (epoch ms), refreshed by a re-check after key changes. */
+  tokenExpiresAtMs: number | undefined;
   readonly ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined;
   /** The per-IP limit identity (IPv6 per /64; see ipBucket). */
   readonly ipBucket: string;
@@ -101,6 +107,7 @@ export class WsSession {
       this.target = init.pool;
       this.endpoint = init.endpoint;
       this.policy = init.policy;
+      this.tokenExpiresAtMs = init.tokenExpiresAtMs;
     } else {
       this.pool = undefined;
       this.custom = init;
@@ -108,6 +115,7 @@ export class WsSession {
       this.target = init.subscriptions;
       this.endpoint = undefined;
       this.policy = undefined;
+      this.tokenExpiresAtMs = undefined;
     }
     this.key = init.key;
     this.ip = ip;

@@ -82,8 +82,76 @@ export const GatewayError = Object.freeze({
     "ip_not_allowed",
     "Forbidden: IP address not allowed",
   ),
+  /** The app lists allowed User-Agent patterns and the request's `User-Agent` matches none. */
+  UserAgentNotAllowed: row(
+    403,
+    -32016,
+    ErrorCategory.ClientError,
+    "user_agent_not_allowed",
+    "Forbidden: User-Agent not allowed",
+  ),
+  /**
+   * The app requires a JWT and the request carries none (`Authorization: Bearer <jwt>`; WebSocket also
+   * `?jwt=`). The JWT rows share the unauthorized code; `data.reason` says why, the message too.
+   */
+  JwtMissing: row(
+    401,
+    -32016,
+    ErrorCategory.ClientError,
+    "jwt_missing",
+    "Unauthorized: JWT missing (send it as Authorization: Bearer)",
+  ),
+  /** Not a compact JWS, a header or payload that is not JSON, an algorithm other than RS256 / ES256, no `exp`. */
+  JwtMalformed: row(401, -32016, ErrorCategory.ClientError, "jwt_malformed", "Unauthorized: JWT malformed"),
+  /** The token's `kid` names none of the app's registered keys. */
+  JwtUnknownKey: row(
+    401,
+    -32016,
+    ErrorCategory.ClientError,
+    "jwt_unknown_key",
+    "Unauthorized: JWT signed with a key (kid) the app did not register",
+  ),
+  /** The signature does not verify with the key its `kid` names (without `kid`: with any of them). */
+  JwtBadSignature: row(
+    401,
+    -32016,
+    ErrorCategory.ClientError,
+    "jwt_bad_signature",
+    "Unauthorized: JWT signature invalid",
+  ),
+  JwtExpired: row(401, -32016, ErrorCategory.ClientError, "jwt_expired", "Unauthorized: JWT expired"),
+  /** `nbf` later than now plus the leeway (JWT_NBF_LEEWAY_S). */
+  JwtNotYetValid: row(
+    401,
+    -32016,
+    ErrorCategory.ClientError,
+    "jwt_not_yet_valid",
+    "Unauthorized: JWT not valid yet (nbf)",
+  ),
+  JwtWrongAudience: row(
+    401,
+    -32016,
+    ErrorCategory.ClientError,
+    "jwt_wrong_audience",
+    "Unauthorized: JWT audience (aud) is not the app's",
+  ),
+  JwtWrongSubject: row(
+    401,
+    -32016,
+    ErrorCategory.ClientError,
+    "jwt_wrong_subject",
+    "Unauthorized: JWT subject (sub) is not the app's",
+  ),
   NotFound: row(404, -32601, ErrorCategory.ClientError, "not_found", "Not found: unknown network or path"),
   MethodBlocked: row(200, -32601, ErrorCategory.ClientError, "method_blocked", "Method not allowed"),
+  /** A method the app's access rules refuse (not on its allow-list, or on its deny-list); per element. */
+  MethodNotAllowedByApp: row(
+    200,
+    -32601,
+    ErrorCategory.ClientError,
+    "method_not_allowed_by_app",
+    "Method not allowed by the app's access rules",
+  ),
   RateLimited: row(
     429,
     -32005,
@@ -104,6 +172,22 @@ export const GatewayError = Object.freeze({
     ErrorCategory.TooManyRequests,
     "monthly_limit",
     "Too many requests: monthly limit reached",
+  ),
+  /** The app's own per-second cap (access rules), lower than the plan's, would be passed. */
+  AppRateLimited: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "app_rate_limit",
+    "Too many requests: the app's per-second cap exceeded",
+  ),
+  /** The app's own daily cap (access rules) would be passed; resets at 00:00 UTC. */
+  AppDailyLimit: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "app_daily_limit",
+    "Too many requests: the app's daily cap reached",
   ),
   UpstreamUnreachable: row(
     502,

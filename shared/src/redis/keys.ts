@@ -118,6 +118,24 @@ export class RedisNames {
   }
 
   /**
+   * String counter: response units one app used on one UTC day, kept only for apps whose access rules set
+   * a daily cap (`AccessRecord.requestsPerDay`). Tagged on the app: one flush touches one slot.
+   */
+  appQuotaDay(appId: string, dayKey: string): string {
+    return `${this.prefix}quota:{app:${appId}}:d:${dayKey}`;
+  }
+
+  /** String counter: the same app's units in one UTC month (kept by the shared quota script; not read). */
+  appQuotaMonth(appId: string, monthKey: string): string {
+    return `${this.prefix}quota:{app:${appId}}:m:${monthKey}`;
+  }
+
+  /** String: the last app-cap flush sequence one data-plane instance applied for an app (as quotaFlushSeq). */
+  appQuotaFlushSeq(appId: string, instanceId: string): string {
+    return `${this.prefix}quota:{app:${appId}}:seq:${instanceId}`;
+  }
+
+  /**
    * String: JSON `NodeRecord` of one dedicated node (its internal RPC URLs and status), read by the data
    * plane's `/nodes/{nodeId}/{KEY}` endpoint. Tagged on the node id.
    */

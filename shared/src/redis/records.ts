@@ -29,6 +29,67 @@ export const AllowlistSchema = z.object({
 });
 export type Allowlist = z.infer<typeof AllowlistSchema>;
 
+/** Largest number of JWT public keys an app may register (control plane) and a record may carry. */
+export const MAX_JWT_KEYS_PER_APP = 3;
+
+/**
+ * One registered JWT public key, as published: the control plane turned the PEM or JWK it was given into a
+ * public JWK (no private members) and checked it fits `alg` (RS256: RSA of at least 2048 bits; ES256: EC
+ * P-256).
+ */
+export const JwtKeyRecordSchema = z.object({
+  kid: z.string().min(1),
+  alg: z.enum(["RS256", "ES256"]),
+  /** The public JWK (`kty`, `n`/`e` or `crv`/`x`/`y`; string members only). */
+  jwk: z.record(z.string(), z.string()),
+});
+export type JwtKeyRecord = z.infer<typeof JwtKeyRecordSchema>;
+
+/** An app that requires JWTs: the keys a token may be signed with and the claims it must carry. */
+export const JwtRecordSchema = z.object({
+  keys: z.array(JwtKeyRecordSchema).max(MAX_JWT_KEYS_PER_APP),
+  /** When set, the token's `aud` must be (or contain) it. */
+  audience: z.string().nullable(),
+  /** When set, the token's `sub` must equal it. */
+  subject: z.string().nullable(),
+});
+export type JwtRecord = z.infer<typeof JwtRecordSchema>;
+
+/**
+ * An app's access rules (docs/contracts.md#access-rules). Absent or null on a key record: no rules, which
+ * is most apps.
+ */
+export const AccessRecordSchema = z.object({
+  /**
+   * `ALLOW`: only `methods` may be called; `DENY`: every method but `methods` (an empty deny-list is no
+   * rule). Entries are exact names or `namespace_*` patterns (shared/src/access/patterns.ts), compared
+   * case-insensitively.
+   */
+  methodMode: z.enum(["ALLOW", "DENY"]),
+  methods: z.array(z.string()),
+  /** The app's own per-second cap; the plan's `requestsPerSecond` still applies when lower. */
+  requestsPerSecond: z.number().int().positive().nullable(),
+  /** The app's own cap on response units per UTC day (the workspace's daily limit still applies). */
+  requestsPerDay: z.number().int().positive().nullable(),
+  /** Allowed `User-Agent` glob patterns (`*` = any run of characters); empty = any user agent. */
+  userAgents: z.array(z.string()),
+  /** Set when the app requires a JWT on every request; null otherwise. */
+  jwt: JwtRecordSchema.nullable(),
+});
+export type AccessRecord = z.infer<typeof AccessRecordSchema>;
+
+/** Whether the rules restrict anything (a DENY mode with nothing listed and no caps is no rule at all). */
+export function hasAccessRules(r: AccessRecord): boolean {
+  return (
+    r.methodMode === "ALLOW" ||
+    r.methods.length > 0 ||
+    r.requestsPerSecond !== null ||
+    r.requestsPerDay !== null ||
+    r.userAgents.length > 0 ||
+    r.jwt !== null
+  );
+}
+
 export const KeyRecordSchema = z.object({
   kind: z.enum(["app", "node"]),
   workspaceId: z.string(),
@@ -42,6 +103,11 @@ export const KeyRecordSchema = z.object({
   expiresAtMs: z.number().int().nullable(),
   /** Dedicated nodes only: "SAFE" refuses unsafe methods on the node endpoint. */
   rpcMethods: z.enum(["SAFE", "UNSAFE"]).nullable(),
+  /**
+   * App keys: the app's access rules (method allow/deny-list, caps, user agents, JWT); null or absent =
+   * none. Optional so records published before the rules existed still parse.
+   */
+  access: AccessRecordSchema.nullable().optional(),
 });
 export type KeyRecord = z.infer<typeof KeyRecordSchema>;
 

@@ -54,6 +54,7 @@ describe("control-plane: apps and API keys", () => {
       allowlist: { origins: [], ips: [] },
       expiresAtMs: null,
       rpcMethods: null,
+      access: null,
     });
     assert.equal(await h.redis.ttl(h.names.apiKey(hashApiKey(app.apiKey))), -1);
 

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { generateKeyPairSync } from "node:crypto";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { ADMIN_TOKEN, code, type GqlResult, type Harness, type Json, startHarness } from "./harness";
 
@@ -9,6 +10,14 @@ import { ADMIN_TOKEN, code, type GqlResult, type Harness, type Json, startHarnes
  * must answer the expected code and leave the workspace exactly as it was (apps, keys, allowlists,
  * nodes, members, invitations, plan, as read from Postgres).
  */
+
+/** A fresh EC P-256 public key (PEM) for the JWT key cases. */
+function ecPublicPem(): string {
+  return generateKeyPairSync("ec", { namedCurve: "P-256" }).publicKey.export({
+    type: "spki",
+    format: "pem",
+  }) as string;
+}
 
 type Actor = "OWNER" | "ADMIN" | "MEMBER" | "VIEWER" | "REMOVED" | "OUTSIDER" | "OPERATOR";
 const ACTORS: Actor[] = ["OWNER", "ADMIN", "MEMBER", "VIEWER", "REMOVED", "OUTSIDER", "OPERATOR"];
@@ -113,6 +122,12 @@ describe("control-plane: roles (every workspace resolver x every role)", functio
       ),
       allowlist: await q(
         "SELECT e.id, e.value FROM allowlist_entries e JOIN apps a ON a.id = e.app_id WHERE a.workspace_id = $1 ORDER BY e.id",
+      ),
+      accessRules: await q(
+        "SELECT r.app_id, r.method_mode, r.methods, r.requests_per_second, r.requests_per_day, r.user_agents, r.jwt_required FROM app_access_rules r JOIN apps a ON a.id = r.app_id WHERE a.workspace_id = $1 ORDER BY r.app_id",
+      ),
+      jwtKeys: await q(
+        "SELECT k.id, k.kid FROM app_jwt_keys k JOIN apps a ON a.id = k.app_id WHERE a.workspace_id = $1 ORDER BY k.id",
       ),
       nodes: await q(
         "SELECT id, display_name, status, desired_state, generation, key_hash, validator_stash FROM dedicated_nodes WHERE workspace_id = $1 ORDER BY id",
@@ -273,6 +288,38 @@ describe("control-plane: roles (every workspace resolver x every role)", functio
           ADMIN_TOKEN,
         );
         return { id: app.id, e: e.addAllowlistEntry.id };
+      },
+      allowed: ADMINS,
+    },
+    {
+      name: "app(id) with its access rules and JWT keys",
+      query: `query($id: ID!) { app(id: $id) { accessRules { methodMode methods requestsPerSecond jwtRequired } jwtKeys { kid thumbprint } } }`,
+      vars: async () => ({ id: (await newApp()).id }),
+      allowed: ALL_MEMBERS,
+    },
+    {
+      name: "setAppAccessRules",
+      query: `mutation($id: ID!) { setAppAccessRules(appId: $id, input: { methods: ["eth_getLogs"], requestsPerSecond: 5, userAgents: ["MyWallet/*"] }) { methods } }`,
+      vars: async () => ({ id: (await newApp()).id }),
+      allowed: ADMINS,
+    },
+    {
+      name: "addJwtKey",
+      query: `mutation($id: ID!, $k: String!) { addJwtKey(appId: $id, input: { kid: "k1", key: $k }) { id } }`,
+      vars: async () => ({ id: (await newApp()).id, k: ecPublicPem() }),
+      allowed: ADMINS,
+    },
+    {
+      name: "removeJwtKey",
+      query: `mutation($id: ID!, $k: ID!) { removeJwtKey(appId: $id, keyId: $k) { id } }`,
+      vars: async () => {
+        const app = await newApp();
+        const k = await h.ok(
+          `mutation($a: ID!, $k: String!) { addJwtKey(appId: $a, input: { kid: "k1", key: $k }) { id } }`,
+          { a: app.id, k: ecPublicPem() },
+          ADMIN_TOKEN,
+        );
+        return { id: app.id, k: k.addJwtKey.id };
       },
       allowed: ADMINS,
     },

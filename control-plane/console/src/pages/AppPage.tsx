@@ -3,6 +3,7 @@ import { type AllowlistKind, APP_FIELDS, type App, gql, roleCan, type WorkspaceR
 import { Link } from "../router";
 import { Async, ConfirmDialog, CopyButton, FieldError, FormError, fmtDate, useQuery } from "../ui";
 import { useWorkspace } from "../workspace";
+import { AccessRulesCard, JwtCard } from "./AccessRules";
 
 export function mask(key: string): string {
   return key.length <= 8 ? "••••••••" : `${key.slice(0, 4)}${"•".repeat(12)}${key.slice(-4)}`;
@@ -29,6 +30,8 @@ export function AppPage({ id }: { id: string }) {
             <ApiKeyCard app={app} role={roleIn(app.workspaceId)} onChanged={q.reload} />
             <Endpoints app={app} />
             <Allowlist app={app} role={roleIn(app.workspaceId)} onChanged={q.reload} />
+            <AccessRulesCard app={app} role={roleIn(app.workspaceId)} onChanged={q.reload} />
+            <JwtCard app={app} role={roleIn(app.workspaceId)} onChanged={q.reload} />
           </>
         )}
       </Async>

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { CompiledAccess } from "../../../../data-plane/src/access/access-rules";
 import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import { keyIdentifier, LimitsGate, rateLimitHeaders } from "../../../../data-plane/src/limits/admission";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
@@ -10,6 +11,7 @@ import {
   NoopRateLimiter,
   type RateLimiter,
 } from "../../../../data-plane/src/ratelimit/rate-limiter";
+import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import type { KeyRecord } from "../../../../shared/src/redis/records";
 import { FakeClock } from "../ratelimit/fakes";
 
@@ -40,6 +42,7 @@ function limitsWith(rateLimiter: RateLimiter, clock: FakeClock): Limits {
   return {
     rateLimiter,
     quota,
+    appQuota: new ReconciledQuotaTracker({ store: new MemoryQuotaStore(), clock }),
     start() {},
     async close() {},
     redisHealth: () => ({ rateLimit: null, quota: null }),
@@ -116,6 +119,54 @@ describe("data-plane limits: LimitsGate (admission of one message)", () => {
     );
     assert.ok(!monthly.ok && monthly.row.reason === "monthly_limit" && monthly.limit === 20);
     assert.ok(gate.admit(undefined, "192.0.2.9", 50).ok, "no quota on the public endpoint");
+  });
+
+  it("an app's own caps: a per-second cap below the plan's refuses as app_rate_limit, a daily cap as app_daily_limit", () => {
+    const clock = new FakeClock(t0);
+    const metrics = new CountingMetrics();
+    const gate = new LimitsGate({
+      limits: limitsWith(new LocalRateLimiter({ clock }), clock),
+      metrics,
+      publicPerSecond: 50,
+    });
+    const rules = (rps: number | null, day: number | null) =>
+      new CompiledAccess({
+        methodMode: "DENY",
+        methods: [],
+        requestsPerSecond: rps,
+        requestsPerDay: day,
+        userAgents: [],
+        jwt: null,
+      });
+    const capped = { ...key(), access: rules(3, null) } as VerifiedKey;
+    for (let i = 0; i < 3; i++) assert.ok(gate.admit(capped, undefined, 1).ok);
+    const over = gate.admit(capped, undefined, 1);
+    assert.ok(!over.ok);
+    assert.equal(over.row, GatewayError.AppRateLimited);
+    assert.equal(over.limit, 3);
+    assert.ok(over.retryAfterMs > 0 && over.retryAfterMs <= 1000);
+    assert.deepEqual(metrics.refused.at(-1), ["app", "app_rate_limit", 1]);
+    const batch = gate.admit(capped, undefined, 4);
+    assert.ok(!batch.ok && batch.row === GatewayError.AppRateLimited);
+    assert.match(batch.message ?? "", /the app's cap of 3 requests\/s/);
+    // A cap above the plan's (10/s) changes nothing: the plan's limit refuses, as rate_limit.
+    clock.advance(1000);
+    const loose = { ...key({ appId: "app-loose" }), access: rules(50, null) } as VerifiedKey;
+    assert.ok(gate.admit(loose, undefined, 10).ok);
+    const plan = gate.admit(loose, undefined, 1);
+    assert.ok(!plan.ok && plan.row === GatewayError.RateLimited && plan.limit === 10);
+    // Daily cap: counted per app from served units, only for apps with a cap.
+    clock.advance(1000);
+    const daily = { ...key({ appId: "app-daily" }), access: rules(null, 8) } as VerifiedKey;
+    gate.recordServed(daily, 6);
+    assert.ok(gate.admit(daily, undefined, 2).ok);
+    const full = gate.admit(daily, undefined, 3);
+    assert.ok(!full.ok);
+    assert.equal(full.row, GatewayError.AppDailyLimit);
+    assert.equal(full.limit, 8);
+    assert.equal(full.retryAfterMs, Date.UTC(2026, 0, 11) - (t0 + 2000));
+    // Other apps of the workspace are not held by this app's cap (the workspace quota, 25, has room).
+    assert.ok(gate.admit(key({ appId: "app-other" }), undefined, 3).ok);
   });
 
   it("limits off: always admitted, no X-RateLimit headers", () => {

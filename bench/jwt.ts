@@ -1,0 +1,307 @@
+/**
+ * JWT benchmark (issue 16 §3): keyed cache-miss requests per second through one gateway process for an app
+ * that requires a JWT (every request carries `Authorization: Bearer <jwt>`, RS256) against an app that does
+ * not, measured in the same run, alternating (BENCH_JWT_REPEATS rounds, median kept), in front of the
+ * instant stub upstream. The body is an `eth_call` with params unique per request, so every request goes
+ * upstream: the figure is the JWT check's cost on the forwarding path, not on a cache hit.
+ *
+ * A client reuses its token, so the gateway verifies it once and then serves the verdict from its cache
+ * (auth/jwt.ts); the run also reports how many signature verifications the gateway made
+ * (rpcgw_jwt_verifications_total), which should be one.
+ *
+ *   node dist/bench/jwt.js     (alone: prints the figures and writes the `jwt` section of
+ *                               bench/results.json, or BENCH_RESULTS; the rest of the file is kept)
+ *   import { runJwtBench } from "./jwt"   (from bench/run.ts)
+ *
+ * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS,
+ * BENCH_JWT_REPEATS (3), BENCH_STUB_IMPL (uws), REDIS_URL. Load by wrk when installed, else autocannon.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join, resolve } from "node:path";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
+import { type KeyRecord, KeyRecordSchema } from "../shared/src/redis/records";
+import { freePort } from "../test/helpers/ports";
+import { type StartedProcess, startProcess } from "../test/helpers/process";
+import { BENCH_NETWORK, BenchRedis, startGateway } from "./gateway";
+import { type Body, type LoadResult, runLoad, which } from "./load";
+
+export interface JwtBenchOptions {
+  redisUrl?: string;
+  durationS?: number;
+  warmupS?: number;
+  connections?: number;
+  threads?: number;
+  repeats?: number;
+  stubImpl?: "uws" | "node";
+  outDir?: string;
+}
+
+export interface JwtModeResult {
+  requestsPerSec: number;
+  /**
+   * The gateway process's CPU time (user + system, /proc) per request, median round: less sensitive than
+   * req/s to other load on a shared machine.
+   */
+  cpuUsPerRequest: number;
+  p50Ms: number;
+  p99Ms: number;
+  requests: number;
+  non2xx: number;
+  socketErrors: number;
+  /** Every round's req/s, worst first; the figures above are the median round's. */
+  runsRequestsPerSec: number[];
+}
+
+export interface JwtBenchResult {
+  tool: "wrk" | "autocannon";
+  algorithm: "RS256";
+  connections: number;
+  durationS: number;
+  repeats: number;
+  jwtOff: JwtModeResult;
+  jwtOn: JwtModeResult;
+  /** Signature verifications the gateway made over the whole bench (the token is reused: 1). */
+  verifications: number;
+  ratios: { cacheMissJwtOnVsOff: number | null; cpuPerRequestJwtOnVsOff: number | null };
+}
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+const CHAIN_ID_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
+
+const PLAN = {
+  name: "bench",
+  requestsPerSecond: 1_000_000_000,
+  dailyRequestLimit: 1_000_000_000_000,
+  monthlyRequestLimit: null,
+};
+
+async function verifications(baseUrl: string): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^rpcgw_jwt_verifications_total\{[^}]*\} (\d+)$/gm)) n += Number(m[1]);
+  return n;
+}
+
+async function expect200(label: string, url: string, headers: Record<string, string> = {}): Promise<void> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: CHAIN_ID_BODY,
+  });
+  const text = await res.text();
+  if (res.status !== 200 || !text.includes('"result"'))
+    throw new Error(`${label}: sanity request failed: HTTP ${res.status} ${text}`);
+}
+
+/** The gateway's CPU time so far (user + system), in µs, from /proc/PID/stat. */
+const TICKS_PER_S = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
+function cpuUs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces) start at state (field 3): utime is 14, stime 15.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(rest[11]) + Number(rest[12])) / TICKS_PER_S) * 1e6;
+}
+
+type Run = LoadResult & { cpuUsPerRequest: number };
+
+function median(runs: Run[]): JwtModeResult {
+  const sorted = [...runs].sort((a, b) => a.requestsPerSec - b.requestsPerSec);
+  // With an even count, the worse of the middle two: repeats never flatter a figure.
+  const m = sorted[Math.floor((sorted.length - 1) / 2)]!;
+  const cpu = runs.map((r) => r.cpuUsPerRequest).sort((a, b) => b - a);
+  return {
+    requestsPerSec: Math.round(m.requestsPerSec),
+    cpuUsPerRequest: Number(cpu[Math.floor((cpu.length - 1) / 2)]!.toFixed(2)),
+    p50Ms: m.p50Ms,
+    p99Ms: m.p99Ms,
+    requests: m.requests,
+    non2xx: m.non2xx,
+    socketErrors: m.socketErrors,
+    runsRequestsPerSec: sorted.map((r) => Math.round(r.requestsPerSec)),
+  };
+}
+
+/** Runs the bench: its own stub and gateway processes (stopped by PID), Redis records under a fresh prefix. */
+export async function runJwtBench(opts: JwtBenchOptions = {}): Promise<JwtBenchResult> {
+  const durationS = Math.max(1, opts.durationS ?? 10);
+  const warmupS = Math.max(0, opts.warmupS ?? 2);
+  const connections = Math.max(1, opts.connections ?? 64);
+  const threads = Math.max(1, opts.threads ?? (os.cpus().length <= 2 ? 1 : 2));
+  const repeats = Math.max(1, opts.repeats ?? 3);
+  const outDir = opts.outDir ?? join(resolve(__dirname, "../../bench"), "out");
+  mkdirSync(outDir, { recursive: true });
+  const tool: "wrk" | "autocannon" = which("wrk") ? "wrk" : "autocannon";
+  const redis = new BenchRedis(opts.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
+  const stops: Array<() => Promise<unknown>> = [];
+  try {
+    const stubPort = await freePort();
+    const stub: StartedProcess = await startProcess(
+      process.execPath,
+      [join(__dirname, "stub-upstream.js"), "--port", String(stubPort), "--impl", opts.stubImpl ?? "uws"],
+      { readyLine: /listening on \d+/ },
+    );
+    stops.push(() => stub.stop());
+    await redis.connect();
+    await redis.seedNetwork(`http://127.0.0.1:${stubPort}`);
+
+    // Two apps of one workspace on the same plan: one requires a JWT, the other does not.
+    const { publicKey, privateKey } = await generateKeyPair("RS256");
+    const jwk = (await exportJWK(publicKey)) as Record<string, string>;
+    const record = (appId: string, jwt: boolean): KeyRecord =>
+      KeyRecordSchema.parse({
+        kind: "app",
+        workspaceId: "ws-bench",
+        appId,
+        nodeId: null,
+        plan: PLAN,
+        allowlist: { origins: [], ips: [] },
+        expiresAtMs: null,
+        rpcMethods: null,
+        access: jwt
+          ? {
+              methodMode: "DENY",
+              methods: [],
+              requestsPerSecond: null,
+              requestsPerDay: null,
+              userAgents: [],
+              jwt: {
+                keys: [{ kid: "bench", alg: "RS256", jwk }],
+                audience: "https://rpc.bench",
+                subject: null,
+              },
+            }
+          : null,
+      });
+    const plainKey = generateApiKey();
+    const jwtKey = generateApiKey();
+    await redis.redis.set(
+      redis.names.apiKey(hashApiKey(plainKey)),
+      JSON.stringify(record("app-plain", false)),
+    );
+    await redis.redis.set(redis.names.apiKey(hashApiKey(jwtKey)), JSON.stringify(record("app-jwt", true)));
+    const token = await new SignJWT({ aud: "https://rpc.bench", sub: "bench-client" })
+      .setProtectedHeader({ alg: "RS256", kid: "bench" })
+      .setExpirationTime("2h")
+      .sign(privateKey);
+    const headers = { authorization: `Bearer ${token}` };
+
+    const gw = await startGateway({ redisUrl: redis.url, prefix: redis.prefix });
+    stops.push(() => gw.proc.stop());
+    const offUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(plainKey)}`;
+    const onUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(jwtKey)}`;
+    await expect200("jwt off", offUrl);
+    await expect200("jwt on", onUrl, headers);
+    const refused = await fetch(onUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: CHAIN_ID_BODY,
+    });
+    if (refused.status !== 401)
+      throw new Error(`jwt on: a request without the token got HTTP ${refused.status}`);
+    log(
+      `gateway pid ${gw.proc.pid}, stub pid ${stub.pid}; ${repeats} rounds of ${durationS}s (+${warmupS}s warm-up), ${connections} connections, ${tool}`,
+    );
+
+    const body: Body = { kind: "unique-eth-call" };
+    const runs = { off: [] as Run[], on: [] as Run[] };
+    for (let round = 0; round < repeats; round++) {
+      // Alternating, and the order flipped every round, so drift on a shared machine hits both alike.
+      const order: ("off" | "on")[] = round % 2 === 0 ? ["off", "on"] : ["on", "off"];
+      for (const mode of order) {
+        const base = {
+          url: mode === "on" ? onUrl : offUrl,
+          body,
+          connections,
+          threads,
+          outDir,
+          headers: mode === "on" ? headers : undefined,
+        };
+        const label = `jwt-${mode}.${round + 1}`;
+        if (warmupS > 0) await runLoad({ ...base, durationS: warmupS, label: `${label}.warmup` }, tool);
+        const cpuBefore = cpuUs(gw.proc.pid);
+        const load = await runLoad({ ...base, durationS, label }, tool);
+        const cpuUsPerRequest = (cpuUs(gw.proc.pid) - cpuBefore) / Math.max(1, load.requests);
+        const r: Run = { ...load, cpuUsPerRequest };
+        runs[mode].push(r);
+        const bad = r.non2xx + r.socketErrors;
+        log(
+          `  ${label.padEnd(10)} ${Math.round(r.requestsPerSec).toLocaleString("en-US").padStart(8)} req/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  gateway CPU ${r.cpuUsPerRequest.toFixed(1)} µs/request` +
+            (bad > 0 ? `  (${r.non2xx} non-2xx, ${r.socketErrors} socket errors)` : ""),
+        );
+        if (bad > r.requests * 0.01) log(`  WARNING: ${label} failed ${bad} of ${r.requests} requests`);
+      }
+    }
+    const verified = await verifications(gw.baseUrl);
+    const jwtOff = median(runs.off);
+    const jwtOn = median(runs.on);
+    const result: JwtBenchResult = {
+      tool,
+      algorithm: "RS256",
+      connections,
+      durationS,
+      repeats,
+      jwtOff,
+      jwtOn,
+      verifications: verified,
+      ratios: {
+        cacheMissJwtOnVsOff:
+          jwtOff.requestsPerSec > 0
+            ? Number((jwtOn.requestsPerSec / jwtOff.requestsPerSec).toFixed(3))
+            : null,
+        cpuPerRequestJwtOnVsOff:
+          jwtOff.cpuUsPerRequest > 0
+            ? Number((jwtOn.cpuUsPerRequest / jwtOff.cpuUsPerRequest).toFixed(3))
+            : null,
+      },
+    };
+    log(
+      `  median: JWT off ${jwtOff.requestsPerSec.toLocaleString("en-US")} req/s (${jwtOff.cpuUsPerRequest} µs CPU/request), JWT on ${jwtOn.requestsPerSec.toLocaleString("en-US")} req/s (${jwtOn.cpuUsPerRequest} µs); on/off req/s ${result.ratios.cacheMissJwtOnVsOff}, CPU/request ${result.ratios.cpuPerRequestJwtOnVsOff}; signature verifications by the gateway: ${verified}`,
+    );
+    return result;
+  } finally {
+    while (stops.length > 0) await stops.pop()!().catch(() => undefined);
+    await redis.cleanup().catch(() => undefined);
+  }
+}
+
+/** Standalone: runs, prints, and writes the `jwt` section into the results file (the rest kept). */
+async function main(): Promise<void> {
+  const int = (name: string, def: number) => {
+    const v = Number.parseInt(process.env[name] ?? "", 10);
+    return Number.isFinite(v) && v >= 0 ? v : def;
+  };
+  log("JWT bench (keyed cache miss, JWT required vs not):");
+  const result = await runJwtBench({
+    durationS: int("BENCH_DURATION_S", 10),
+    warmupS: int("BENCH_WARMUP_S", 2),
+    connections: int("BENCH_CONNECTIONS", 64),
+    threads: process.env.BENCH_THREADS ? int("BENCH_THREADS", 1) : undefined,
+    repeats: int("BENCH_JWT_REPEATS", 3),
+    stubImpl: (process.env.BENCH_STUB_IMPL ?? "uws") as "uws" | "node",
+  });
+  const file = process.env.BENCH_RESULTS || join(resolve(__dirname, "../../bench"), "results.json");
+  const results = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>) : {};
+  results.jwt = { date: new Date().toISOString(), ...result };
+  const ratios = (results.ratios ?? {}) as Record<string, unknown>;
+  ratios.jwtOnVsOffCacheMissReqPerSec = result.ratios.cacheMissJwtOnVsOff;
+  ratios.jwtOnVsOffCpuPerRequest = result.ratios.cpuPerRequestJwtOnVsOff;
+  results.ratios = ratios;
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  // The committed results file is linted with the repo (`biome check .`), as bench/run.ts writes it.
+  const biome = require.resolve("@biomejs/biome/bin/biome");
+  spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
+  log(`\nwrote the jwt section of ${file}`);
+}
+
+if (require.main === module) {
+  main().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      process.stderr.write(`jwt bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
+      process.exit(1);
+    },
+  );
+}

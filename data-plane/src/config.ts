@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
 import { limitsEnvShape } from "./ratelimit/limits";
@@ -12,6 +13,17 @@ export const dataPlaneEnvShape = {
   DATA_PLANE_PORT: env.port(8080),
   /** Interface the HTTP server binds to. */
   DATA_PLANE_HOST: z.string().default("0.0.0.0"),
+  /**
+   * Threads serving requests, each a whole data plane listening on the same port (threads/supervisor.ts).
+   * Unset = the CPUs this process may run on (`os.availableParallelism()`: its affinity mask, not a
+   * container's CPU quota, so set it to the CPU limit under one). 1 = no worker thread at all.
+   */
+  DATA_PLANE_THREADS: z.coerce
+    .number({ error: "expected an integer 1..1024" })
+    .int({ error: "expected an integer 1..1024" })
+    .min(1, { error: "expected an integer 1..1024" })
+    .max(1024, { error: "expected an integer 1..1024" })
+    .optional(),
   /** Comma-separated CIDRs (or single addresses) of reverse proxies whose X-Forwarded-For is trusted. */
   TRUSTED_PROXIES: env.list(""),
   /** Request bodies above this size are refused with 413 as soon as the cap is crossed. */
@@ -162,6 +174,32 @@ export const dataPlaneEnvShape = {
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);
 export type DataPlaneConfig = z.infer<typeof DataPlaneEnvSchema>;
+
+/**
+ * Longest a `close()` can take with this configuration: the drain, the linger, the second linger given to
+ * requests the drain ran out on (see HttpServer.finish), the final quota and usage flushes (in parallel,
+ * each retried up to its timeout), plus 2 s for closing upstream pools and Redis connections. Supervisors
+ * must wait at least this long before killing the process (compose `stop_grace_period`, `npm start`), or
+ * the last usage flush is lost; the process's own forced exit after an uncaught exception uses it too.
+ */
+export function shutdownBudgetMs(
+  config: Pick<
+    DataPlaneConfig,
+    "SHUTDOWN_DRAIN_MS" | "SHUTDOWN_LINGER_MS" | "USAGE_CLOSE_TIMEOUT_MS" | "QUOTA_CLOSE_TIMEOUT_MS"
+  >,
+): number {
+  return (
+    config.SHUTDOWN_DRAIN_MS +
+    2 * config.SHUTDOWN_LINGER_MS +
+    Math.max(config.USAGE_CLOSE_TIMEOUT_MS, config.QUOTA_CLOSE_TIMEOUT_MS) +
+    2_000
+  );
+}
+
+/** How many serving threads this configuration asks for (DATA_PLANE_THREADS, or the CPUs available). */
+export function dataPlaneThreads(config: Pick<DataPlaneConfig, "DATA_PLANE_THREADS">): number {
+  return config.DATA_PLANE_THREADS ?? Math.max(1, availableParallelism());
+}
 
 export function loadDataPlaneConfig(source: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
   return parseEnv(DataPlaneEnvSchema, source);

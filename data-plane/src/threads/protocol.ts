@@ -8,7 +8,7 @@ export interface ThreadData {
   readonly threads: number;
   /** The process's configuration, with what is split between threads already divided (see worker.ts). */
   readonly config: DataPlaneConfig;
-  /** One Int32 per thread (index - 1): 1 while that thread is listening and ready. */
+  /** ThreadReadiness: one Int32 per thread (index - 1), 1 while that thread is listening and ready. */
   readonly readyFlags: SharedArrayBuffer;
   /** UPSTREAM_BUFFER_BUDGET_BYTES shared by every thread (SharedBufferBudget). */
   readonly bufferBudget: SharedArrayBuffer;

@@ -7,6 +7,7 @@ import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
 import { renderProcessMetrics, type ThreadSnapshot } from "./metrics";
 import type { FromThread, ThreadData, ToThread } from "./protocol";
+import { ThreadReadiness } from "./readiness";
 
 /** How long a shutdown waits for every thread to close its listen socket before it drains anyway. */
 const UNLISTEN_TIMEOUT_MS = 1_000;
@@ -48,7 +49,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const logger = createLogger("data-plane", config.LOG_LEVEL).child({ thread: 0 });
   // Counts the main thread's own process-level faults; its (other, empty) series merge with the threads'.
   const metrics = new PromMetrics();
-  const readyFlags = new SharedArrayBuffer(4 * threadCount);
+  const readyFlags = ThreadReadiness.allocate(threadCount);
   const bufferBudget = SharedBufferBudget.allocate();
   const threads: Thread[] = [];
   let stopping = false;

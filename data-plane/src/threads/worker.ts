@@ -5,6 +5,7 @@ import { PromMetrics } from "../metrics/metrics";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
 import type { FromThread, ThreadData, ToThread } from "./protocol";
+import { ThreadReadiness } from "./readiness";
 
 /** How long a /metrics request waits for the main thread's aggregate before it fails (500). */
 const SCRAPE_TIMEOUT_MS = 5_000;
@@ -21,8 +22,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   const { config, index, threads } = data;
   const logger = createLogger("data-plane", config.LOG_LEVEL, { sync: true }).child({ thread: index });
   const metrics = new PromMetrics();
-  const flags = new Int32Array(data.readyFlags);
-  const slot = index - 1;
+  const readiness = new ThreadReadiness(data.readyFlags, index - 1, threads);
   let plane: DataPlane | undefined;
   let stopping = false;
   /** Set by `stopListening` (the first step of a shutdown): not ready any more. */
@@ -32,11 +32,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
 
   const hooks: PlaneThreadHooks = {
     index,
-    ready(own) {
-      if (!own) return false;
-      for (let i = 0; i < threads; i++) if (i !== slot && Atomics.load(flags, i) !== 1) return false;
-      return true;
-    },
+    ready: (own) => readiness.processReady(own),
     renderMetrics() {
       const id = nextScrape++;
       return new Promise<string>((resolve, reject) => {
@@ -56,7 +52,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   const stop = () => {
     if (stopping) return;
     stopping = true;
-    Atomics.store(flags, slot, 0);
+    readiness.publish(false);
     // Before the plane exists (a stop during startup) the start below calls this again once it does.
     if (plane === undefined) return;
     plane.close().then(
@@ -75,7 +71,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
       case "stopListening":
         // Not ready from now on, for the other threads' /readyz too.
         unlisted = true;
-        Atomics.store(flags, slot, 0);
+        readiness.publish(false);
         plane?.stopListening();
         post({ type: "notListening" });
         return;
@@ -108,7 +104,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   ).then(
     (started) => {
       plane = started;
-      const publish = () => Atomics.store(flags, slot, !stopping && !unlisted && started.ready() ? 1 : 0);
+      const publish = () => readiness.publish(!stopping && !unlisted && started.ready());
       publish();
       setInterval(publish, READY_PUBLISH_MS).unref();
       post({ type: "listening", port: started.port });

@@ -118,6 +118,8 @@ export interface LoadOptions {
   /** Where to keep the wrk script and raw output. */
   outDir: string;
   label: string;
+  /** CPUs to pin wrk to (`taskset -c`), e.g. "0"; unset = wherever the scheduler puts it. */
+  cpus?: string;
 }
 
 export async function runWrk(o: LoadOptions & { paceMs?: number }): Promise<LoadResult> {
@@ -127,24 +129,24 @@ export async function runWrk(o: LoadOptions & { paceMs?: number }): Promise<Load
     .toString(16)
     .padStart(8, "0");
   const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(
-      "wrk",
-      [
-        `-t${o.threads}`,
-        `-c${o.connections}`,
-        `-d${o.durationS}s`,
-        "--timeout",
-        "10s",
-        "--latency",
-        "-s",
-        script,
-        o.url,
-        "--",
-        nonce,
-        String(o.paceMs ?? 0),
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
+    const wrkArgs = [
+      `-t${o.threads}`,
+      `-c${o.connections}`,
+      `-d${o.durationS}s`,
+      "--timeout",
+      "10s",
+      "--latency",
+      "-s",
+      script,
+      o.url,
+      "--",
+      nonce,
+      String(o.paceMs ?? 0),
+    ];
+    const child =
+      o.cpus === undefined
+        ? spawn("wrk", wrkArgs, { stdio: ["ignore", "pipe", "pipe"] })
+        : spawn("taskset", ["-c", o.cpus, "wrk", ...wrkArgs], { stdio: ["ignore", "pipe", "pipe"] });
     let text = "";
     child.stdout.on("data", (d: Buffer) => {
       text += d.toString();

@@ -10,7 +10,8 @@
  *
  * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk threads:
  * 1 on <= 2 CPUs, else 2), BENCH_REPEATS (1; runs per scenario, round-robin, median kept), BENCH_RSS_KEYS
- * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL.
+ * (100000; 0 skips), BENCH_STUB_IMPL (uws | node), BENCH_RESULTS (bench/results.json), REDIS_URL,
+ * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -23,6 +24,7 @@ import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type Nginx, startNginx } from "./nginx";
+import { runThreadsBench, type ThreadsBenchResult } from "./threads";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
 const envInt = (name: string, def: number) => {
@@ -455,7 +457,26 @@ async function main(): Promise<void> {
       skipped.push("ws: BENCH_WS_CONNECTIONS=0");
     }
 
-    // 8. report
+    // 8. DATA_PLANE_THREADS=1 against =2, pinned with taskset (bench/threads.ts). Its own stub and gateways.
+    let threads: ThreadsBenchResult | null = null;
+    if (process.env.BENCH_THREAD_SCALING !== "0" && tool === "wrk") {
+      await stopAll();
+      log("\nthreads: DATA_PLANE_THREADS=1 vs 2");
+      threads = await runThreadsBench({
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        connections: cfg.connections,
+        wrkThreads: cfg.threads,
+        repeats: cfg.repeats,
+        redisUrl: cfg.redisUrl,
+        outDir: OUT_DIR,
+        log,
+      });
+    } else {
+      skipped.push(tool === "wrk" ? "threads: BENCH_THREAD_SCALING=0" : "threads: needs wrk");
+    }
+
+    // 9. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -477,7 +498,7 @@ async function main(): Promise<void> {
         connections: cfg.connections,
         wrkThreads: tool === "wrk" ? cfg.threads : null,
         stub: cfg.stubImpl,
-        note: "stub, nginx (1 worker) and gateway (1 process) each run as their own process on this machine, with the load generator",
+        note: "stub, nginx (1 worker) and gateway (1 process, DATA_PLANE_THREADS=1) each run as their own process on this machine, with the load generator; threads compares 1 and 2 serving threads",
       },
       skipped,
       full: Object.fromEntries(
@@ -500,6 +521,7 @@ async function main(): Promise<void> {
       fixedRate: fixed,
       rss,
       ws,
+      threads,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -512,6 +534,9 @@ async function main(): Promise<void> {
           ? Number((fixed.nginx.p99Ms - fixed.direct.p99Ms).toFixed(3))
           : null,
         rssMiBWith100kKeys: rss ? Number(rss.withKeysMiB.toFixed(1)) : null,
+        /** DATA_PLANE_THREADS=2 / =1 req/s, pinned as bench/threads.ts says (on 2 CPUs: shared with wrk). */
+        threads2vs1CacheHit: threads?.ratios.cacheHit2vs1 ?? null,
+        threads2vs1CacheMiss: threads?.ratios.cacheMiss2vs1 ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))

@@ -48,7 +48,10 @@ export const dataPlaneEnvShape = {
   NEGATIVE_KEY_CACHE_TTL_MS: env.int(2_000, 0, 60_000),
   /** Redis command timeout on the request path (key lookups on a cache miss). */
   REDIS_COMMAND_TIMEOUT_MS: env.int(1_000, 50, 60_000),
-  /** Response cache bound (approximate bytes of cached JSON text). 0 disables the cache. */
+  /**
+   * Response cache bound of the process (approximate bytes of cached JSON text): each serving thread caches
+   * up to its share (threads/worker.ts). 0 disables the cache.
+   */
   CACHE_MAX_BYTES: env.int(64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
   /**
    * When an answer enters the cache: `second` (default) only when its key was requested before, recently,
@@ -95,7 +98,8 @@ export const dataPlaneEnvShape = {
    */
   UPSTREAM_MAX_RESPONSE_BYTES: env.int(32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   /**
-   * Most bytes buffered from all upstream and dedicated-node HTTP answers in flight together (this process);
+   * Most bytes buffered from all upstream and dedicated-node HTTP answers in flight together (this process,
+   * every thread: SharedBufferBudget);
    * the call whose next chunk would pass it fails with upstream_buffer_full (503) and its connection is
    * closed. Bounds what MAX_IN_FLIGHT_PER_KEY x UPSTREAM_MAX_RESPONSE_BYTES would allow. 256 MiB.
    */
@@ -111,7 +115,8 @@ export const dataPlaneEnvShape = {
   ...limitsEnvShape,
   /**
    * Upstream calls (request objects) one app key, or one client IP on the public endpoint, may have in
-   * flight at once, HTTP and WebSocket together; beyond it: 429 concurrency_limit. 0 = no cap.
+   * flight at once, HTTP and WebSocket together, per serving thread; beyond it: 429 concurrency_limit.
+   * 0 = no cap.
    */
   MAX_IN_FLIGHT_PER_KEY: env.int(200, 0, 1_000_000),
   /**
@@ -136,12 +141,12 @@ export const dataPlaneEnvShape = {
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
   ...usageRecorderEnvShape,
   /**
-   * Open client WebSockets per app (per node for a dedicated node's key), counted per data-plane process;
+   * Open client WebSockets per app (per node for a dedicated node's key), counted per serving thread;
    * past it the upgrade is refused with 429 `ws_connection_limit`.
    */
   WS_MAX_CONNECTIONS_PER_KEY: env.int(1000, 1, 10_000_000),
   /**
-   * Open client WebSockets per client address (IPv6 per /64), keyed and public together, per process;
+   * Open client WebSockets per client address (IPv6 per /64), keyed and public together, per thread;
    * past it the upgrade is refused with 429 `ws_ip_connection_limit`. Sized for a NAT or an office.
    */
   WS_MAX_CONNECTIONS_PER_IP: env.int(500, 1, 10_000_000),

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
@@ -8,6 +9,18 @@ import { installFaultPolicy } from "./fault-policy";
 import { renderProcessMetrics, type ThreadSnapshot } from "./metrics";
 import type { FromThread, ThreadData, ToThread } from "./protocol";
 import { ThreadReadiness } from "./readiness";
+
+/** A port free on `host` now (the kernel's pick for port 0; closed again at once). */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
 
 /** How long a shutdown waits for every thread to close its listen socket before it drains anyway. */
 const UNLISTEN_TIMEOUT_MS = 1_000;
@@ -216,16 +229,12 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
 
-  // DATA_PLANE_PORT=0 (tests) picks a free port: the first thread picks it, the others then join it.
-  let port = config.DATA_PLANE_PORT;
+  // DATA_PLANE_PORT=0 (tests, development) means any free port. uWS binds a port-0 listen socket without
+  // SO_REUSEPORT, so the other threads could not join the first one's: the main thread asks the kernel for a
+  // free port and every thread listens on that one.
+  const port = config.DATA_PLANE_PORT === 0 ? await freePort(config.DATA_PLANE_HOST) : config.DATA_PLANE_PORT;
   const starts: Promise<number>[] = [];
-  if (port === 0) {
-    starts.push(start(1, 0));
-    const first = await Promise.race([starts[0]!, stopped]);
-    if (first === undefined) return;
-    port = first;
-  }
-  for (let i = starts.length + 1; i <= threadCount; i++) starts.push(start(i, port));
+  for (let i = 1; i <= threadCount; i++) starts.push(start(i, port));
   // A failed start stops the process: startup then waits no more for the threads still starting.
   if ((await Promise.race([Promise.all(starts), stopped])) !== undefined)
     logger.info({ port, threads: threadCount }, "data plane threads listening");

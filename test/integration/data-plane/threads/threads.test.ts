@@ -1,14 +1,18 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { type AddressInfo, createServer } from "node:net";
 import { Redis } from "ioredis";
 import type { NodeRecord } from "../../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../../helpers/anvil";
-import { TEST_REDIS_URL } from "../../../helpers/redis";
-import { RedisSeeder } from "../../../helpers/seed-redis";
+import { startProcess } from "../../../helpers/process";
+import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
+import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../../control-plane/harness";
 import { sleep } from "../harness";
 import {
   type Answer,
   connectionOn,
+  DATA_PLANE_MAIN,
   perThreadDelta,
   postMany,
   type Sample,
@@ -206,6 +210,75 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
       console.log(`      node served on both threads ${took.toFixed(0)} ms after node.update`);
     } finally {
       await seeder.close();
+    }
+  });
+});
+
+describe("data plane with DATA_PLANE_THREADS=2: start-up", function () {
+  this.timeout(60_000);
+  let ns: TestRedisNamespace;
+  let seeder: RedisSeeder;
+
+  before(async () => {
+    ns = createTestRedisNamespace();
+    seeder = new RedisSeeder(ns.prefix);
+    await seeder.putNetwork(evmNetwork("eth", [{ id: "u1", httpUrl: "http://127.0.0.1:9" }]));
+  });
+  after(async () => {
+    await seeder?.close();
+    await ns?.cleanup();
+  });
+
+  const env = (port: number) => ({
+    DATA_PLANE_THREADS: "2",
+    DATA_PLANE_PORT: String(port),
+    DATA_PLANE_HOST: "127.0.0.1",
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_KEY_PREFIX: ns.prefix,
+    LOG_LEVEL: "info",
+  });
+
+  it("DATA_PLANE_PORT=0: both threads listen on the one free port picked (uWS binds port 0 without SO_REUSEPORT)", async () => {
+    const proc = await startProcess(process.execPath, [DATA_PLANE_MAIN], {
+      env: env(0),
+      readyLine: /data plane threads listening/,
+    });
+    try {
+      const line = proc
+        .output()
+        .split("\n")
+        .find((l) => l.includes("data plane threads listening"))!;
+      const port = (JSON.parse(line) as { port: number }).port;
+      assert.ok(port > 0);
+      // Connections to it reach both threads (connectionOn fails after 100 that all missed one).
+      for (const thread of [1, 2]) (await connectionOn(port, thread)).close();
+    } finally {
+      assert.equal(await proc.stop(20_000), 0, proc.output());
+    }
+  });
+
+  it("a thread that cannot listen stops the whole process: exit 1, the reason on stderr", async () => {
+    // A socket without SO_REUSEPORT holds the port: no thread can join it.
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
+    const port = (holder.address() as AddressInfo).port;
+    try {
+      const child = spawn(process.execPath, [DATA_PLANE_MAIN], {
+        env: { ...process.env, ...env(port) },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d;
+      });
+      child.stderr.on("data", (d: Buffer) => {
+        out += d;
+      });
+      const code = await new Promise<number | null>((r) => child.once("exit", r));
+      assert.equal(code, 1, out);
+      assert.match(out, new RegExp(`data plane could not listen on 127\\.0\\.0\\.1:${port}`));
+    } finally {
+      holder.close();
     }
   });
 });

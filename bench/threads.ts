@@ -63,6 +63,13 @@ export interface ThreadsBenchRow {
   non2xx: number;
   socketErrors: number;
   runsRequestsPerSec: number[];
+  /**
+   * CPU the gateway process used during that run (all its threads, V8's included), in cores: below the
+   * CPUs it may use = it was not the bottleneck (the load generator, the stub, or CPU taken by other work).
+   */
+  gatewayCpuCores: number;
+  /** Gateway CPU per request (µs): what a request costs whatever limited the rate. */
+  gatewayCpuMicrosPerRequest: number;
 }
 
 export interface ThreadsBenchResult {
@@ -155,8 +162,16 @@ function honestNote(cpus: number, pinned: boolean): string {
     "other work (loadAverage1m), a pinned process shares its CPU with whatever else runs there, and the " +
     "scheduler divides a contended CPU per thread, so more threads get a larger share of it: that inflates 2t " +
     "and 2t-1cpu against 1t. What it cannot show at all: throughput with cores to spare beyond the load " +
-    "generator's (on N >= 3 CPUs, 2t runs on CPUs 1-2 with wrk and the stub on CPU 0)."
+    "generator's (on N >= 3 CPUs, 2t runs on CPUs 1-2 with wrk and the stub on CPU 0). gatewayCpuCores says " +
+    "whether the gateway was the bottleneck of a row: well below the CPUs it may use, the limit was elsewhere " +
+    "(wrk, the stub, or CPU taken by other work)."
   );
+}
+
+/** CPU seconds a process has used so far, all threads (utime + stime from /proc; USER_HZ = 100 on Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 const median = (xs: number[]) => {
@@ -181,7 +196,7 @@ export async function runThreadsBench(o: ThreadsBenchOptions): Promise<ThreadsBe
     // Every layout's stub and gateway first, then the runs round-robin (layout by layout, round by round):
     // other work on this machine comes and goes, and should hit every layout alike. The gateways not under
     // load sit idle meanwhile (health checks, limiter heartbeats).
-    const targets: { layout: Layout; url: string }[] = [];
+    const targets: { layout: Layout; url: string; pid: number }[] = [];
     for (const layout of plan) {
       // A stub per layout, pinned with the load generator: its CPU must not come from the gateway's.
       const stubPort = await freePort();
@@ -205,16 +220,20 @@ export async function runThreadsBench(o: ThreadsBenchOptions): Promise<ThreadsBe
         cpus: layout.gatewayCpus,
       });
       stops.push(() => gw.proc.stop(30_000));
-      targets.push({ layout, url: `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key!)}` });
+      targets.push({
+        layout,
+        url: `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key!)}`,
+        pid: gw.proc.pid,
+      });
       log(`  ${layout.label}: ${layout.what} (gateway pid ${gw.proc.pid})`);
     }
     const scenarios: [ThreadsBenchRow["scenario"], Body][] = [
       ["cache-hit", { kind: "static", body: CHAIN_ID_BODY }],
       ["cache-miss", { kind: "unique-eth-call" }],
     ];
-    const runs = new Map<string, LoadResult[]>();
+    const runs = new Map<string, (LoadResult & { cpuCores: number })[]>();
     for (let round = 0; round < o.repeats; round++) {
-      for (const { layout, url } of targets) {
+      for (const { layout, url, pid } of targets) {
         for (const [scenario, body] of scenarios) {
           const label = `threads-${layout.label}-${scenario}${o.repeats > 1 ? `.${round + 1}` : ""}`;
           const base = {
@@ -227,12 +246,15 @@ export async function runThreadsBench(o: ThreadsBenchOptions): Promise<ThreadsBe
           };
           if (o.warmupS > 0)
             await runLoad({ ...base, durationS: o.warmupS, label: `${label}.warmup` }, "wrk");
-          const r = await runLoad({ ...base, durationS: o.durationS, label }, "wrk");
+          const cpu0 = cpuSeconds(pid);
+          const t0 = performance.now();
+          const load = await runLoad({ ...base, durationS: o.durationS, label }, "wrk");
+          const r = { ...load, cpuCores: (cpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000) };
           const k = `${layout.label}\u0000${scenario}`;
           runs.set(k, [...(runs.get(k) ?? []), r]);
           log(
             `    ${label.padEnd(30)} ${Math.round(r.requestsPerSec).toLocaleString("en-US").padStart(9)} req/s  ` +
-              `p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms` +
+              `p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  gateway CPU ${r.cpuCores.toFixed(2)}` +
               (r.non2xx + r.socketErrors > 0
                 ? `  (${r.non2xx} non-2xx, ${r.socketErrors} socket errors)`
                 : ""),
@@ -258,6 +280,8 @@ export async function runThreadsBench(o: ThreadsBenchOptions): Promise<ThreadsBe
           non2xx: r.non2xx,
           socketErrors: r.socketErrors,
           runsRequestsPerSec: all.map((x) => Math.round(x.requestsPerSec)),
+          gatewayCpuCores: Number(r.cpuCores.toFixed(2)),
+          gatewayCpuMicrosPerRequest: Number(((r.cpuCores / r.requestsPerSec) * 1e6).toFixed(1)),
         });
       }
     }
@@ -297,12 +321,15 @@ export async function runThreadsBench(o: ThreadsBenchOptions): Promise<ThreadsBe
 }
 
 export function printThreadsBench(r: ThreadsBenchResult, log: (s: string) => void): void {
-  log("\n| layout | threads | gateway CPUs | wrk+stub CPUs | scenario | req/s | p50 ms | p99 ms |");
-  log("|---|---:|---|---|---|---:|---:|---:|");
+  log(
+    "\n| layout | threads | gateway CPUs | wrk+stub CPUs | scenario | req/s | p50 ms | p99 ms | gateway CPU used | CPU µs/req |",
+  );
+  log("|---|---:|---|---|---|---:|---:|---:|---:|---:|");
   for (const row of r.rows)
     log(
       `| ${row.layout} | ${row.threads} | ${row.gatewayCpus ?? "any"} | ${row.loadCpus ?? "any"} | ${row.scenario} | ` +
-        `${row.requestsPerSec.toLocaleString("en-US")} | ${row.p50Ms.toFixed(2)} | ${row.p99Ms.toFixed(2)} |`,
+        `${row.requestsPerSec.toLocaleString("en-US")} | ${row.p50Ms.toFixed(2)} | ${row.p99Ms.toFixed(2)} | ` +
+        `${row.gatewayCpuCores.toFixed(2)} | ${row.gatewayCpuMicrosPerRequest.toFixed(1)} |`,
     );
   const f = (v: number | null) => (v === null ? "-" : String(v));
   log(

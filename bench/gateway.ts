@@ -105,11 +105,17 @@ export async function startGateway(o: {
   env?: NodeJS.ProcessEnv;
   /** Extra node flags (e.g. `--cpu-prof`, which NODE_OPTIONS does not accept). */
   nodeArgs?: string[];
+  /** CPUs to pin the gateway process to (`taskset -c`, every thread of it), e.g. "1" or "0,1". */
+  cpus?: string;
 }): Promise<Gateway> {
   if (!existsSync(GATEWAY_MAIN)) throw new Error(`gateway not built: ${GATEWAY_MAIN} is missing`);
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const proc = await startProcess(process.execPath, [...(o.nodeArgs ?? []), GATEWAY_MAIN], {
+  const args = [...(o.nodeArgs ?? []), GATEWAY_MAIN];
+  // taskset execs node in place: the PID is the gateway's (stopped by PID as before).
+  const [cmd, argv] =
+    o.cpus === undefined ? [process.execPath, args] : ["taskset", ["-c", o.cpus, process.execPath, ...args]];
+  const proc = await startProcess(cmd, argv, {
     env: {
       DATA_PLANE_PORT: String(port),
       DATA_PLANE_HOST: "127.0.0.1",
@@ -122,6 +128,9 @@ export async function startGateway(o: {
       // figures) but sized so the bench's one key, standing for many tenants, is never refused (64
       // connections x batches of 100 hold 6,400 calls; the default cap is 200 per app).
       MAX_IN_FLIGHT_PER_KEY: "1000000",
+      // One serving thread, like nginx's one worker in the rows it is compared with; the thread scaling
+      // has its own section (bench/threads.ts) that sets DATA_PLANE_THREADS itself.
+      DATA_PLANE_THREADS: "1",
       ...o.env,
     },
     ready: async () => (await fetch(`${baseUrl}/readyz`)).status === 200,

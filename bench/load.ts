@@ -122,6 +122,8 @@ export interface LoadOptions {
   label: string;
   /** Extra request headers (e.g. `authorization` for an app that requires a JWT). */
   headers?: Record<string, string>;
+  /** CPUs to pin wrk to (`taskset -c`), e.g. "0"; unset = wherever the scheduler puts it. */
+  cpus?: string;
 }
 
 export async function runWrk(o: LoadOptions & { paceMs?: number }): Promise<LoadResult> {
@@ -131,24 +133,24 @@ export async function runWrk(o: LoadOptions & { paceMs?: number }): Promise<Load
     .toString(16)
     .padStart(8, "0");
   const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(
-      "wrk",
-      [
-        `-t${o.threads}`,
-        `-c${o.connections}`,
-        `-d${o.durationS}s`,
-        "--timeout",
-        "10s",
-        "--latency",
-        "-s",
-        script,
-        o.url,
-        "--",
-        nonce,
-        String(o.paceMs ?? 0),
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
+    const wrkArgs = [
+      `-t${o.threads}`,
+      `-c${o.connections}`,
+      `-d${o.durationS}s`,
+      "--timeout",
+      "10s",
+      "--latency",
+      "-s",
+      script,
+      o.url,
+      "--",
+      nonce,
+      String(o.paceMs ?? 0),
+    ];
+    const child =
+      o.cpus === undefined
+        ? spawn("wrk", wrkArgs, { stdio: ["ignore", "pipe", "pipe"] })
+        : spawn("taskset", ["-c", o.cpus, "wrk", ...wrkArgs], { stdio: ["ignore", "pipe", "pipe"] });
     let text = "";
     child.stdout.on("data", (d: Buffer) => {
       text += d.toString();

@@ -15,7 +15,8 @@
  * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S),
  * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
  * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
- * BENCH_JWT_REPEATS (3; 0 skips the JWT section).
+ * BENCH_JWT_REPEATS (3; 0 skips the JWT section),
+ * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -38,6 +39,7 @@ import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which 
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
 import { formatWithBiome } from "./results-file";
+import { runThreadsBench, type ThreadsBenchResult } from "./threads";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
 const envInt = (name: string, def: number) => {
@@ -520,7 +522,26 @@ async function main(): Promise<void> {
       skipped.push("jwt: BENCH_JWT_REPEATS=0");
     }
 
-    // 12. report
+    // 12. DATA_PLANE_THREADS=1 against =2, pinned with taskset (bench/threads.ts). Its own stub and gateways.
+    let threads: ThreadsBenchResult | null = null;
+    if (process.env.BENCH_THREAD_SCALING !== "0" && tool === "wrk") {
+      await stopAll();
+      log("\nthreads: DATA_PLANE_THREADS=1 vs 2");
+      threads = await runThreadsBench({
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        connections: cfg.connections,
+        wrkThreads: cfg.threads,
+        repeats: cfg.repeats,
+        redisUrl: cfg.redisUrl,
+        outDir: OUT_DIR,
+        log,
+      });
+    } else {
+      skipped.push(tool === "wrk" ? "threads: BENCH_THREAD_SCALING=0" : "threads: needs wrk");
+    }
+
+    // 13. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -542,7 +563,7 @@ async function main(): Promise<void> {
         connections: cfg.connections,
         wrkThreads: tool === "wrk" ? cfg.threads : null,
         stub: cfg.stubImpl,
-        note: "stub, nginx (1 worker) and gateway (1 process) each run as their own process on this machine, with the load generator",
+        note: "stub, nginx (1 worker) and gateway (1 process, DATA_PLANE_THREADS=1) each run as their own process on this machine, with the load generator; threads compares 1 and 2 serving threads",
       },
       skipped,
       full: Object.fromEntries(
@@ -569,6 +590,7 @@ async function main(): Promise<void> {
       logsSplit,
       hedging,
       jwt,
+      threads,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
         cacheHitVsNginx: ratio(hit, viaNginx),
@@ -589,6 +611,9 @@ async function main(): Promise<void> {
         jwtOnVsOffCacheMissReqPerSec: jwt?.ratios.cacheMissJwtOnVsOff ?? null,
         /** The same, gateway CPU per request (on / off). */
         jwtOnVsOffCpuPerRequest: jwt?.ratios.cpuPerRequestJwtOnVsOff ?? null,
+        /** DATA_PLANE_THREADS=2 / =1 req/s, pinned as bench/threads.ts says (on 2 CPUs: shared with wrk). */
+        threads2vs1CacheHit: threads?.ratios.cacheHit2vs1 ?? null,
+        threads2vs1CacheMiss: threads?.ratios.cacheMiss2vs1 ?? null,
         wsVsHttpReqPerSec:
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))

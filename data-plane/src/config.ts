@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ConfigError, commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
 import { limitsEnvShape } from "./ratelimit/limits";
@@ -12,6 +13,17 @@ export const dataPlaneEnvShape = {
   DATA_PLANE_PORT: env.port(8080),
   /** Interface the HTTP server binds to. */
   DATA_PLANE_HOST: z.string().default("0.0.0.0"),
+  /**
+   * Threads serving requests, each a whole data plane listening on the same port (threads/supervisor.ts).
+   * Unset = the CPUs this process may run on (`os.availableParallelism()`: its affinity mask, not a
+   * container's CPU quota, so set it to the CPU limit under one). 1 = no worker thread at all.
+   */
+  DATA_PLANE_THREADS: z.coerce
+    .number({ error: "expected an integer 1..1024" })
+    .int({ error: "expected an integer 1..1024" })
+    .min(1, { error: "expected an integer 1..1024" })
+    .max(1024, { error: "expected an integer 1..1024" })
+    .optional(),
   /** Comma-separated CIDRs (or single addresses) of reverse proxies whose X-Forwarded-For is trusted. */
   TRUSTED_PROXIES: env.list(""),
   /** Request bodies above this size are refused with 413 as soon as the cap is crossed. */
@@ -36,7 +48,10 @@ export const dataPlaneEnvShape = {
   NEGATIVE_KEY_CACHE_TTL_MS: env.int(2_000, 0, 60_000),
   /** Redis command timeout on the request path (key lookups on a cache miss). */
   REDIS_COMMAND_TIMEOUT_MS: env.int(1_000, 50, 60_000),
-  /** Response cache bound (approximate bytes of cached JSON text). 0 disables the cache. */
+  /**
+   * Response cache bound of the process (approximate bytes of cached JSON text): each serving thread caches
+   * up to its share (threads/worker.ts). 0 disables the cache.
+   */
   CACHE_MAX_BYTES: env.int(64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
   /**
    * When an answer enters the cache: `second` (default) only when its key was requested before, recently,
@@ -118,7 +133,8 @@ export const dataPlaneEnvShape = {
    */
   UPSTREAM_MAX_RESPONSE_BYTES: env.int(32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   /**
-   * Most bytes buffered from all upstream and dedicated-node HTTP answers in flight together (this process);
+   * Most bytes buffered from all upstream and dedicated-node HTTP answers in flight together (this process,
+   * every thread: SharedBufferBudget);
    * the call whose next chunk would pass it fails with upstream_buffer_full (503) and its connection is
    * closed. Bounds what MAX_IN_FLIGHT_PER_KEY x UPSTREAM_MAX_RESPONSE_BYTES would allow. 256 MiB.
    */
@@ -134,7 +150,8 @@ export const dataPlaneEnvShape = {
   ...limitsEnvShape,
   /**
    * Upstream calls (request objects) one app key, or one client IP on the public endpoint, may have in
-   * flight at once, HTTP and WebSocket together; beyond it: 429 concurrency_limit. 0 = no cap.
+   * flight at once, HTTP and WebSocket together, per serving thread; beyond it: 429 concurrency_limit.
+   * 0 = no cap.
    */
   MAX_IN_FLIGHT_PER_KEY: env.int(200, 0, 1_000_000),
   /**
@@ -164,12 +181,12 @@ export const dataPlaneEnvShape = {
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
   ...usageRecorderEnvShape,
   /**
-   * Open client WebSockets per app (per node for a dedicated node's key), counted per data-plane process;
+   * Open client WebSockets per app (per node for a dedicated node's key), counted per serving thread;
    * past it the upgrade is refused with 429 `ws_connection_limit`.
    */
   WS_MAX_CONNECTIONS_PER_KEY: env.int(1000, 1, 10_000_000),
   /**
-   * Open client WebSockets per client address (IPv6 per /64), keyed and public together, per process;
+   * Open client WebSockets per client address (IPv6 per /64), keyed and public together, per thread;
    * past it the upgrade is refused with 429 `ws_ip_connection_limit`. Sized for a NAT or an office.
    */
   WS_MAX_CONNECTIONS_PER_IP: env.int(500, 1, 10_000_000),
@@ -209,6 +226,32 @@ export const dataPlaneEnvShape = {
 
 export const DataPlaneEnvSchema = z.object(dataPlaneEnvShape);
 export type DataPlaneConfig = z.infer<typeof DataPlaneEnvSchema>;
+
+/**
+ * Longest a `close()` can take with this configuration: the drain, the linger, the second linger given to
+ * requests the drain ran out on (see HttpServer.finish), the final quota and usage flushes (in parallel,
+ * each retried up to its timeout), plus 2 s for closing upstream pools and Redis connections. Supervisors
+ * must wait at least this long before killing the process (compose `stop_grace_period`, `npm start`), or
+ * the last usage flush is lost; the process's own forced exit after an uncaught exception uses it too.
+ */
+export function shutdownBudgetMs(
+  config: Pick<
+    DataPlaneConfig,
+    "SHUTDOWN_DRAIN_MS" | "SHUTDOWN_LINGER_MS" | "USAGE_CLOSE_TIMEOUT_MS" | "QUOTA_CLOSE_TIMEOUT_MS"
+  >,
+): number {
+  return (
+    config.SHUTDOWN_DRAIN_MS +
+    2 * config.SHUTDOWN_LINGER_MS +
+    Math.max(config.USAGE_CLOSE_TIMEOUT_MS, config.QUOTA_CLOSE_TIMEOUT_MS) +
+    2_000
+  );
+}
+
+/** How many serving threads this configuration asks for (DATA_PLANE_THREADS, or the CPUs available). */
+export function dataPlaneThreads(config: Pick<DataPlaneConfig, "DATA_PLANE_THREADS">): number {
+  return config.DATA_PLANE_THREADS ?? Math.max(1, availableParallelism());
+}
 
 export function loadDataPlaneConfig(source: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
   const config = parseEnv(DataPlaneEnvSchema, source);

@@ -3,7 +3,7 @@ import { type Cidr, parseCidr } from "./allowlist/ip";
 import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
-import type { DataPlaneConfig } from "./config";
+import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
 import { dropReorged } from "./forward/forward";
 import { LimitsGate } from "./limits/admission";
 import { ConcurrencyLimiter } from "./limits/concurrency";
@@ -25,10 +25,21 @@ import { createUsageRecorder, type UsageRecorder, usageWsHooks } from "./usage";
 import { WsGateway } from "./ws/gateway";
 import type { WsHooks } from "./ws/hooks";
 
+/** Defined with the configuration (the main thread of several reads it without loading the plane). */
+export { shutdownBudgetMs };
+
 export interface DataPlane {
   readonly port: number;
-  /** Readiness: events subscription live, networks and upstream pools loaded. */
+  /**
+   * This plane's readiness: events subscription live, networks and upstream pools loaded. (Its /readyz,
+   * as one thread among several, also waits for the other threads: PlaneThreadHooks.ready.)
+   */
   ready(): boolean;
+  /**
+   * Closes the listen socket only (new connections refused, open ones served as before): the first step
+   * of a shutdown of several threads (threads/supervisor.ts). `close()` does it too.
+   */
+  stopListening(): void;
   /** Stops listening, drains in-flight requests (up to SHUTDOWN_DRAIN_MS), closes upstreams and Redis. */
   close(): Promise<void>;
   /** For diagnostics and tests. */
@@ -56,27 +67,20 @@ export interface DataPlaneOverrides {
    * the plane neither starts it nor closes it.
    */
   usage?: UsageRecorder;
+  /** Budget of bytes buffered from upstream answers (default: UPSTREAM_BUFFER_BUDGET_BYTES for this plane). */
+  bufferBudget?: BufferBudget;
+  /** Set when this plane is one of several serving threads of the process (threads/worker.ts). */
+  thread?: PlaneThreadHooks;
 }
 
-/**
- * Longest a `close()` can take with this configuration: the drain, the linger, the second linger given to
- * requests the drain ran out on (see HttpServer.finish), the final quota and usage flushes (in parallel,
- * each retried up to its timeout), plus 2 s for closing upstream pools and Redis connections. Supervisors
- * must wait at least this long before killing the process (compose `stop_grace_period`, `npm start`), or
- * the last usage flush is lost; the process's own forced exit after an uncaught exception uses it too.
- */
-export function shutdownBudgetMs(
-  config: Pick<
-    DataPlaneConfig,
-    "SHUTDOWN_DRAIN_MS" | "SHUTDOWN_LINGER_MS" | "USAGE_CLOSE_TIMEOUT_MS" | "QUOTA_CLOSE_TIMEOUT_MS"
-  >,
-): number {
-  return (
-    config.SHUTDOWN_DRAIN_MS +
-    2 * config.SHUTDOWN_LINGER_MS +
-    Math.max(config.USAGE_CLOSE_TIMEOUT_MS, config.QUOTA_CLOSE_TIMEOUT_MS) +
-    2_000
-  );
+/** What a plane running as one thread among several asks of the others (through the main thread). */
+export interface PlaneThreadHooks {
+  /** 1..DATA_PLANE_THREADS: named in /healthz, so a client (a test) can tell which thread a connection is on. */
+  readonly index: number;
+  /** /readyz of the process, given this thread's own readiness: ready only when every thread is. */
+  ready(own: boolean): boolean;
+  /** /metrics of the whole process: every thread's series aggregated. */
+  renderMetrics(): Promise<string | undefined>;
 }
 
 /** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
@@ -111,7 +115,7 @@ export async function startDataPlane(
     logger,
   });
   // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
-  const bufferBudget = new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
+  const bufferBudget = overrides.bufferBudget ?? new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
   const cache =
     config.CACHE_MAX_BYTES > 0
       ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
@@ -289,7 +293,17 @@ export async function startDataPlane(
   ownedUsage?.start();
 
   const ready = () => state.subscribed && networksLoaded;
-  const server = new HttpServer(context, { ready });
+  const thread = overrides.thread;
+  const server = new HttpServer(
+    context,
+    thread === undefined
+      ? { ready }
+      : {
+          ready: () => thread.ready(ready()),
+          renderMetrics: () => thread.renderMetrics(),
+          thread: thread.index,
+        },
+  );
   const ws = new WsGateway(
     context,
     server.app,
@@ -308,6 +322,7 @@ export async function startDataPlane(
     context,
     ws,
     usage,
+    stopListening: () => server.stopListening(),
     close() {
       closed ??= (async () => {
         // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS). WebSocket messages arriving

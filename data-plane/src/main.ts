@@ -1,12 +1,26 @@
 import { createLogger } from "../../shared/src/log/logger";
-import { loadDataPlaneConfig } from "./config";
-import { shutdownBudgetMs, startDataPlane } from "./data-plane";
+import { type DataPlaneConfig, dataPlaneThreads, loadDataPlaneConfig, shutdownBudgetMs } from "./config";
 import { tuneHeap } from "./memory/heap-tuning";
+import { installFaultPolicy } from "./threads/fault-policy";
+import { runThreads } from "./threads/supervisor";
 
-/** Process entry point: `node dist/data-plane/src/main.js`. SIGTERM/SIGINT drain and exit 0. */
+/**
+ * Process entry point: `node dist/data-plane/src/main.js`. SIGTERM/SIGINT drain and exit 0. With
+ * DATA_PLANE_THREADS > 1 (the default on a machine with several CPUs) the planes run in worker threads
+ * (threads/supervisor.ts); with 1, in this thread, as below.
+ */
 async function main(): Promise<void> {
   const config = loadDataPlaneConfig();
+  // V8 flags are process-wide: set here, before any worker thread's heap exists, it applies to every one.
   tuneHeap(config.V8_HEAP_GROWING_PERCENT);
+  const threads = dataPlaneThreads(config);
+  if (threads > 1) return runThreads(config, threads);
+  return singleThread(config);
+}
+
+async function singleThread(config: DataPlaneConfig): Promise<void> {
+  // Loaded here, not at the top: the main thread of several serves nothing and skips the plane's modules.
+  const { startDataPlane } = require("./data-plane") as typeof import("./data-plane");
   const logger = createLogger("data-plane", config.LOG_LEVEL);
   const plane = await startDataPlane(config, { logger });
   let stopping = false;
@@ -33,25 +47,7 @@ async function main(): Promise<void> {
       },
     );
   };
-  // Every uWS handler is guarded (server/guard.ts), so what reaches these comes from elsewhere (timers,
-  // event emitters, background promise chains).
-  // - A rejected promise nobody handled is a forgotten catch on background work (a Redis write, a health
-  //   probe): the requests it belongs to have their own error paths, so it is logged, counted and the
-  //   process keeps serving instead of dropping every client for one missed catch.
-  // - An uncaught exception left a synchronous call chain half done, in unknown state (a counter not
-  //   decremented, a map entry not removed): serving on could go on wrong silently. It is logged and
-  //   counted, then the process drains (flushing usage, so nothing answered goes uncounted) and exits 1
-  //   for its supervisor (`npm start`, compose `restart:`, Kubernetes) to restart it.
-  const metrics = plane.context.metrics;
-  process.on("unhandledRejection", (reason) => {
-    metrics.handlerException("process.unhandledRejection");
-    logger.error({ err: reason }, "unhandled promise rejection (kept serving)");
-  });
-  process.on("uncaughtException", (err) => {
-    metrics.handlerException("process.uncaughtException");
-    logger.fatal({ err }, "uncaught exception: draining and exiting for a restart");
-    stop("uncaughtException", true);
-  });
+  installFaultPolicy(logger, plane.context.metrics, () => stop("uncaughtException", true));
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
 }

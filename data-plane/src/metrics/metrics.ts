@@ -1,5 +1,13 @@
 import { Counter, Gauge, Registry } from "prom-client";
 
+/**
+ * Every series of one registry as `registry.getMetricsAsJSON()` gives them: what a thread hands the main
+ * thread for the /metrics of the whole process (threads/metrics.ts aggregates them).
+ */
+export type MetricsSnapshot = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;
+type SnapshotMetric = MetricsSnapshot[number];
+type SnapshotValue = SnapshotMetric["values"][number] & { metricName?: string };
+
 /** What the data plane measures. The hot path calls these; implementations must be cheap. */
 export interface Metrics {
   /** One request object answered (a batch of 30 records 30), by network and dashboard category. */
@@ -90,6 +98,31 @@ export class NoopMetrics implements Metrics {
   }
 }
 
+/** Help text of the series kept outside prom-client (written by `render` and `snapshot` alike). */
+const HELP = {
+  rpcgw_requests_total: "JSON-RPC request objects answered, by network and category",
+  rpcgw_request_duration_seconds: "Time from request received to response written",
+  rpcgw_cache_lookups_total: "Response cache lookups by result (hit, miss)",
+  rpcgw_upstream_requests_total: "Upstream HTTP exchanges by outcome",
+  rpcgw_upstream_duration_seconds: "Upstream exchange latency",
+  rpcgw_limit_refusals_total:
+    "Messages (HTTP requests, WebSocket messages) refused by rate limits or quotas, by endpoint and reason",
+  rpcgw_limit_refused_elements_total: "Request objects in the refused messages, by endpoint and reason",
+  rpcgw_capability_routing_total:
+    "Calls that need a capability (state at an old block, a method family), routed to an upstream that can serve them or refused (no_capable_upstream)",
+  rpcgw_logs_split_calls_total: "eth_getLogs calls whose block range was split into sub-calls",
+  rpcgw_logs_split_subcalls_total: "Sub-range calls sent for split eth_getLogs (retries included)",
+  rpcgw_logs_split_halvings_total:
+    "Sub-ranges a node refused as too large (range, results or response size), retried in halves",
+} as const;
+
+/** The three logs-split counters, in the order of their values in NetworkStats' split tuples. */
+const SPLIT_SERIES = [
+  "rpcgw_logs_split_calls_total",
+  "rpcgw_logs_split_subcalls_total",
+  "rpcgw_logs_split_halvings_total",
+] as const;
+
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** A histogram kept in a typed array: observe() is a short loop and two adds, no label hashing. */
@@ -109,6 +142,22 @@ class HotHistogram {
     }
   }
 
+  /** The same series as `render`, as prom-client JSON values (`le` as text, like `render` writes it). */
+  values(name: string, labels: Record<string, string>, out: SnapshotValue[]): void {
+    let cum = 0;
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      cum += this.counts[i]!;
+      out.push({
+        metricName: `${name}_bucket`,
+        labels: { ...labels, le: String(LATENCY_BUCKETS[i]) },
+        value: cum,
+      });
+    }
+    out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: "+Inf" }, value: this.count });
+    out.push({ metricName: `${name}_sum`, labels, value: this.sum });
+    out.push({ metricName: `${name}_count`, labels, value: this.count });
+  }
+
   render(name: string, labels: string, out: string[]): void {
     let cum = 0;
     for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
@@ -126,6 +175,7 @@ function label(v: string): string {
 }
 
 interface NetworkStats {
+  readonly network: string;
   readonly labels: string;
   readonly byCategory: Map<string, number>;
   readonly latency: HotHistogram;
@@ -134,6 +184,8 @@ interface NetworkStats {
 }
 
 interface UpstreamStats {
+  readonly network: string;
+  readonly upstream: string;
   readonly labels: string;
   ok: number;
   error: number;
@@ -183,18 +235,22 @@ export class PromMetrics implements Metrics {
       help: "1 when the upstream is selectable (healthy, breaker closed, not lagging)",
       labelNames: ["network", "upstream"],
       registers,
+      // Threads probe their own pools: 1 for the process only when every thread can select it.
+      aggregator: "min",
     });
     this.upstreamHead = new Gauge({
       name: "rpcgw_upstream_head_block",
       help: "Head block height last reported by the upstream",
       labelNames: ["network", "upstream"],
       registers,
+      aggregator: "max",
     });
     this.upstreamLatencyEwma = new Gauge({
       name: "rpcgw_upstream_latency_ewma_ms",
       help: "Exponentially weighted moving average of upstream latency",
       labelNames: ["network", "upstream"],
       registers,
+      aggregator: "average",
     });
     this.finalizedBlock = new Gauge({
       name: "rpcgw_network_finalized_block",
@@ -231,6 +287,7 @@ export class PromMetrics implements Metrics {
       help: "1 while the rate limiter (component=ratelimit) or the quota tracker (component=quota) reaches Redis; 0 while it limits / counts locally",
       labelNames: ["component"],
       registers,
+      aggregator: "min",
       collect: () => {
         const h = this.limitsProbe?.();
         if (h === undefined) return;
@@ -340,6 +397,7 @@ export class PromMetrics implements Metrics {
     let s = this.networks.get(network);
     if (s === undefined) {
       s = {
+        network,
         labels: `network="${label(network)}"`,
         byCategory: new Map(),
         latency: new HotHistogram(),
@@ -368,6 +426,8 @@ export class PromMetrics implements Metrics {
     let s = this.upstreams.get(k);
     if (s === undefined) {
       s = {
+        network,
+        upstream,
         labels: `network="${label(network)}",upstream="${label(upstream)}"`,
         ok: 0,
         error: 0,
@@ -387,9 +447,79 @@ export class PromMetrics implements Metrics {
     this.upstreamLatencyEwma.labels(network, upstream).set(latencyMs);
   }
 
+  /**
+   * Every series `render` writes, as prom-client JSON: the typed-array series converted, then the
+   * registry's own. Counters and histograms are summed across threads; the gauges above say how they
+   * combine (`aggregator`).
+   */
+  async snapshot(): Promise<MetricsSnapshot> {
+    const metric = (name: string, help: string, type: string, values: SnapshotValue[]): SnapshotMetric =>
+      ({ name, help, type, values, aggregator: "sum" }) as unknown as SnapshotMetric;
+    const requests: SnapshotValue[] = [];
+    const latency: SnapshotValue[] = [];
+    const cache: SnapshotValue[] = [];
+    for (const s of this.networks.values()) {
+      for (const [category, n] of s.byCategory)
+        requests.push({ labels: { network: s.network, category }, value: n });
+      s.latency.values("rpcgw_request_duration_seconds", { network: s.network }, latency);
+      cache.push({ labels: { network: s.network, result: "hit" }, value: s.cacheHits });
+      cache.push({ labels: { network: s.network, result: "miss" }, value: s.cacheMisses });
+    }
+    const upstreams: SnapshotValue[] = [];
+    const upstreamLatency: SnapshotValue[] = [];
+    for (const s of this.upstreams.values()) {
+      const labels = { network: s.network, upstream: s.upstream };
+      for (const outcome of ["ok", "error", "timeout", "cancelled"] as const)
+        upstreams.push({ labels: { ...labels, outcome }, value: s[outcome] });
+      s.latency.values("rpcgw_upstream_duration_seconds", labels, upstreamLatency);
+    }
+    const refusals: SnapshotValue[] = [];
+    const refusedElements: SnapshotValue[] = [];
+    for (const [k, [n, e]] of this.refusals) {
+      const [endpoint, reason] = k.split("\u0000") as [string, string];
+      refusals.push({ labels: { endpoint, reason }, value: n });
+      refusedElements.push({ labels: { endpoint, reason }, value: e });
+    }
+    const capability: SnapshotValue[] = [];
+    for (const [k, n] of this.capabilityCalls) {
+      const [network, need, outcome] = k.split("\u0000") as [string, string, string];
+      capability.push({ labels: { network, need, outcome }, value: n });
+    }
+    const splits = SPLIT_SERIES.map((name, k) =>
+      metric(
+        name,
+        HELP[name],
+        "counter",
+        [...this.splits].map(([network, c]) => ({ labels: { network }, value: c[k]! })),
+      ),
+    );
+    return [
+      metric("rpcgw_requests_total", HELP.rpcgw_requests_total, "counter", requests),
+      metric("rpcgw_request_duration_seconds", HELP.rpcgw_request_duration_seconds, "histogram", latency),
+      metric("rpcgw_cache_lookups_total", HELP.rpcgw_cache_lookups_total, "counter", cache),
+      metric("rpcgw_upstream_requests_total", HELP.rpcgw_upstream_requests_total, "counter", upstreams),
+      metric(
+        "rpcgw_upstream_duration_seconds",
+        HELP.rpcgw_upstream_duration_seconds,
+        "histogram",
+        upstreamLatency,
+      ),
+      metric("rpcgw_limit_refusals_total", HELP.rpcgw_limit_refusals_total, "counter", refusals),
+      metric(
+        "rpcgw_limit_refused_elements_total",
+        HELP.rpcgw_limit_refused_elements_total,
+        "counter",
+        refusedElements,
+      ),
+      metric("rpcgw_capability_routing_total", HELP.rpcgw_capability_routing_total, "counter", capability),
+      ...splits,
+      ...(await this.registry.getMetricsAsJSON()),
+    ];
+  }
+
   async render(): Promise<string | undefined> {
     const out: string[] = [
-      "# HELP rpcgw_requests_total JSON-RPC request objects answered, by network and category",
+      `# HELP rpcgw_requests_total ${HELP.rpcgw_requests_total}`,
       "# TYPE rpcgw_requests_total counter",
     ];
     for (const s of this.networks.values()) {
@@ -398,12 +528,12 @@ export class PromMetrics implements Metrics {
       }
     }
     out.push(
-      "# HELP rpcgw_request_duration_seconds Time from request received to response written",
+      `# HELP rpcgw_request_duration_seconds ${HELP.rpcgw_request_duration_seconds}`,
       "# TYPE rpcgw_request_duration_seconds histogram",
     );
     for (const s of this.networks.values()) s.latency.render("rpcgw_request_duration_seconds", s.labels, out);
     out.push(
-      "# HELP rpcgw_cache_lookups_total Response cache lookups by result (hit, miss)",
+      `# HELP rpcgw_cache_lookups_total ${HELP.rpcgw_cache_lookups_total}`,
       "# TYPE rpcgw_cache_lookups_total counter",
     );
     for (const s of this.networks.values()) {
@@ -411,7 +541,7 @@ export class PromMetrics implements Metrics {
       out.push(`rpcgw_cache_lookups_total{${s.labels},result="miss"} ${s.cacheMisses}`);
     }
     out.push(
-      "# HELP rpcgw_upstream_requests_total Upstream HTTP exchanges by outcome",
+      `# HELP rpcgw_upstream_requests_total ${HELP.rpcgw_upstream_requests_total}`,
       "# TYPE rpcgw_upstream_requests_total counter",
     );
     for (const s of this.upstreams.values()) {
@@ -421,17 +551,17 @@ export class PromMetrics implements Metrics {
       out.push(`rpcgw_upstream_requests_total{${s.labels},outcome="cancelled"} ${s.cancelled}`);
     }
     out.push(
-      "# HELP rpcgw_upstream_duration_seconds Upstream exchange latency",
+      `# HELP rpcgw_upstream_duration_seconds ${HELP.rpcgw_upstream_duration_seconds}`,
       "# TYPE rpcgw_upstream_duration_seconds histogram",
     );
     for (const s of this.upstreams.values())
       s.latency.render("rpcgw_upstream_duration_seconds", s.labels, out);
     out.push(
-      "# HELP rpcgw_limit_refusals_total Messages (HTTP requests, WebSocket messages) refused by rate limits or quotas, by endpoint and reason",
+      `# HELP rpcgw_limit_refusals_total ${HELP.rpcgw_limit_refusals_total}`,
       "# TYPE rpcgw_limit_refusals_total counter",
     );
     const elements: string[] = [
-      "# HELP rpcgw_limit_refused_elements_total Request objects in the refused messages, by endpoint and reason",
+      `# HELP rpcgw_limit_refused_elements_total ${HELP.rpcgw_limit_refused_elements_total}`,
       "# TYPE rpcgw_limit_refused_elements_total counter",
     ];
     for (const [k, [n, e]] of this.refusals) {
@@ -442,7 +572,7 @@ export class PromMetrics implements Metrics {
     }
     out.push(...elements);
     out.push(
-      "# HELP rpcgw_capability_routing_total Calls that need a capability (state at an old block, a method family), routed to an upstream that can serve them or refused (no_capable_upstream)",
+      `# HELP rpcgw_capability_routing_total ${HELP.rpcgw_capability_routing_total}`,
       "# TYPE rpcgw_capability_routing_total counter",
     );
     for (const [k, n] of this.capabilityCalls) {
@@ -451,17 +581,9 @@ export class PromMetrics implements Metrics {
         `rpcgw_capability_routing_total{network="${label(network)}",need="${label(need)}",outcome="${outcome}"} ${n}`,
       );
     }
-    const splitLines: [string, string][] = [
-      ["rpcgw_logs_split_calls_total", "eth_getLogs calls whose block range was split into sub-calls"],
-      ["rpcgw_logs_split_subcalls_total", "Sub-range calls sent for split eth_getLogs (retries included)"],
-      [
-        "rpcgw_logs_split_halvings_total",
-        "Sub-ranges a node refused as too large (range, results or response size), retried in halves",
-      ],
-    ];
-    for (let k = 0; k < splitLines.length; k++) {
-      const [name, help] = splitLines[k]!;
-      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+    for (let k = 0; k < SPLIT_SERIES.length; k++) {
+      const name = SPLIT_SERIES[k]!;
+      out.push(`# HELP ${name} ${HELP[name]}`, `# TYPE ${name} counter`);
       for (const [network, c] of this.splits) out.push(`${name}{network="${label(network)}"} ${c[k]}`);
     }
     return `${out.join("\n")}\n\n${await this.registry.metrics()}`;

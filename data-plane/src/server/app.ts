@@ -13,6 +13,10 @@ const ALLOW_HEADERS = "apikey, authorization, content-type, x-request-id";
 
 export interface HttpServerHooks {
   ready(): boolean;
+  /** /metrics text in place of this plane's own `metrics.render()` (a thread serving the whole process's). */
+  renderMetrics?(): Promise<string | undefined>;
+  /** The serving thread's index (DATA_PLANE_THREADS > 1), named in the /healthz answer. */
+  thread?: number;
 }
 
 /**
@@ -77,6 +81,8 @@ export class HttpServer implements ExchangeTracker {
         );
       }
     }
+    const health =
+      hooks.thread === undefined ? '{"status":"ok"}' : `{"status":"ok","thread":${hooks.thread}}`;
     app.get(
       "/healthz",
       guard.http("healthz", (res) => {
@@ -84,7 +90,7 @@ export class HttpServer implements ExchangeTracker {
           res.writeStatus(STATUS[200]!);
           res.writeHeader("x-request-id", nextRequestId());
           res.writeHeader("content-type", "application/json");
-          res.end('{"status":"ok"}');
+          res.end(health);
         });
       }),
     );
@@ -108,7 +114,8 @@ export class HttpServer implements ExchangeTracker {
         res.onAborted(() => {
           aborted = true;
         });
-        void this.ctx.metrics.render().then(
+        const rendering = this.hooks.renderMetrics?.() ?? this.ctx.metrics.render();
+        void rendering.then(
           (text) => {
             if (aborted) return;
             res.cork(() => {
@@ -297,6 +304,19 @@ export class HttpServer implements ExchangeTracker {
   }
 
   /**
+   * Closes the listen socket only: new connections are refused, open ones are served as before (no
+   * `Connection: close`). Lets every thread of a process close its listen socket before any starts the
+   * drain, whose `Connection: close` answers send clients to reconnect: while one thread still listened,
+   * they would land in its accept queue, which is reset (not refused) when it closes in turn.
+   */
+  stopListening(): void {
+    if (this.listenSocket !== undefined) {
+      uWS.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = undefined;
+    }
+  }
+
+  /**
    * Stops accepting connections, then waits (up to `drainMs`) for in-flight requests to finish. Requests
    * arriving meanwhile on kept-alive connections are served (answered with `Connection: close`, so each
    * such connection carries at most one more). The moment the drain ends (in-flight reached 0, or
@@ -306,10 +326,7 @@ export class HttpServer implements ExchangeTracker {
    */
   async close(drainMs: number): Promise<void> {
     this.closing = true;
-    if (this.listenSocket !== undefined) {
-      uWS.us_listen_socket_close(this.listenSocket);
-      this.listenSocket = undefined;
-    }
+    this.stopListening();
     if (this.live > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {

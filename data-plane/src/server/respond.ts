@@ -47,7 +47,10 @@ const REQUEST_ID_PREFIX = Math.floor(Math.random() * 0xffffffff)
   .padStart(8, "0");
 let requestCounter = 0;
 
-/** Unique per process run: random prefix + counter (no crypto call per request). */
+/**
+ * Unique per process run: random prefix + counter (no crypto call per request). Each serving thread
+ * (DATA_PLANE_THREADS > 1) loads this module anew: its own prefix.
+ */
 export function nextRequestId(): string {
   requestCounter++;
   return `${REQUEST_ID_PREFIX}-${requestCounter.toString(36)}`;

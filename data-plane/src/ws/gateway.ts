@@ -885,6 +885,7 @@ export class WsGateway {
       name: "rpcgw_ws_fanout_max_seconds",
       help: "Longest single fan-out since start",
       registers,
+      aggregator: "max",
       collect() {
         let m = 0;
         for (const h of self.hubs.all()) m = Math.max(m, h.fanoutMaxSeconds);

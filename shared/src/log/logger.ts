@@ -21,8 +21,14 @@ export const REDACT_PATHS = [
   "req.headers.apikey",
 ];
 
-export function createLogger(name: string, level = "info"): Logger {
-  return pino({ name, level, redact: { paths: REDACT_PATHS, censor: "[redacted]" } });
+/**
+ * `sync`: each line is written to stdout before the call returns. For worker threads: pino's default
+ * stdout stream there is asynchronous and flushed at exit only on the main thread, so a thread's last
+ * lines ("data plane stopped") could be lost.
+ */
+export function createLogger(name: string, level = "info", opts: { sync?: boolean } = {}): Logger {
+  const options = { name, level, redact: { paths: REDACT_PATHS, censor: "[redacted]" } };
+  return opts.sync ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
 }
 
 export type { Logger };

@@ -139,6 +139,7 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
           QUOTA_MODE: "off",
           USAGE_FLUSH_INTERVAL_MS: "10000",
           SHUTDOWN_LINGER_MS: "1500",
+          DATA_PLANE_THREADS: "2",
         },
         ready: async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200,
       });
@@ -178,6 +179,12 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
       assert.equal(err.data.reason, "shutting_down");
       assert.equal(err.data.category, "Service Error");
       assert.equal(await exited, 0, proc.output());
+      // Both threads drained and flushed their usage (the served request is on one, the refusal too).
+      assert.equal(
+        proc.output().match(/"thread":[12],"msg":"data plane stopped"/g)?.length,
+        2,
+        proc.output(),
+      );
       const u = await streamUsage(redis, names);
       assert.deepEqual(u, { app: 1, appSuccess: 1, shuttingDown: 1, other: 0 });
     } finally {
@@ -186,8 +193,14 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
     }
   });
 
-  for (let run = 1; run <= 3; run++) {
-    it(`run ${run}: busy and sporadic keep-alive clients: every request answered and counted, or refused before it was sent; 0 cut`, async () => {
+  // DATA_PLANE_THREADS=2 (what a 2-CPU machine runs by default), and once with the single thread.
+  for (const [run, threads] of [
+    [1, 2],
+    [2, 2],
+    [3, 2],
+    [4, 1],
+  ] as const) {
+    it(`run ${run} (${threads} thread${threads > 1 ? "s" : ""}): busy and sporadic keep-alive clients: every request answered and counted, or refused before it was sent; 0 cut`, async () => {
       // Each run reads its own stream: a fresh prefix per run.
       const prefix = `${ns.prefix}r${run}:`;
       const names = new RedisNames(prefix);
@@ -213,6 +226,7 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
             // Above the sporadic clients' longest pause (185 ms) with room for timers running late on a
             // busy machine: a request sent after the linger hits a connection being closed (reset).
             SHUTDOWN_LINGER_MS: "1500",
+            DATA_PLANE_THREADS: String(threads),
           },
           ready: async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200,
         });
@@ -314,6 +328,7 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
           USAGE_FLUSH_INTERVAL_MS: "10000",
           SHUTDOWN_DRAIN_MS: String(drainMs),
           SHUTDOWN_LINGER_MS: "1500",
+          DATA_PLANE_THREADS: "2",
         },
         ready: async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200,
       });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { availableParallelism } from "node:os";
+import { dataPlaneThreads, loadDataPlaneConfig } from "../../../data-plane/src/config";
 
 describe("data-plane config: WebSocket caps and the method policy's extra namespaces", () => {
   it("has defaults for every cap (no variable needs to be set)", () => {
@@ -41,5 +42,19 @@ describe("data-plane config: hedged reads and head integrity", () => {
     );
     assert.throws(() => loadDataPlaneConfig({ HEDGE_MAX_PERCENT: "101" }));
     assert.throws(() => loadDataPlaneConfig({ HEAD_OUTLIER_BLOCKS: "0" }));
+  });
+});
+
+describe("data-plane config: DATA_PLANE_THREADS", () => {
+  it("unset = the CPUs this process may run on; a number = that many; 1..1024 only", () => {
+    assert.equal(loadDataPlaneConfig({}).DATA_PLANE_THREADS, undefined);
+    assert.equal(dataPlaneThreads(loadDataPlaneConfig({})), availableParallelism());
+    assert.equal(dataPlaneThreads(loadDataPlaneConfig({ DATA_PLANE_THREADS: "1" })), 1);
+    assert.equal(dataPlaneThreads(loadDataPlaneConfig({ DATA_PLANE_THREADS: "6" })), 6);
+    for (const bad of ["0", "-1", "1.5", "all", "1025"])
+      assert.throws(
+        () => loadDataPlaneConfig({ DATA_PLANE_THREADS: bad }),
+        /DATA_PLANE_THREADS: expected an integer 1\.\.1024/,
+      );
   });
 });

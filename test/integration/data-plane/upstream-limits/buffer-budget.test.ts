@@ -26,6 +26,8 @@ describe("data plane: UPSTREAM_BUFFER_BUDGET_BYTES bounds the answers buffered t
       // One answer may be nearly the whole budget: after the burst, that one fits only if it all came back.
       UPSTREAM_MAX_RESPONSE_BYTES: String(31 * MiB),
       UPSTREAM_BUFFER_BUDGET_BYTES: String(BUDGET),
+      // Two serving threads: the budget bounds the process, so they share it (SharedBufferBudget).
+      DATA_PLANE_THREADS: "2",
     });
     ({ up, dp, base, appKey, nodeKey } = gw);
     // Warm up every path once so the baseline includes what they allocate on first use.

@@ -26,6 +26,9 @@ describe("data plane: upstream answers above UPSTREAM_MAX_RESPONSE_BYTES", funct
       UPSTREAM_MAX_RESPONSE_BYTES: String(CAP),
       // The coalescing test answers one WebSocket client with 4 x 3 MiB at once.
       WS_MAX_BUFFERED_BYTES: String(32 * MiB),
+      // One heap: the RSS bounds below are measured against a baseline taken after warming every path,
+      // and a warm-up request reaches only the thread its connection lands on.
+      DATA_PLANE_THREADS: "1",
     });
     ({ up, dp, base, appKey, nodeKey } = gw);
     // Warm up every path once so the baseline includes what they allocate on first use.

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { Worker } from "node:worker_threads";
 import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
-import { BufferBudget } from "../../../../data-plane/src/upstream/buffer-budget";
+import { BufferBudget, SharedBufferBudget } from "../../../../data-plane/src/upstream/buffer-budget";
 import { ExchangeKind, INVALID_REPLY, Upstream } from "../../../../data-plane/src/upstream/upstream";
 
 const KiB = 1024;
@@ -162,6 +163,68 @@ describe("data plane: process-wide budget of buffered upstream bytes", function 
     assert.equal(u.breakerOpen, false, "a probe refused for the gateway's memory says nothing of the node");
     assert.equal(budget.used, 0);
     await u.close();
+  });
+
+  it("SharedBufferBudget: budgets on one SharedArrayBuffer share the limit (threads of one process), past 2^31 bytes too", () => {
+    const shared = SharedBufferBudget.allocate();
+    const a = new SharedBufferBudget(100, shared);
+    const b = new SharedBufferBudget(100, shared);
+    assert.equal(a.take(60), true);
+    assert.equal(b.used, 60);
+    assert.equal(b.take(41), false, "what a took counts for b");
+    assert.equal(b.refused, 1);
+    assert.equal(a.refused, 0, "refusals are counted per thread");
+    assert.equal(b.fits(40), true);
+    assert.equal(b.take(40), true);
+    assert.equal(a.fits(1), false);
+    a.release(60);
+    assert.equal(b.used, 40);
+    b.release(40);
+    assert.equal(a.used, 0);
+    const big = new SharedBufferBudget(8 * 1024 * 1024 * KiB, SharedBufferBudget.allocate());
+    assert.equal(big.take(3 * 1024 * 1024 * KiB), true);
+    assert.equal(big.take(5 * 1024 * 1024 * KiB), true);
+    assert.equal(big.take(1), false);
+    assert.equal(big.used, 8 * 1024 * 1024 * KiB);
+  });
+
+  it("SharedBufferBudget: 4 threads taking and releasing at once never pass the limit and end at 0", async () => {
+    const shared = SharedBufferBudget.allocate();
+    const limit = 1000;
+    // Each thread: 200,000 rounds of take(random 1..300) and, when it got it, a release of the same.
+    // A take that read a stale `used` would pass the limit; the high-water mark is checked each round.
+    const src = `
+      const { workerData, parentPort } = require("node:worker_threads");
+      const { SharedBufferBudget } = require(workerData.module);
+      const b = new SharedBufferBudget(workerData.limit, workerData.shared);
+      let max = 0, took = 0;
+      for (let i = 0; i < 200000; i++) {
+        const n = 1 + ((i * 7919) % 300);
+        if (b.take(n)) {
+          took++;
+          max = Math.max(max, b.used);
+          b.release(n);
+        }
+      }
+      parentPort.postMessage({ max, took, refused: b.refused });`;
+    const module = require.resolve("../../../../data-plane/src/upstream/buffer-budget");
+    const results = await Promise.all(
+      Array.from(
+        { length: 4 },
+        () =>
+          new Promise<{ max: number; took: number; refused: number }>((resolve, reject) => {
+            const w = new Worker(src, { eval: true, workerData: { module, limit, shared } });
+            w.once("message", resolve);
+            w.once("error", reject);
+          }),
+      ),
+    );
+    const budget = new SharedBufferBudget(limit, shared);
+    assert.equal(budget.used, 0, "every take given back");
+    for (const r of results) {
+      assert.ok(r.max <= limit, `a thread saw ${r.max} held, limit ${limit}`);
+      assert.ok(r.took > 0);
+    }
   });
 
   it("UPSTREAM_BUFFER_BUDGET_BYTES defaults to 256 MiB", () => {

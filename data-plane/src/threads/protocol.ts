@@ -1,0 +1,38 @@
+import type { DataPlaneConfig } from "../config";
+import type { MetricsSnapshot } from "../metrics/metrics";
+
+/** What the main thread gives each serving thread at its start (`workerData`). */
+export interface ThreadData {
+  /** 1..threads; the `thread` field of its log lines and label of its per-thread series (0 = main). */
+  readonly index: number;
+  readonly threads: number;
+  /** The process's configuration, with what is split between threads already divided (see worker.ts). */
+  readonly config: DataPlaneConfig;
+  /** ThreadReadiness: one Int32 per thread (index - 1), 1 while that thread is listening and ready. */
+  readonly readyFlags: SharedArrayBuffer;
+  /** UPSTREAM_BUFFER_BUDGET_BYTES shared by every thread (SharedBufferBudget). */
+  readonly bufferBudget: SharedArrayBuffer;
+}
+
+/** Main thread -> serving thread. */
+export type ToThread =
+  /** Close your listen socket and say so (`notListening`); keep serving open connections as before. */
+  | { readonly type: "stopListening" }
+  /** Drain and close the plane, then end the thread (SIGTERM/SIGINT, or another thread's fault). */
+  | { readonly type: "stop"; readonly signal: string }
+  /** Send your metrics snapshot for scrape `id`. */
+  | { readonly type: "collect"; readonly id: number }
+  /** The answer to the /metrics request `id` this thread forwarded. */
+  | { readonly type: "metrics"; readonly id: number; readonly text: string };
+
+/** Serving thread -> main thread. */
+export type FromThread =
+  | { readonly type: "listening"; readonly port: number }
+  | { readonly type: "notListening" }
+  /** startDataPlane failed (e.g. no networks in Redis, port taken): the process exits 1. */
+  | { readonly type: "startFailed"; readonly message: string }
+  /** An uncaught exception (already logged and counted): the whole process drains and exits 1. */
+  | { readonly type: "fatal" }
+  /** A /metrics request reached this thread: aggregate every thread's series and answer `id`. */
+  | { readonly type: "scrape"; readonly id: number }
+  | { readonly type: "snapshot"; readonly id: number; readonly metrics: MetricsSnapshot };

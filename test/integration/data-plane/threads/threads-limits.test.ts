@@ -1,0 +1,154 @@
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { RedisNames } from "../../../../shared/src/redis/keys";
+import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
+import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
+import { post, sleep } from "../harness";
+import { call, LIMITS_ENV, RecordingUpstream, UsageReader } from "../limits/fixtures";
+import { perThreadDelta, scrape, startThreadedPlane, type ThreadedPlane } from "./fixture";
+
+const WS = "ws-threads-limits";
+
+function plan(requestsPerSecond: number, dailyRequestLimit = 10_000_000) {
+  return { name: "test", requestsPerSecond, dailyRequestLimit, monthlyRequestLimit: null };
+}
+
+/**
+ * Limits with DATA_PLANE_THREADS=2: each thread is one instance of the limit reconciliation that already
+ * exists between processes (its own rate-limiter and quota instance ids), so one process with two threads
+ * must stay as close to exact as two processes do.
+ */
+describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across the threads", function () {
+  this.timeout(120_000);
+  let up: RecordingUpstream;
+  let ns: TestRedisNamespace;
+  let seeder: RedisSeeder;
+  let usage: UsageReader;
+  let redis: Redis;
+  let plane: ThreadedPlane | undefined;
+
+  beforeEach(async () => {
+    up = await new RecordingUpstream().start();
+    ns = createTestRedisNamespace();
+    seeder = new RedisSeeder(ns.prefix);
+    usage = new UsageReader(ns.prefix);
+    redis = new Redis(TEST_REDIS_URL);
+    await seeder.putNetwork(evmNetwork("eth", [{ id: "up", httpUrl: up.url }]));
+  });
+
+  afterEach(async () => {
+    await plane?.proc.stop(20_000);
+    plane = undefined;
+    redis.disconnect();
+    await usage.close();
+    await seeder.close();
+    await up.stop();
+    await ns.cleanup();
+  });
+
+  const start = async () => {
+    plane = await startThreadedPlane(ns.prefix, {
+      ...LIMITS_ENV,
+      SHARED_NODE_EXTRA_NAMESPACES: "lim",
+      LOG_LEVEL: "warn",
+      USAGE_MODE: "off",
+    });
+    // Both threads announce themselves in the rate limiter's instances hash (heartbeat every 500 ms).
+    const instances = new RedisNames(ns.prefix).rateLimitInstances();
+    const deadline = Date.now() + 5_000;
+    while ((await redis.hlen(instances)) < 2) {
+      assert.ok(Date.now() < deadline, "the two threads never registered as rate-limit instances");
+      await sleep(50);
+    }
+    return plane;
+  };
+
+  interface Outcome {
+    ok: number;
+    refused: number;
+    other: string[];
+    /** data.reason of the 429s -> how many. */
+    reasons: Map<string, number>;
+  }
+
+  /** `loops` concurrent request loops on the global fetch pool (one connection each) until `until`. */
+  const hammer = async (url: string, method: string, loops: number, until: (o: Outcome) => boolean) => {
+    const out: Outcome = { ok: 0, refused: 0, other: [], reasons: new Map() };
+    const loop = async () => {
+      while (!until(out)) {
+        const r = await post(url, call(method));
+        if (r.status === 200) out.ok++;
+        else if (r.status === 429) {
+          out.refused++;
+          const reason = r.json?.error?.data?.reason as string;
+          out.reasons.set(reason, (out.reasons.get(reason) ?? 0) + 1);
+        } else out.other.push(`${r.status} ${r.text}`);
+      }
+    };
+    await Promise.all(Array.from({ length: loops }, loop));
+    return out;
+  };
+
+  it("a per-second limit shared by both threads: each loaded second within 10% of the limit", async () => {
+    // Low enough that this shared 2-CPU machine, running the client, both threads and the upstream,
+    // offers several times more in every second.
+    const limit = 50;
+    const key = await seeder.putKey({ workspaceId: WS, plan: plan(limit) });
+    const p = await start();
+    up.watch = "lim_threads";
+    const before = await scrape(p.base);
+    await sleep(1000 - (Date.now() % 1000));
+    const first = Math.floor(Date.now() / 1000);
+    const endMs = (first + 3) * 1000;
+    const url = `${p.base}/eth/rpc?apikey=${key}`;
+    const r = await hammer(url, "lim_threads", 24, () => Date.now() >= endMs);
+    assert.deepEqual(r.other, []);
+    const d = perThreadDelta(before, await scrape(p.base));
+    const perSecond = [first, first + 1, first + 2].map((s) => up.perSecond.get(s) ?? 0);
+    console.log(
+      `      limit ${limit}/s over 2 threads: admitted per second ${perSecond.join(", ")}; ${r.ok} served, ` +
+        `${r.refused} refused; answered by thread 1: ${d.get("1")}, thread 2: ${d.get("2")}`,
+    );
+    // Both threads took a real share of the load, so both limited it together.
+    for (const [t, n] of d) assert.ok(n >= (r.ok + r.refused) * 0.2, `thread ${t} answered only ${n}`);
+    assert.ok(
+      r.refused > r.ok,
+      `the load was not well above the limit: ${r.ok} served, ${r.refused} refused`,
+    );
+    assert.equal(r.reasons.get("rate_limit"), r.refused);
+    for (const n of perSecond) {
+      assert.ok(n <= limit * 1.1, `admitted ${n} in a second, limit ${limit}`);
+    }
+    // Each of the three seconds was loaded (the 24 loops run throughout): within 10% below too, but a
+    // stall of this shared machine can starve one second, so at least two of the three must be.
+    assert.ok(
+      perSecond.filter((n) => n >= limit * 0.9).length >= 2,
+      `fewer than two seconds reached 90% of ${limit}: ${perSecond}`,
+    );
+    assert.equal(up.count("lim_threads"), r.ok);
+  });
+
+  it("a daily quota shared by both threads: served within 10% of the limit, then counted exactly", async () => {
+    const daily = 1500;
+    const key = await seeder.putKey({ workspaceId: WS, plan: plan(1_000_000, daily) });
+    const p = await start();
+    const before = await scrape(p.base);
+    const url = `${p.base}/eth/rpc?apikey=${key}`;
+    const deadline = Date.now() + 60_000;
+    // Until the quota has clearly closed: 200 refusals seen (or a minute, which fails below).
+    const r = await hammer(url, "lim_quota", 24, (o) => o.refused >= 200 || Date.now() > deadline);
+    assert.deepEqual(r.other, []);
+    const d = perThreadDelta(before, await scrape(p.base));
+    console.log(
+      `      daily limit ${daily} over 2 threads: ${r.ok} served (${((r.ok / daily - 1) * 100).toFixed(1)}% off), ` +
+        `${r.refused} refused; answered by thread 1: ${d.get("1")}, thread 2: ${d.get("2")}`,
+    );
+    for (const [t, n] of d) assert.ok(n >= (r.ok + r.refused) * 0.2, `thread ${t} answered only ${n}`);
+    assert.ok(r.ok >= daily * 0.9 && r.ok <= daily * 1.1, `served ${r.ok}, daily limit ${daily}`);
+    assert.equal(r.reasons.get("daily_limit"), r.refused);
+    // SIGTERM: each thread flushes its last counts; the day's count is then exactly what was served.
+    assert.equal(await p.proc.stop(20_000), 0, p.proc.output());
+    assert.equal((await usage.read(WS)).count, r.ok);
+    assert.equal(up.count("lim_quota"), r.ok);
+  });
+});

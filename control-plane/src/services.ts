@@ -12,6 +12,7 @@ import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
 import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
 import { NodeService } from "./nodes/node.service";
+import { OperatorService } from "./operator/operator.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
 import { UsageService } from "./usage/usage.service";
@@ -34,6 +35,7 @@ export interface Services {
   usage: UsageService;
   nodes: NodeService;
   webhooks: WebhookService;
+  operator: OperatorService;
 }
 
 export function createServices(
@@ -95,5 +97,6 @@ export function createServices(
       webhookEmitter,
     ),
     webhooks: new WebhookService(ds, workspaces, webhookQueue, encryptionKey, config.webhooks),
+    operator: new OperatorService(ds, redis, names, config.usageMaxRangeDays),
   };
 }

@@ -66,7 +66,11 @@ export class AuthService {
     if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) {
       throw unauthenticated("Invalid, expired or revoked token");
     }
-    return { kind: "account", accountId: row.accountId, tokenId: row.id };
+    // Read per request (not cached with the token), so revoking the flag takes effect at the next call.
+    const acc = await this.ds
+      .getRepository(Account)
+      .findOne({ select: { id: true, isOperator: true }, where: { id: row.accountId } });
+    return { kind: "account", accountId: row.accountId, tokenId: row.id, operator: acc?.isOperator === true };
   }
 
   private validateEmail(raw: string): string {

@@ -69,6 +69,10 @@ export async function bootstrapDemo(
     const issued = await services.auth.signUp({ email, password, workspaceName: "Demo workspace" });
     account = issued.account;
     token = issued.token;
+    // The first account `npm start` creates runs the platform: it gets the operator console. Only when no
+    // account is an operator yet, so a later demo account on a shared database gets nothing.
+    const operators = await ds.getRepository(Account).countBy({ isOperator: true });
+    if (operators === 0) await ds.getRepository(Account).update({ id: account.id }, { isOperator: true });
   } else {
     token = await services.auth.issueSessionToken(account.id);
   }

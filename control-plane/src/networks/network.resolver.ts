@@ -12,6 +12,7 @@ import {
   Resolver,
   Root,
 } from "type-graphql";
+import { isPlatformOperator } from "../auth/context";
 import { forbidden } from "../common/errors";
 import { GqlContext } from "../graphql/context";
 import { Network, NetworkProtocol } from "./network.entity";
@@ -132,7 +133,7 @@ export class NetworkResolver {
 
   @FieldResolver(() => [Upstream], { nullable: true, description: "Operator only." })
   upstreams(@Root() net: Network, @Ctx() ctx: GqlContext): Promise<Upstream[]> {
-    if (ctx.principal?.kind !== "operator") throw forbidden("Upstreams are visible to the operator only");
+    if (!isPlatformOperator(ctx)) throw forbidden("Upstreams are visible to the operator only");
     return ctx.services.networks.upstreams(net.id);
   }
 

@@ -1,6 +1,6 @@
 import { DataSource } from "typeorm";
 import { DEFAULT_LOGS_CHUNK_BLOCKS, DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
-import { RequestContext } from "../auth/context";
+import { isPlatformOperator, RequestContext } from "../auth/context";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
 import { Network, NetworkProtocol } from "./network.entity";
@@ -88,7 +88,7 @@ function checkLogsChunkBlocks(v: number): number {
 
 export function requireOperator(ctx: RequestContext): void {
   if (!ctx.principal) throw unauthenticated();
-  if (ctx.principal.kind !== "operator") throw forbidden("Only the operator may do this");
+  if (!isPlatformOperator(ctx)) throw forbidden("Only the operator may do this");
 }
 
 function checkUrl(field: string, raw: string, protocols: string[]): string {

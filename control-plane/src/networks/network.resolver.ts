@@ -176,6 +176,14 @@ export class NetworkResolver {
     return ctx.services.networks.updateUpstream(ctx, networkSlug, upstreamId, input);
   }
 
+  @Mutation(() => Network, {
+    description:
+      "Operator only. Removes the network and its upstreams (refused while dedicated nodes run on it); returns it.",
+  })
+  removeNetwork(@Arg("slug", () => String) slug: string, @Ctx() ctx: GqlContext): Promise<Network> {
+    return ctx.services.networks.removeNetwork(ctx, slug);
+  }
+
   @Mutation(() => Upstream, { description: "Operator only. Returns the removed upstream." })
   removeUpstream(@Arg("id", () => ID) id: string, @Ctx() ctx: GqlContext): Promise<Upstream> {
     return ctx.services.networks.removeUpstream(ctx, id);

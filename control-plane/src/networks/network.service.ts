@@ -256,6 +256,28 @@ export class NetworkService {
     return saved;
   }
 
+  /**
+   * Removes a network and its upstreams; refused while a dedicated node is on it (its row references the
+   * network, ON DELETE RESTRICT), so no node is left without its network. Data planes drop the pool at the
+   * networks.update event; requests naming the slug then get the unknown-network answer.
+   */
+  async removeNetwork(ctx: RequestContext, slug: string): Promise<Network> {
+    requireOperator(ctx);
+    const repo = this.ds.getRepository(Network);
+    const net = await repo.findOneBy({ slug });
+    if (!net) throw notFound("Network");
+    try {
+      await repo.delete({ id: net.id });
+    } catch (err) {
+      const e = err as { code?: string; driverError?: { code?: string } };
+      if (e?.code === "23503" || e?.driverError?.code === "23503")
+        throw badInput("slug", "Dedicated nodes run on this network: delete them first");
+      throw err;
+    }
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return net;
+  }
+
   async removeUpstream(ctx: RequestContext, id: string): Promise<Upstream> {
     requireOperator(ctx);
     if (!isUuid(id)) throw notFound("Upstream");

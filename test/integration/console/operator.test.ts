@@ -153,6 +153,14 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     await form.getByLabel("Chain id").fill("77");
     await form.getByRole("button", { name: "Add network" }).click();
     await page.locator('[data-network="second-net"]').waitFor();
+    await page.locator('[data-network="second-net"]').getByRole("button", { name: "Remove network" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Remove network" }).click();
+    await page.locator('[data-network="second-net"]').waitFor({ state: "detached" });
+    const left = await h.ok(`{ networks { slug } }`, {}, ADMIN_TOKEN);
+    assert.deepEqual(
+      left.networks.map((n: { slug: string }) => n.slug),
+      ["local-evm"],
+    );
   });
 
   it("plans: lists every plan with its self-service flag; edits a plan", async () => {

@@ -182,6 +182,7 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
         {},
       ],
       ["updateNetwork", `mutation { updateNetwork(slug: "op-net", input: { name: "pwned" }) { id } }`, {}],
+      ["removeNetwork", `mutation { removeNetwork(slug: "op-net") { id } }`, {}],
       [
         "addUpstream",
         `mutation { addUpstream(networkSlug: "op-net", input: { httpUrl: "http://x" }) { id } }`,
@@ -233,6 +234,31 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       `mutation($id: ID!) { removeUpstream(id: $id) { id } }`,
       { id: up.addUpstream.id },
       ADMIN_TOKEN,
+    );
+  });
+
+  it("removeNetwork: an operator account removes a network with its upstreams; data planes are told", async () => {
+    await h.ok(
+      `mutation { createNetwork(input: { slug: "gone-net", name: "Gone", protocol: EVM, chainId: 8 }) { id } }`,
+      {},
+      op.token,
+    );
+    await h.ok(
+      `mutation { addUpstream(networkSlug: "gone-net", input: { httpUrl: "http://10.7.7.7" }) { id } }`,
+      {},
+      op.token,
+    );
+    assert.ok(await h.redis.hget(h.names.networks(), "gone-net"));
+    const d = await h.ok(`mutation { removeNetwork(slug: "gone-net") { slug } }`, {}, op.token);
+    assert.equal(d.removeNetwork.slug, "gone-net");
+    assert.equal(await h.redis.hget(h.names.networks(), "gone-net"), null);
+    const n = await h.cp.dataSource.query(
+      `SELECT count(*)::int AS c FROM upstreams WHERE http_url = 'http://10.7.7.7'`,
+    );
+    assert.equal(n[0].c, 0);
+    assert.equal(
+      code(await h.gql(`mutation { removeNetwork(slug: "gone-net") { id } }`, {}, op.token)),
+      "NOT_FOUND",
     );
   });
 

@@ -177,6 +177,7 @@ function NetworkHeader({
   run: (q: string, v: Record<string, unknown>) => Promise<boolean>;
 }) {
   const [editing, setEditing] = useState(false);
+  const [removing, setRemoving] = useState(false);
   const [name, setName] = useState(n.name);
   if (!editing) {
     return (
@@ -184,9 +185,28 @@ function NetworkHeader({
         <h2>
           {n.name} <span className="muted">({n.slug})</span>
         </h2>
-        <button type="button" className="secondary" onClick={() => setEditing(true)}>
-          Rename
-        </button>
+        <div className="row">
+          <button type="button" className="secondary" onClick={() => setEditing(true)}>
+            Rename
+          </button>
+          <button type="button" className="danger" onClick={() => setRemoving(true)}>
+            Remove network
+          </button>
+        </div>
+        {removing && (
+          <ConfirmDialog
+            title={`Remove ${n.slug}?`}
+            confirmLabel="Remove network"
+            onCancel={() => setRemoving(false)}
+            onConfirm={() =>
+              void run("mutation($s: String!) { removeNetwork(slug: $s) { id } }", { s: n.slug }).then(() =>
+                setRemoving(false),
+              )
+            }
+          >
+            <p>Its upstreams go with it, and every app's requests to it are refused from then on.</p>
+          </ConfirmDialog>
+        )}
       </div>
     );
   }

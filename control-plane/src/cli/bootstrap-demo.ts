@@ -28,6 +28,8 @@ export interface BootstrapDemoResult {
   network: string;
   endpoints: { network: string; httpsUrl: string; wssUrl: string; exampleCommand: string }[];
   exampleCommand: string;
+  /** The demo account is a platform operator (the first account bootstrapDemo created). */
+  operator: boolean;
 }
 
 const OPERATOR: RequestContext = { principal: { kind: "operator" }, ip: "cli" };
@@ -108,6 +110,7 @@ export async function bootstrapDemo(
     network: slug,
     endpoints,
     exampleCommand: mine.exampleCommand,
+    operator: (await ds.getRepository(Account).findOneByOrFail({ id: account.id })).isOperator,
   };
 }
 

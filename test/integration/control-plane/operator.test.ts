@@ -3,6 +3,7 @@ import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { HealthRecordSchema } from "../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { StubUpstream } from "../data-plane/stub-upstream";
 import { ADMIN_TOKEN, code, createApp, type Harness, startHarness } from "./harness";
 
 const SET_OP = `mutation($a: String!, $o: Boolean!) { setOperator(account: $a, operator: $o) { id email isOperator } }`;
@@ -285,8 +286,17 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
     let anvil: Anvil;
     let dp: DataPlane | undefined;
     let upstreamId: string;
+    // Faults the health record must show: a node stuck 6+ blocks behind, and one answering 500.
+    const lagging = new StubUpstream();
+    const failing = new StubUpstream();
+    let laggingId: string;
+    let failingId: string;
 
     before(async () => {
+      await lagging.start();
+      lagging.head = 1;
+      await failing.start();
+      failing.mode = "error500";
       anvil = await startAnvil();
       await h.ok(
         `mutation { createNetwork(input: { slug: "anvil-net", name: "Anvil", protocol: EVM, chainId: 31337 }) { id } }`,
@@ -299,6 +309,17 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
         op.token,
       );
       upstreamId = u.addUpstream.id;
+      for (const [stub, set] of [
+        [lagging, (id: string) => (laggingId = id)],
+        [failing, (id: string) => (failingId = id)],
+      ] as const) {
+        const r = await h.ok(
+          `mutation($u: String!) { addUpstream(networkSlug: "anvil-net", input: { httpUrl: $u }) { id } }`,
+          { u: stub.url },
+          op.token,
+        );
+        set(r.addUpstream.id);
+      }
       // Some blocks, so the head is not 0.
       await fetch(anvil.httpUrl, {
         method: "POST",
@@ -323,6 +344,29 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
     after(async () => {
       await dp?.close();
       await anvil?.stop();
+      await lagging.stop();
+      await failing.stop();
+    });
+
+    it("shows a lagging upstream's lag and a failing one's errors, both unhealthy", async () => {
+      const byId = await until("the faulty upstreams reported", async () => {
+        const d = await h.ok(HEALTH_Q, {}, op.token);
+        const net = d.networks.find((n: { slug: string }) => n.slug === "anvil-net");
+        const m = new Map<string, Record<string, unknown>>(
+          net.upstreams.map((x: { id: string; health: Record<string, unknown> }) => [x.id, x.health]),
+        );
+        const l = m.get(laggingId)!;
+        const f = m.get(failingId)!;
+        return l.lagBlocks === 6 && (f.errorRate as number) > 0 && f.healthy === false ? m : undefined;
+      });
+      const l = byId.get(laggingId)!;
+      assert.deepEqual(
+        { healthy: l.healthy, head: l.head, lagBlocks: l.lagBlocks, instances: l.instances },
+        { healthy: false, head: 1, lagBlocks: 6, instances: 1 },
+      );
+      const f = byId.get(failingId)!;
+      assert.equal(f.head, null, "never answered a head");
+      assert.equal(byId.get(upstreamId)!.healthy, true);
     });
 
     it("writes a per-instance record with a TTL, read back through GraphQL as healthy with head and lag", async () => {
@@ -359,7 +403,8 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       await until("head 10", async () => {
         const d = await h.ok(HEALTH_Q, {}, op.token);
         const net = d.networks.find((n: { slug: string }) => n.slug === "anvil-net");
-        return net.upstreams[0].health.head === 10 ? true : undefined;
+        const a = net.upstreams.find((x: { id: string }) => x.id === upstreamId);
+        return a.health.head === 10 ? true : undefined;
       });
 
       // The data plane stops: its record goes, and the upstream shows no live data.
@@ -367,8 +412,9 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       dp = undefined;
       const gone = await h.ok(HEALTH_Q, {}, op.token);
       const net = gone.networks.find((n: { slug: string }) => n.slug === "anvil-net");
+      const a = net.upstreams.find((x: { id: string }) => x.id === upstreamId);
       assert.deepEqual(
-        { instances: net.upstreams[0].health.instances, healthy: net.upstreams[0].health.healthy },
+        { instances: a.health.instances, healthy: a.health.healthy },
         { instances: 0, healthy: false },
       );
       assert.equal(await h.redis.hget(h.names.upstreamHealthInstances(), instanceId), null);

@@ -167,6 +167,30 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       errors: 2,
     });
     assert.ok(u.byWorkspace.some((w: { workspaceId: string | null }) => w.workspaceId === null));
+
+    // Beyond 7 days the daily rollup is read: one point per UTC day.
+    const day = new Date(hour).toISOString().slice(0, 10);
+    await h.cp.dataSource.query(
+      `INSERT INTO usage_day (day, workspace_id, app_id, network, method, category, count, latency_sum_ms)
+       VALUES ($1::date, $2, '00000000-0000-0000-0000-000000000000', 'op-net', 'eth_call', 'Success', 500, 0),
+              ($1::date, $2, '00000000-0000-0000-0000-000000000000', 'op-net', 'eth_call', 'Client Error', 7, 0)`,
+      [day, owner.workspaceId],
+    );
+    const long = await h.ok(
+      `query($f: DateTimeISO) { platformUsage(from: $f) { requests errors series { at requests } } }`,
+      { f: new Date(now - 20 * 86_400_000).toISOString() },
+      op.token,
+    );
+    assert.equal(long.platformUsage.requests, 507);
+    assert.equal(long.platformUsage.errors, 7);
+    assert.ok(long.platformUsage.series.length >= 20 && long.platformUsage.series.length <= 21);
+    assert.deepEqual(long.platformUsage.series.at(-1), { at: `${day}T00:00:00.000Z`, requests: 507 });
+    const tooLong = await h.gql(
+      `query($f: DateTimeISO) { platformUsage(from: $f) { requests } }`,
+      { f: new Date(now - 1000 * 86_400_000).toISOString() },
+      op.token,
+    );
+    assert.equal(code(tooLong), "BAD_USER_INPUT");
   });
 
   it("tenant isolation: a workspace OWNER gets FORBIDDEN on every operator operation", async () => {

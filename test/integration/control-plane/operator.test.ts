@@ -3,6 +3,7 @@ import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { HealthRecordSchema } from "../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { describeOnRedisCluster } from "../../helpers/redis";
 import { StubUpstream } from "../data-plane/stub-upstream";
 import { ADMIN_TOKEN, code, createApp, type Harness, startHarness } from "./harness";
 
@@ -456,5 +457,54 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       await h.ok(HEALTH_Q, {}, op.token);
       assert.equal(await h.redis.hget(h.names.upstreamHealthInstances(), "dead-instance"), null);
     });
+  });
+});
+
+describeOnRedisCluster("control-plane: upstream health records", (redis) => {
+  let h: Harness;
+  let anvil: Anvil;
+  let dp: DataPlane | undefined;
+
+  before(async () => {
+    h = await startHarness({}, { redis: redis() });
+    anvil = await startAnvil();
+    await h.ok(
+      `mutation($u: String!) {
+        n: createNetwork(input: { slug: "c-net", name: "C", protocol: EVM, chainId: 31337 }) { id }
+        u: addUpstream(networkSlug: "c-net", input: { httpUrl: $u }) { id } }`,
+      { u: anvil.httpUrl },
+      ADMIN_TOKEN,
+    );
+    dp = await startDataPlane(
+      loadDataPlaneConfig({
+        ...h.ns.redis.env(),
+        REDIS_KEY_PREFIX: h.ns.prefix,
+        DATA_PLANE_PORT: "0",
+        DATA_PLANE_HOST: "127.0.0.1",
+        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+        RATE_LIMIT_MODE: "off",
+        QUOTA_MODE: "off",
+        USAGE_MODE: "off",
+        HEALTH_CHECK_INTERVAL_MS: "200",
+        HEALTH_PUBLISH_INTERVAL_MS: "200",
+      }),
+    );
+  });
+  after(async () => {
+    await dp?.close();
+    await anvil?.stop();
+    await h?.close();
+  });
+
+  it("are written and read back through GraphQL on a Redis Cluster", async () => {
+    const health = await until("a healthy upstream", async () => {
+      const d = await h.ok(HEALTH_Q, {}, ADMIN_TOKEN);
+      const hl = d.networks[0].upstreams[0].health;
+      return hl.healthy ? hl : undefined;
+    });
+    assert.deepEqual(
+      { instances: health.instances, head: health.head, lagBlocks: health.lagBlocks },
+      { instances: 1, head: 0, lagBlocks: 0 },
+    );
   });
 });

@@ -163,7 +163,7 @@ async function main() {
     `  GraphQL:        ${cpUrl}`,
     `  Console:        ${cpUrl.replace(/\/graphql$/, "/console/")} (log in with the demo account)`,
     `  Operator token: ${generatedAdmin ? `${env.ADMIN_TOKEN} (generated; set ADMIN_TOKEN to keep one)` : "(ADMIN_TOKEN from your environment)"}`,
-    `  Demo account:   ${info.email} / ${info.password}`,
+    `  Demo account:   ${info.email} / ${info.password}${info.operator ? " (platform operator: Operator pages in the console)" : ""}`,
     `  Demo token:     ${info.token}`,
     `  Demo app:       ${info.appName ?? "demo"} (${info.appId})`,
     `  API key:        ${info.apiKey}`,

@@ -13,6 +13,7 @@ import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
 import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
 import { NodeService } from "./nodes/node.service";
+import { OperatorService } from "./operator/operator.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
 import { UsageService } from "./usage/usage.service";
@@ -36,6 +37,7 @@ export interface Services {
   usage: UsageService;
   nodes: NodeService;
   webhooks: WebhookService;
+  operator: OperatorService;
 }
 
 export function createServices(
@@ -98,5 +100,6 @@ export function createServices(
       webhookEmitter,
     ),
     webhooks: new WebhookService(ds, workspaces, webhookQueue, encryptionKey, config.webhooks),
+    operator: new OperatorService(ds, redis, names, config.usageMaxRangeDays),
   };
 }

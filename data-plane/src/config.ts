@@ -70,6 +70,11 @@ export const dataPlaneEnvShape = {
   CACHE_FINALITY_ENABLED: env.bool(true),
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
   /**
+   * How often this instance writes its upstream health record to Redis for the operator console
+   * (RedisNames.upstreamHealth; TTL 3 intervals). 0 = never.
+   */
+  HEALTH_PUBLISH_INTERVAL_MS: env.int(5_000, 0, 600_000),
+  /**
    * How often each upstream not declared ARCHIVE is probed for the oldest block whose state it serves
    * (a few eth_getBalance / state_getStorage reads at old blocks); new upstreams are probed at once.
    * 0 = never: upstreams not declared ARCHIVE stay "not known" (ranked after known ones, never refused).

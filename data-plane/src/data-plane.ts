@@ -1,4 +1,5 @@
 import { createLogger, type Logger } from "../../shared/src/log/logger";
+import { RedisNames } from "../../shared/src/redis/keys";
 import { type Cidr, parseCidr } from "./allowlist/ip";
 import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
 import { CachingKeyVerifier } from "./auth/key-verifier";
@@ -15,11 +16,13 @@ import { registerNodeWsRoutes } from "./nodes/node-ws";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
 import type { Clock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
+import { createLimitsRedis } from "./ratelimit/redis-client";
 import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { assertNativeUws } from "./server/native-uws";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
 import { BufferBudget } from "./upstream/buffer-budget";
+import { HealthPublisher } from "./upstream/health-publisher";
 import { UpstreamRegistry } from "./upstream/registry";
 import { createUsageRecorder, type UsageRecorder, usageWsHooks } from "./usage";
 import { WsGateway } from "./ws/gateway";
@@ -48,6 +51,8 @@ export interface DataPlane {
   readonly ws: WsGateway;
   /** Usage recorder (flushed by close() after the drain). */
   readonly usage: UsageRecorder;
+  /** Upstream health publisher; undefined when HEALTH_PUBLISH_INTERVAL_MS=0 or the state is injected. */
+  readonly health: HealthPublisher | undefined;
 }
 
 export interface DataPlaneOverrides {
@@ -291,6 +296,26 @@ export async function startDataPlane(
   }
   upstreams.startHealthChecks();
   ownedUsage?.start();
+  // Only with the real Redis state: a test that injects its own state has no Redis to publish to.
+  const healthRedis =
+    config.HEALTH_PUBLISH_INTERVAL_MS > 0 && overrides.state === undefined
+      ? createLimitsRedis(config.REDIS_URL, {
+          clusterNodes: config.REDIS_CLUSTER_NODES,
+          commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+          name: "data-plane:health",
+        })
+      : undefined;
+  const health =
+    healthRedis === undefined
+      ? undefined
+      : new HealthPublisher({
+          redis: healthRedis,
+          names: new RedisNames(config.REDIS_KEY_PREFIX),
+          logger,
+          intervalMs: config.HEALTH_PUBLISH_INTERVAL_MS,
+          snapshot: () => upstreams.healthSnapshot(),
+        });
+  health?.start();
 
   const ready = () => state.subscribed && networksLoaded;
   const thread = overrides.thread;
@@ -323,6 +348,7 @@ export async function startDataPlane(
     ws,
     usage,
     stopListening: () => server.stopListening(),
+    health,
     close() {
       closed ??= (async () => {
         // HTTP and WebSocket drain together (each up to SHUTDOWN_DRAIN_MS). WebSocket messages arriving
@@ -340,6 +366,8 @@ export async function startDataPlane(
         // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close()]);
+        await health?.close();
+        healthRedis?.disconnect();
         await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();
         nodeWs.close();

@@ -7,11 +7,17 @@ import { AuthPage } from "./pages/Auth";
 import { InvitePage } from "./pages/Invite";
 import { MembersPage } from "./pages/Members";
 import { NodeDeployPage, NodePage, NodesPage } from "./pages/Nodes";
+import {
+  OperatorNetworksPage,
+  OperatorPlansPage,
+  OperatorUsagePage,
+  OperatorWorkspacesPage,
+} from "./pages/Operator";
 import { PlanPage } from "./pages/Plan";
 import { UsagePage } from "./pages/Usage";
 import { WebhookPage, WebhooksPage } from "./pages/Webhooks";
 import { Link, match, RouterProvider, useRoute } from "./router";
-import { ErrorBox, FieldError, FormError, Loading } from "./ui";
+import { ErrorBox, FieldError, FormError, Loading, useQuery } from "./ui";
 import { useWorkspace, WorkspaceProvider } from "./workspace";
 import "./styles.css";
 
@@ -104,11 +110,19 @@ function SignedIn({ logOut }: { logOut: () => void }) {
   // biome-ignore lint/correctness/useExhaustiveDependencies: close the phone menu on every route change
   useEffect(() => setMenuOpen(false), [path]);
 
+  // Operator pages are listed only for operator accounts; the server refuses their queries to anyone else.
+  const me = useQuery(() => gql<{ me: { isOperator: boolean } }>("{ me { isOperator } }"), []);
+  const operator = me.data?.me.isOperator === true;
+
   const appMatch = match("/apps/:id", path);
   const nodeMatch = match("/nodes/:id", path);
   const webhookMatch = match("/webhooks/:id", path);
   let page: ReactElement;
-  if (!ws.current) page = <NoWorkspace />;
+  if (operator && path === "/operator/networks") page = <OperatorNetworksPage />;
+  else if (operator && path === "/operator/plans") page = <OperatorPlansPage />;
+  else if (operator && path === "/operator/workspaces") page = <OperatorWorkspacesPage />;
+  else if (operator && path === "/operator/usage") page = <OperatorUsagePage />;
+  else if (!ws.current) page = <NoWorkspace />;
   else if (path === "/" || path === "/apps") page = <AppsPage />;
   else if (appMatch) page = <AppPage id={appMatch.id!} />;
   else if (path === "/usage") page = <UsagePage />;
@@ -166,6 +180,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
           <Link to="/members">Members</Link>
           <Link to="/webhooks">Webhooks</Link>
           <Link to="/plan">Plan</Link>
+          {operator && <Link to="/operator/networks">Operator</Link>}
           <button type="button" className="link" onClick={logOut}>
             Log out
           </button>

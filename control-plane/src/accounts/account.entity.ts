@@ -17,6 +17,11 @@ export class Account {
   @Column({ name: "password_hash", type: "text" })
   passwordHash: string;
 
+  /** Platform operator: its tokens act like ADMIN_TOKEN on platform resources (auth/context.ts). */
+  @Field({ description: "A platform operator: sees the operator pages and may manage platform resources." })
+  @Column({ name: "is_operator", type: "boolean", default: false })
+  isOperator: boolean;
+
   @Field()
   @CreateDateColumn({ name: "created_at", type: "timestamptz" })
   createdAt: Date;

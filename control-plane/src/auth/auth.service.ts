@@ -62,11 +62,16 @@ export class AuthService {
     const token = m[1]!;
     const h = createHash("sha256").update(token, "utf8").digest();
     if (timingSafeEqual(h, this.adminTokenHash)) return { kind: "operator" };
-    const row = await this.ds.getRepository(AccessToken).findOneBy({ tokenHash: h.toString("hex") });
+    // The account's operator flag comes with the token, read per request (not cached), so revoking the
+    // flag takes effect at the next call.
+    const row = await this.ds.getRepository(AccessToken).findOne({
+      where: { tokenHash: h.toString("hex") },
+      relations: { account: true },
+    });
     if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) {
       throw unauthenticated("Invalid, expired or revoked token");
     }
-    return { kind: "account", accountId: row.accountId, tokenId: row.id };
+    return { kind: "account", accountId: row.accountId, tokenId: row.id, operator: row.account.isOperator };
   }
 
   private validateEmail(raw: string): string {

@@ -1,7 +1,15 @@
 import type { WorkspaceRole } from "../workspaces/roles";
 
 /** Who is calling: the platform operator (ADMIN_TOKEN) or an account (session / personal token). */
-export type Principal = { kind: "operator" } | { kind: "account"; accountId: string; tokenId: string };
+export type Principal =
+  | { kind: "operator" }
+  | {
+      kind: "account";
+      accountId: string;
+      tokenId: string;
+      /** The account is a platform operator (accounts.is_operator), read when the token was checked. */
+      operator?: boolean;
+    };
 
 /** Per-request GraphQL context. */
 export interface RequestContext {
@@ -18,4 +26,14 @@ export interface RequestContext {
 
 export function isOperator(ctx: RequestContext): boolean {
   return ctx.principal?.kind === "operator";
+}
+
+/**
+ * The ADMIN_TOKEN or an operator account: may manage platform resources (networks, upstreams, plans,
+ * any workspace's plan, the operator queries). Never a workspace's member rights: inside a workspace an
+ * operator account is what its membership says (isOperator above stays ADMIN_TOKEN only).
+ */
+export function isPlatformOperator(ctx: RequestContext): boolean {
+  const p = ctx.principal;
+  return p?.kind === "operator" || (p?.kind === "account" && p.operator === true);
 }

@@ -28,6 +28,8 @@ export interface BootstrapDemoResult {
   network: string;
   endpoints: { network: string; httpsUrl: string; wssUrl: string; exampleCommand: string }[];
   exampleCommand: string;
+  /** The demo account is a platform operator (the first account bootstrapDemo created). */
+  operator: boolean;
 }
 
 const OPERATOR: RequestContext = { principal: { kind: "operator" }, ip: "cli" };
@@ -69,6 +71,10 @@ export async function bootstrapDemo(
     const issued = await services.auth.signUp({ email, password, workspaceName: "Demo workspace" });
     account = issued.account;
     token = issued.token;
+    // The first account `npm start` creates runs the platform: it gets the operator console. Only when no
+    // account is an operator yet, so a later demo account on a shared database gets nothing.
+    const operators = await ds.getRepository(Account).countBy({ isOperator: true });
+    if (operators === 0) await ds.getRepository(Account).update({ id: account.id }, { isOperator: true });
   } else {
     token = await services.auth.issueSessionToken(account.id);
   }
@@ -104,6 +110,7 @@ export async function bootstrapDemo(
     network: slug,
     endpoints,
     exampleCommand: mine.exampleCommand,
+    operator: (await ds.getRepository(Account).findOneByOrFail({ id: account.id })).isOperator,
   };
 }
 

@@ -27,6 +27,7 @@ import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-up
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
 import { AppAccessRules1700000016100 } from "./migrations/1700000016100-app-access-rules";
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
+import { AccountOperator1700000017600 } from "./migrations/1700000017600-account-operator";
 
 export const ENTITIES = [
   Account,
@@ -61,6 +62,7 @@ export const MIGRATIONS = [
   WorkspaceRoles1700000016000,
   AppAccessRules1700000016100,
   Webhooks1700000017200,
+  AccountOperator1700000017600,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

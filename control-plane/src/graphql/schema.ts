@@ -7,6 +7,11 @@ import { AuthResolver } from "../auth/auth.resolver";
 import { NetworkResolver } from "../networks/network.resolver";
 import { NodeResolver } from "../nodes/node.resolver";
 import { NodeStatusResolver } from "../nodes/node-status.resolver";
+import {
+  OperatorResolver,
+  OperatorWorkspaceResolver,
+  UpstreamHealthResolver,
+} from "../operator/operator.resolver";
 import { PlanResolver } from "../plans/plan.resolver";
 import { UsageResolver, WorkspaceUsageResolver } from "../usage/usage.resolver";
 import { WebhookDeliveryResolver, WebhookEndpointResolver } from "../webhooks/webhook.resolver";
@@ -28,6 +33,9 @@ export const RESOLVERS = [
   NodeStatusResolver,
   WebhookEndpointResolver,
   WebhookDeliveryResolver,
+  OperatorResolver,
+  OperatorWorkspaceResolver,
+  UpstreamHealthResolver,
 ] as const;
 
 let cached: Promise<GraphQLSchema> | undefined;

@@ -12,6 +12,7 @@ import {
   Resolver,
   Root,
 } from "type-graphql";
+import { isPlatformOperator } from "../auth/context";
 import { forbidden } from "../common/errors";
 import { GqlContext } from "../graphql/context";
 import { Network, NetworkProtocol } from "./network.entity";
@@ -132,7 +133,7 @@ export class NetworkResolver {
 
   @FieldResolver(() => [Upstream], { nullable: true, description: "Operator only." })
   upstreams(@Root() net: Network, @Ctx() ctx: GqlContext): Promise<Upstream[]> {
-    if (ctx.principal?.kind !== "operator") throw forbidden("Upstreams are visible to the operator only");
+    if (!isPlatformOperator(ctx)) throw forbidden("Upstreams are visible to the operator only");
     return ctx.services.networks.upstreams(net.id);
   }
 
@@ -173,6 +174,14 @@ export class NetworkResolver {
     @Ctx() ctx: GqlContext,
   ): Promise<Upstream> {
     return ctx.services.networks.updateUpstream(ctx, networkSlug, upstreamId, input);
+  }
+
+  @Mutation(() => Network, {
+    description:
+      "Operator only. Removes the network and its upstreams (refused while dedicated nodes run on it); returns it.",
+  })
+  removeNetwork(@Arg("slug", () => String) slug: string, @Ctx() ctx: GqlContext): Promise<Network> {
+    return ctx.services.networks.removeNetwork(ctx, slug);
   }
 
   @Mutation(() => Upstream, { description: "Operator only. Returns the removed upstream." })

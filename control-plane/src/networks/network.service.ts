@@ -1,6 +1,6 @@
 import { DataSource } from "typeorm";
 import { DEFAULT_LOGS_CHUNK_BLOCKS, DEFAULT_MAX_LOGS_BLOCK_RANGE } from "../../../shared/src/redis/records";
-import { RequestContext } from "../auth/context";
+import { isPlatformOperator, RequestContext } from "../auth/context";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
 import { Network, NetworkProtocol } from "./network.entity";
@@ -88,7 +88,7 @@ function checkLogsChunkBlocks(v: number): number {
 
 export function requireOperator(ctx: RequestContext): void {
   if (!ctx.principal) throw unauthenticated();
-  if (ctx.principal.kind !== "operator") throw forbidden("Only the operator may do this");
+  if (!isPlatformOperator(ctx)) throw forbidden("Only the operator may do this");
 }
 
 function checkUrl(field: string, raw: string, protocols: string[]): string {
@@ -254,6 +254,28 @@ export class NetworkService {
     const saved = await repo.save(up);
     await this.publication.safely("networks", () => this.publication.publishNetworks());
     return saved;
+  }
+
+  /**
+   * Removes a network and its upstreams; refused while a dedicated node is on it (its row references the
+   * network, ON DELETE RESTRICT), so no node is left without its network. Data planes drop the pool at the
+   * networks.update event; requests naming the slug then get the unknown-network answer.
+   */
+  async removeNetwork(ctx: RequestContext, slug: string): Promise<Network> {
+    requireOperator(ctx);
+    const repo = this.ds.getRepository(Network);
+    const net = await repo.findOneBy({ slug });
+    if (!net) throw notFound("Network");
+    try {
+      await repo.delete({ id: net.id });
+    } catch (err) {
+      const e = err as { code?: string; driverError?: { code?: string } };
+      if (e?.code === "23503" || e?.driverError?.code === "23503")
+        throw badInput("slug", "Dedicated nodes run on this network: delete them first");
+      throw err;
+    }
+    await this.publication.safely("networks", () => this.publication.publishNetworks());
+    return net;
   }
 
   async removeUpstream(ctx: RequestContext, id: string): Promise<Upstream> {

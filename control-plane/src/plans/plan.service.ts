@@ -1,6 +1,6 @@
 import { DataSource } from "typeorm";
 import { requireAuthenticated } from "../auth/auth.service";
-import { RequestContext } from "../auth/context";
+import { isPlatformOperator, RequestContext } from "../auth/context";
 import { badInput } from "../common/errors";
 import { requireOperator } from "../networks/network.service";
 import { PublicationService } from "../publication/publication.service";
@@ -43,7 +43,7 @@ export class PlanService {
       .createQueryBuilder("p")
       .orderBy("p.daily_request_limit", "ASC")
       .addOrderBy("p.name", "ASC");
-    if (ctx.principal?.kind === "account") {
+    if (ctx.principal?.kind === "account" && !isPlatformOperator(ctx)) {
       q.where(
         `p.self_service OR p.id IN (
           SELECT w.plan_id FROM workspaces w JOIN memberships m ON m.workspace_id = w.id

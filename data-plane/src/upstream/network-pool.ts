@@ -4,7 +4,7 @@ import {
   noCapableUpstreamRow,
   responseTooLargeRow,
 } from "../../../shared/src/jsonrpc/errors";
-import { logsChunkBlocks, type NetworkRecord } from "../../../shared/src/redis/records";
+import { logsChunkBlocks, type NetworkRecord, type UpstreamHealth } from "../../../shared/src/redis/records";
 import { readVerbatimReply, VerbatimRefusal, type VerbatimReply } from "../forward/verbatim";
 import type { Metrics } from "../metrics/metrics";
 import type { RpcCall } from "../rpc/parse";
@@ -1241,6 +1241,24 @@ export class NetworkPool {
       maxRequestsPerSecond: u.caps.maxRequestsPerSecond === 0 ? null : u.caps.maxRequestsPerSecond,
       overBudget: u.caps.overBudget(now),
     }));
+  }
+
+  /** What the health publisher writes for this network (health-publisher.ts, HealthRecord). */
+  healthSnapshot(): { head: number; upstreams: UpstreamHealth[] } {
+    const now = Date.now();
+    const best = this.bestHead();
+    return {
+      head: best,
+      upstreams: this.upstreams.map((u) => ({
+        id: u.id,
+        healthy: this.selectable(u, now, best),
+        head: u.head,
+        lagBlocks: u.head < 0 || best < 0 ? null : Math.max(0, best - u.head),
+        latencyEwmaMs: Math.round(u.latencyEwmaMs * 1000) / 1000,
+        errorRate: Math.round(u.errorRateEwma * 10_000) / 10_000,
+        breakerOpen: u.breakerOpen,
+      })),
+    };
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Logger } from "../../../shared/src/log/logger";
-import type { NetworkRecord } from "../../../shared/src/redis/records";
+import type { HealthRecord, NetworkRecord } from "../../../shared/src/redis/records";
 import type { Metrics } from "../metrics/metrics";
 import { NetworkPool, type PoolOptions } from "./network-pool";
 
@@ -20,6 +20,11 @@ export class UpstreamRegistry {
 
   get(slug: string): NetworkPool | undefined {
     return this.pools.get(slug);
+  }
+
+  /** Every network's health snapshot (health-publisher.ts). */
+  healthSnapshot(): HealthRecord["networks"] {
+    return [...this.pools].map(([slug, pool]) => ({ slug, ...pool.healthSnapshot() }));
   }
 
   slugs(): string[] {

@@ -80,6 +80,23 @@ export class RedisNames {
   }
 
   /**
+   * String: JSON `HealthRecord` (records.ts) of one data-plane instance's upstream pools, written every
+   * HEALTH_PUBLISH_INTERVAL_MS with a TTL of 3 intervals, so a stopped instance's record expires on its own.
+   * Tagged on the instance id (one key per command; no cross-slot reads on a cluster).
+   */
+  upstreamHealth(instanceId: string): string {
+    return `${this.prefix}health:{${instanceId}}`;
+  }
+
+  /**
+   * Hash: data-plane instances publishing upstream health; field = instance id, value = epoch ms of its
+   * last write. Readers GET each field's `upstreamHealth` key and drop fields whose key has expired.
+   */
+  upstreamHealthInstances(): string {
+    return `${this.prefix}health:instances`;
+  }
+
+  /**
    * Hash: one per-second rate-limit window of one identifier (an app key hash, or `ip:<addr>` on the
    * public endpoint). Field = data-plane instance id, value = requests that instance admitted in the
    * window. `epochSecond` = floor(epoch ms / 1000). Tagged on the identifier: every script touches one key.

@@ -234,3 +234,38 @@ export const NodeSessionKeysRecordSchema = z.object({
   atMs: z.number().int(),
 });
 export type NodeSessionKeysRecord = z.infer<typeof NodeSessionKeysRecordSchema>;
+
+/** One upstream as one data-plane instance sees it (HealthRecord). */
+export const UpstreamHealthSchema = z.object({
+  id: z.string(),
+  /** Selectable now: breaker closed, not backing off, not lagging more than HEALTH_MAX_LAG_BLOCKS. */
+  healthy: z.boolean(),
+  /** Last health-checked head; -1 = unknown. */
+  head: z.number().int(),
+  /** Blocks behind the network head (>= 0); null when either head is unknown. */
+  lagBlocks: z.number().int().nullable(),
+  /** EWMA of answer latency, ms. */
+  latencyEwmaMs: z.number(),
+  /** EWMA of the share of failed exchanges, 0..1. */
+  errorRate: z.number(),
+  breakerOpen: z.boolean(),
+});
+export type UpstreamHealth = z.infer<typeof UpstreamHealthSchema>;
+
+/**
+ * What one data-plane instance publishes about its upstream pools (RedisNames.upstreamHealth), read by
+ * the control plane's operator queries. `atMs`: when it was taken (epoch ms).
+ */
+export const HealthRecordSchema = z.object({
+  instanceId: z.string(),
+  atMs: z.number().int(),
+  networks: z.array(
+    z.object({
+      slug: z.string(),
+      /** The network head (NetworkPool.bestHead); -1 = unknown. */
+      head: z.number().int(),
+      upstreams: z.array(UpstreamHealthSchema),
+    }),
+  ),
+});
+export type HealthRecord = z.infer<typeof HealthRecordSchema>;

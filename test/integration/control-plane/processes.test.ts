@@ -3,6 +3,7 @@ import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";
+import { Client } from "pg";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { freePort } from "../../helpers/ports";
@@ -55,6 +56,21 @@ describe("control-plane: processes and CLIs", function () {
     assert.equal(net.chainId, 31337);
     assert.equal(net.upstreams.length, 1, "upstream not duplicated");
     assert.equal(await redis.exists(names.apiKey(hashApiKey(first.apiKey))), 1);
+    // The first account it creates is a platform operator (the operator console); a later one is not.
+    assert.equal(first.operator, true);
+    const other = [...args, "--email", "second-demo@example.com"];
+    assert.equal(JSON.parse((await run(process.execPath, other, { env })).stdout).operator, false);
+    const pg = new Client({ connectionString: db.url });
+    await pg.connect();
+    try {
+      const rows = (await pg.query("SELECT email, is_operator FROM accounts ORDER BY email")).rows;
+      assert.deepEqual(rows, [
+        { email: "demo@example.com", is_operator: true },
+        { email: "second-demo@example.com", is_operator: false },
+      ]);
+    } finally {
+      await pg.end();
+    }
   });
 
   it("republish CLI rebuilds Redis from Postgres", async () => {

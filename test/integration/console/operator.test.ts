@@ -1,0 +1,222 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
+
+describe("console: operator pages (Chromium -> /console -> GraphQL; data plane health -> anvil)", function () {
+  this.timeout(90_000);
+  let h: Harness;
+  let anvil: Anvil;
+  let dp: DataPlane;
+  let ctx: BrowserContext;
+  let page: Page;
+  let profileDir: string;
+  let consoleUrl: string;
+  let op: { token: string; accountId: string; workspaceId: string };
+  let tenant: { token: string; accountId: string; workspaceId: string };
+  let tenantEmail: string;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) {
+      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
+      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
+      this.skip();
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    anvil = await startAnvil();
+    h = await startHarness();
+    await h.ok(
+      `mutation($u: String!) {
+        n: createNetwork(input: { slug: "local-evm", name: "Local EVM", protocol: EVM, chainId: 31337 }) { id }
+        u: addUpstream(networkSlug: "local-evm", input: { httpUrl: $u }) { id } }`,
+      { u: anvil.httpUrl },
+      ADMIN_TOKEN,
+    );
+    await fetch(anvil.httpUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x5"] }),
+    });
+    op = await h.signUp();
+    tenantEmail = `tenant-${Date.now()}@example.com`;
+    tenant = await h.signUp(tenantEmail);
+    await h.ok(
+      `mutation($a: String!) { setOperator(account: $a, operator: true) { id } }`,
+      { a: op.accountId },
+      ADMIN_TOKEN,
+    );
+    dp = await startDataPlane(
+      loadDataPlaneConfig({
+        ...h.ns.redis.env(),
+        REDIS_KEY_PREFIX: h.ns.prefix,
+        DATA_PLANE_PORT: "0",
+        DATA_PLANE_HOST: "127.0.0.1",
+        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+        RATE_LIMIT_MODE: "off",
+        QUOTA_MODE: "off",
+        USAGE_MODE: "off",
+        HEALTH_CHECK_INTERVAL_MS: "200",
+        HEALTH_PUBLISH_INTERVAL_MS: "200",
+      }),
+    );
+    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    profileDir = mkdtempSync(path.join(tmpdir(), "rg-console-chromium-"));
+    ctx = await chromium.launchPersistentContext(profileDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+      viewport: { width: 1280, height: 900 },
+    });
+    ctx.setDefaultTimeout(15_000);
+    page = ctx.pages()[0] ?? (await ctx.newPage());
+  });
+
+  after(async () => {
+    await ctx?.close().catch(() => undefined);
+    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await dp?.close();
+    await h?.close();
+    await anvil?.stop();
+  });
+
+  const shot = (name: string) =>
+    page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const signIn = async (token: string) => {
+    await page.goto(`${consoleUrl}/login`);
+    await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
+    await page.goto(`${consoleUrl}/`);
+    await page.getByRole("link", { name: "Apps" }).waitFor();
+  };
+
+  it("a workspace account sees no operator link, and the operator URL is not served to it", async () => {
+    await signIn(tenant.token);
+    await page.getByRole("link", { name: "Plan" }).waitFor();
+    assert.equal(await page.getByRole("link", { name: "Operator" }).count(), 0);
+    await page.goto(`${consoleUrl}/operator/networks`);
+    await page.getByRole("heading", { name: "Not found" }).waitFor();
+    assert.equal(await page.getByRole("heading", { name: "Networks & upstreams" }).count(), 0);
+  });
+
+  it("networks & upstreams: live health, head and lag; add, edit and remove", async () => {
+    await signIn(op.token);
+    await page.getByRole("link", { name: "Operator" }).click();
+    await page.getByRole("heading", { name: "Networks & upstreams" }).waitFor();
+    const row = page.locator(`tr[data-upstream="${anvil.httpUrl}"]`);
+    // The page polls every 5 s; the data plane publishes every 200 ms.
+    await row.locator('[data-health="healthy"]').waitFor({ timeout: 20_000 });
+    assert.equal(await row.getByTestId("head").textContent(), "5");
+    assert.equal(await row.getByTestId("lag").textContent(), "0 blocks");
+    await shot("operator-networks");
+
+    const add = page.getByRole("form", { name: "Add upstream to local-evm" });
+    await add.getByLabel("HTTP URL").fill("http://127.0.0.1:9");
+    await add.getByRole("button", { name: "Add upstream" }).click();
+    const added = page.locator('tr[data-upstream="http://127.0.0.1:9"]');
+    await added.waitFor();
+    await added.getByLabel("Weight", { exact: true }).fill("9");
+    await added.getByRole("button", { name: "Save" }).click();
+    await eventually("weight 9 stored", async () => {
+      const d = await h.ok(`{ networks { upstreams { httpUrl weight } } }`, {}, ADMIN_TOKEN);
+      return d.networks[0].upstreams.some(
+        (u: { httpUrl: string; weight: number }) => u.httpUrl === "http://127.0.0.1:9" && u.weight === 9,
+      );
+    });
+    await added.getByRole("button", { name: "Remove" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Remove" }).click();
+    await added.waitFor({ state: "detached" });
+    const d = await h.ok(`{ networks { upstreams { httpUrl } } }`, {}, ADMIN_TOKEN);
+    assert.deepEqual(
+      d.networks[0].upstreams.map((u: { httpUrl: string }) => u.httpUrl),
+      [anvil.httpUrl],
+    );
+
+    const form = page.getByRole("form", { name: "Add network" });
+    await form.getByLabel("Slug").fill("second-net");
+    await form.getByLabel("Name").fill("Second");
+    await form.getByLabel("Chain id").fill("77");
+    await form.getByRole("button", { name: "Add network" }).click();
+    await page.locator('[data-network="second-net"]').waitFor();
+    await page.locator('[data-network="second-net"]').getByRole("button", { name: "Remove network" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Remove network" }).click();
+    await page.locator('[data-network="second-net"]').waitFor({ state: "detached" });
+    const left = await h.ok(`{ networks { slug } }`, {}, ADMIN_TOKEN);
+    assert.deepEqual(
+      left.networks.map((n: { slug: string }) => n.slug),
+      ["local-evm"],
+    );
+  });
+
+  it("plans: lists every plan with its self-service flag; edits a plan", async () => {
+    await page.getByRole("link", { name: "Plans" }).click();
+    await page.getByRole("heading", { name: "Plans", exact: true }).waitFor();
+    const ent = page.locator('tr[data-plan="enterprise"]');
+    assert.equal(await ent.getByTestId("self-service").textContent(), "no");
+    assert.equal(await page.locator('tr[data-plan="free"]').getByTestId("self-service").textContent(), "yes");
+    await ent.getByRole("button", { name: "Edit" }).click();
+    const form = page.getByRole("form", { name: "Plan" });
+    await form.getByLabel("Self-service").check();
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await eventually(
+      "enterprise self-service",
+      async () => (await ent.getByTestId("self-service").textContent()) === "yes",
+    );
+    const plans = await h.ok(`{ plans { name selfService } }`, {}, ADMIN_TOKEN);
+    assert.equal(plans.plans.find((p: { name: string }) => p.name === "enterprise").selfService, true);
+    await shot("operator-plans");
+  });
+
+  it("workspaces: plan, members and today's usage against the limit; changes the plan", async () => {
+    await page.getByRole("link", { name: "Workspaces" }).click();
+    const row = page.locator(`tr[data-workspace="WS ${tenantEmail}"]`);
+    await row.waitFor();
+    assert.ok((await row.textContent())?.includes(tenantEmail));
+    assert.match((await row.getByTestId("today").textContent()) ?? "", /^0 \/ [\d,]+$/);
+    await row.getByLabel(`Plan of WS ${tenantEmail}`).selectOption("growth");
+    await eventually("tenant on growth", async () => {
+      const d = await h.ok("{ workspace { plan { name } } }", {}, tenant.token);
+      return d.workspace.plan.name === "growth";
+    });
+    await shot("operator-workspaces");
+  });
+
+  it("platform usage: totals across every workspace", async () => {
+    const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    await h.cp.dataSource.query(
+      `INSERT INTO usage_hour (hour, workspace_id, app_id, network, method, category, count, latency_sum_ms)
+       VALUES ($1, $2, '00000000-0000-0000-0000-000000000000', 'local-evm', 'eth_call', 'Success', 30, 0),
+              ($1, $3, '00000000-0000-0000-0000-000000000000', 'local-evm', 'eth_call', 'Node Error', 4, 0)`,
+      [new Date(hour), tenant.workspaceId, op.workspaceId],
+    );
+    await page.getByRole("link", { name: "Platform usage" }).click();
+    await page.getByTestId("platform-requests").waitFor();
+    assert.equal(await page.getByTestId("platform-requests").textContent(), "34");
+    assert.equal(await page.getByTestId("platform-errors").textContent(), "4");
+    await shot("operator-usage");
+  });
+});
+
+async function eventually(what: string, fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`timed out waiting for: ${what}`);
+}

@@ -14,6 +14,7 @@ import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
 import { NodeService } from "./nodes/node.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
+import { RequestLogService } from "./requestlog/requestlog.service";
 import { UsageService } from "./usage/usage.service";
 import { QueueWebhookEmitter } from "./webhooks/webhook.emitter";
 import { WebhookQueue } from "./webhooks/webhook.queue";
@@ -32,6 +33,7 @@ export interface Services {
   plans: PlanService;
   publication: PublicationService;
   usage: UsageService;
+  requestLog: RequestLogService;
   nodes: NodeService;
   webhooks: WebhookService;
 }
@@ -82,6 +84,7 @@ export function createServices(
       maxRangeDays: config.usageMaxRangeDays,
       maxSeriesPoints: config.usageMaxSeriesPoints,
     }),
+    requestLog: new RequestLogService(ds, workspaces),
     nodes: new NodeService(
       ds,
       workspaces,

@@ -14,6 +14,8 @@ import { registerNodeWsRoutes } from "./nodes/node-ws";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
 import type { Clock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
+import { createRequestLog } from "./requestlog/create";
+import type { RequestLog } from "./requestlog/recorder";
 import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { assertNativeUws } from "./server/native-uws";
@@ -55,6 +57,8 @@ export interface DataPlaneOverrides {
    * the plane neither starts it nor closes it.
    */
   usage?: UsageRecorder;
+  /** Request log (default: `createRequestLog(config)`, REQUEST_LOG_*). */
+  requestLog?: RequestLog;
 }
 
 /**
@@ -157,6 +161,8 @@ export async function startDataPlane(
         })
       : undefined;
   const usage = overrides.usage ?? ownedUsage!.recorder;
+  const ownedRequestLog = overrides.requestLog === undefined ? createRequestLog(config, logger) : undefined;
+  const requestLog = overrides.requestLog ?? ownedRequestLog!.log;
   metrics.limitsHealth(() => limits.redisHealth());
   const nodeLookup =
     overrides.nodes ??
@@ -178,6 +184,7 @@ export async function startDataPlane(
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,
+    requestLog,
   });
   const context: GatewayContext = {
     nodes,
@@ -191,6 +198,7 @@ export async function startDataPlane(
     trustedProxies,
     limits: gate,
     usage,
+    requestLog,
     flights,
   };
 
@@ -276,10 +284,12 @@ export async function startDataPlane(
   if (!networksLoaded) {
     await limits.close();
     await ownedUsage?.close();
+    await ownedRequestLog?.close();
     throw new Error("data plane could not load networks from Redis");
   }
   upstreams.startHealthChecks();
   ownedUsage?.start();
+  ownedRequestLog?.start();
 
   const ready = () => state.subscribed && networksLoaded;
   const server = new HttpServer(context, { ready });
@@ -317,7 +327,7 @@ export async function startDataPlane(
         server.closeAll();
         // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
-        await Promise.all([limits.close(), ownedUsage?.close()]);
+        await Promise.all([limits.close(), ownedUsage?.close(), ownedRequestLog?.close()]);
         await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();
         nodeWs.close();

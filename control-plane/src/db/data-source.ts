@@ -24,6 +24,7 @@ import { NetworkLogsChunk1700000005400 } from "./migrations/1700000005400-networ
 import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-upstream-capabilities";
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
+import { RequestLog1700000017300 } from "./migrations/1700000017300-request-log";
 
 export const ENTITIES = [
   Account,
@@ -55,6 +56,7 @@ export const MIGRATIONS = [
   UpstreamCapabilities1700000006000,
   WorkspaceRoles1700000016000,
   Webhooks1700000017200,
+  RequestLog1700000017300,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -7,6 +7,7 @@ import { NetworkResolver } from "../networks/network.resolver";
 import { NodeResolver } from "../nodes/node.resolver";
 import { NodeStatusResolver } from "../nodes/node-status.resolver";
 import { PlanResolver } from "../plans/plan.resolver";
+import { RequestLogResolver } from "../requestlog/requestlog.resolver";
 import { UsageResolver, WorkspaceUsageResolver } from "../usage/usage.resolver";
 import { WebhookDeliveryResolver, WebhookEndpointResolver } from "../webhooks/webhook.resolver";
 import { MemberResolver } from "../workspaces/member.resolver";
@@ -21,6 +22,7 @@ export const RESOLVERS = [
   NetworkResolver,
   PlanResolver,
   UsageResolver,
+  RequestLogResolver,
   WorkspaceUsageResolver,
   NodeResolver,
   NodeStatusResolver,

@@ -15,6 +15,7 @@ import { REQUEST_LOG_STREAM_FIELD } from "../../../shared/src/requestlog/contrac
 import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
+import { TestWsClient } from "../data-plane/ws/ws-client";
 
 const DAY = 86_400_000;
 const FIELDS = `time requestId item workspaceId appId network transport method httpStatus category reason latencyMs clientIp`;
@@ -146,6 +147,27 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
         [0, "eth_chainId", "Success"],
       ],
     );
+  });
+
+  it("logs WebSocket request objects (transport ws, status 0) and their refusals", async () => {
+    const ws = await TestWsClient.open(`ws://127.0.0.1:${dp!.port}/evm-stub/rpc?apikey=${appA.apiKey}`);
+    try {
+      assert.equal((await ws.call("stub_invalidParams")).error.code, -32602);
+      ws.sendRaw("{bad");
+      await ws.until(() => ws.messages.some((m) => m?.error?.code === -32700), 5000, "parse error");
+    } finally {
+      ws.close();
+    }
+    const [rec] = await waitFor(a.token, { method: "stub_invalidParams" }, 1);
+    assert.equal(rec.transport, "ws");
+    assert.equal(rec.httpStatus, 0);
+    assert.equal(rec.category, "Client Error");
+    assert.equal(rec.appId, appA.id);
+    assert.equal(rec.clientIp, "127.0.0.0/24");
+    const parseErr = ws.messages.find((m) => m?.error?.code === -32700);
+    const [p] = await waitFor(a.token, { requestId: parseErr.error.data.requestId }, 1);
+    assert.equal(p.reason, "parse_error");
+    assert.equal(p.transport, "ws");
   });
 
   it("is tenant-isolated: another workspace neither lists nor finds the record", async () => {

@@ -14,7 +14,8 @@
  * BENCH_FINALITY_BLOCKS (2000; 0 skips the finality section), BENCH_FINALITY_CONNECTIONS (32),
  * BENCH_FINALITY_DURATION_S (BENCH_DURATION_S),
  * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
- * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings).
+ * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
+ * BENCH_REQUEST_LOG (0 skips the request-log cost section, bench/request-log.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -35,6 +36,12 @@ import {
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
+import {
+  printRequestLogBench,
+  type RequestLogBenchResult,
+  requestLogOptionsFromEnv,
+  runRequestLogBench,
+} from "./request-log";
 import { formatWithBiome } from "./results-file";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
@@ -497,6 +504,18 @@ async function main(): Promise<void> {
       skipped.push("logsSplit: BENCH_LOGS_SPLIT=0");
     }
 
+    // 10. Request-log cost: cache-miss req/s with the request log off / on 1% / on 100%
+    // (bench/request-log.ts, its own stub and gateways). BENCH_REQUEST_LOG=0 skips it.
+    let requestLog: RequestLogBenchResult | null = null;
+    if (process.env.BENCH_REQUEST_LOG !== "0") {
+      await stopAll();
+      log("\nrequest log cost:");
+      requestLog = await runRequestLogBench({ ...requestLogOptionsFromEnv(log), repeats: cfg.repeats });
+      printRequestLogBench(requestLog, log);
+    } else {
+      skipped.push("requestLog: BENCH_REQUEST_LOG=0");
+    }
+
     // 11. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
@@ -544,6 +563,7 @@ async function main(): Promise<void> {
       ws,
       finality,
       logsSplit,
+      requestLog,
       hedging,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
@@ -567,6 +587,8 @@ async function main(): Promise<void> {
             : null,
         /** eth_getLogs over 50,000 blocks: time sent whole to one node / time split across two. */
         logsSplitSpeedup: logsSplit?.speedup ?? null,
+        /** Request log on (1% sample) / off, cache-miss req/s (bench/request-log.ts). */
+        requestLogOnVsOff: requestLog?.onVsOff ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

@@ -10,6 +10,9 @@ import {
   type RequestLogRecord,
 } from "../../../shared/src/requestlog/contract";
 
+/** Records per stream entry (a flush with more writes several entries). */
+const MAX_RECORDS_PER_ENTRY = 500;
+
 /** Environment of the request log; spread into the data-plane config schema. */
 export const requestLogEnvShape = {
   /** Request log on/off (errors always logged, successes sampled). */
@@ -65,8 +68,8 @@ export class RedisRequestLog implements RequestLog {
   /** Successes logged when Math.random() < this (0..1). */
   private readonly successRate: number;
   private buf: RequestLogRecord[] = [];
-  /** Cut batches not yet written (oldest first). */
-  private queued: { batchId: string; payload: string; count: number }[] = [];
+  /** Cut batches not yet written (oldest first); the JSON is built when the batch is first written. */
+  private queued: { batchId: string; records: RequestLogRecord[]; payload?: string }[] = [];
   private queuedCount = 0;
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -116,12 +119,21 @@ export class RedisRequestLog implements RequestLog {
     if (this.buf.length > 0) {
       const records = this.buf;
       this.buf = [];
-      const batchId = `${this.instanceId}:${++this.seq}`;
-      this.queued.push({ batchId, payload: JSON.stringify({ batchId, records }), count: records.length });
+      // Entries of at most MAX_RECORDS_PER_ENTRY, serialised one at a time between the XADDs: a flush at
+      // 100% sampling under load (10k+ records) would otherwise stall the event loop in one JSON.stringify
+      // (measured: p99 9.8 -> 50 ms at ~30k req/s).
+      for (let at = 0; at < records.length; at += MAX_RECORDS_PER_ENTRY) {
+        const part =
+          at === 0 && records.length <= MAX_RECORDS_PER_ENTRY
+            ? records
+            : records.slice(at, at + MAX_RECORDS_PER_ENTRY);
+        this.queued.push({ batchId: `${this.instanceId}:${++this.seq}`, records: part });
+      }
       this.queuedCount += records.length;
     }
     while (this.queued.length > 0) {
       const b = this.queued[0]!;
+      b.payload ??= JSON.stringify({ batchId: b.batchId, records: b.records });
       try {
         await this.redis.xadd(
           this.names.requestLogStream(),
@@ -137,8 +149,8 @@ export class RedisRequestLog implements RequestLog {
         return;
       }
       this.queued.shift();
-      this.queuedCount -= b.count;
-      this.written += b.count;
+      this.queuedCount -= b.records.length;
+      this.written += b.records.length;
     }
   }
 

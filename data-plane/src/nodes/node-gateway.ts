@@ -143,6 +143,8 @@ export class NodeGateway {
     requestId: string,
     /** The client's address truncated for the request log (read only when a record is kept). */
     clientIp?: () => string | null,
+    /** Over the node's WebSocket: records carry HTTP status 0 (no HTTP response per message). */
+    overWs = false,
   ): Promise<NodeReply> {
     const sink: LogSink = { rows: undefined };
     const reply = await this.answer(auth, text, requestId, sink);
@@ -150,7 +152,7 @@ export class NodeGateway {
     if (rows !== undefined) {
       const ip = clientIp?.() ?? null;
       for (const r of rows) {
-        r.httpStatus = reply.status;
+        r.httpStatus = overWs ? 0 : reply.status;
         r.clientIp = ip;
         this.opts.requestLog!.record(r);
       }

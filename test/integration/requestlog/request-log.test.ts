@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { Queue } from "bullmq";
 import { RequestLogIngestor } from "../../../control-plane/src/requestlog/requestlog.ingestor";
 import {
   dayStart,
@@ -11,6 +12,7 @@ import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { createLogger } from "../../../shared/src/log/logger";
+import { JobName, QueueName } from "../../../shared/src/queue/names";
 import { REQUEST_LOG_STREAM_FIELD } from "../../../shared/src/requestlog/contract";
 import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
@@ -312,6 +314,23 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
     assert.ok(left.has(partitionName(dayStart(now))), "today: kept");
     const [{ n }] = await ds.query(`SELECT count(*)::int AS n FROM request_log WHERE request_id = 'ancient'`);
     assert.equal(n, 0);
+    // The same through the worker's repeatable job (queue `usage`, job `request-log-partitions`): queued
+    // by hand here rather than waiting for the hourly schedule.
+    await ensurePartitions(ds, [now - 9 * DAY]);
+    const conn = h.ns.redis.client("blocking");
+    const q = new Queue(QueueName.Usage, { connection: conn, prefix: h.names.bullPrefix() });
+    try {
+      await q.add(JobName.RequestLogPartitions, {});
+      const gone = partitionName(dayStart(now - 9 * DAY));
+      const t0 = Date.now();
+      while ((await listPartitions(ds)).some((p) => p.name === gone)) {
+        assert.ok(Date.now() - t0 < 30_000, "the job did not drop the partition");
+        await sleep(100);
+      }
+    } finally {
+      await q.close();
+      conn.disconnect();
+    }
     // Ingestion still works after the maintenance (today's partition untouched).
     const requestId = await nodeError();
     await waitFor(a.token, { requestId }, 1);

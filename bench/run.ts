@@ -16,7 +16,8 @@
  * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
  * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
  * BENCH_JWT_REPEATS (3; 0 skips the JWT section),
- * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts).
+ * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts),
+ * BENCH_REQUEST_LOG (0 skips the request-log cost section, bench/request-log.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -38,6 +39,12 @@ import { type JwtBenchResult, runJwtBench } from "./jwt";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
 import { type Nginx, startNginx } from "./nginx";
+import {
+  printRequestLogBench,
+  type RequestLogBenchResult,
+  requestLogOptionsFromEnv,
+  runRequestLogBench,
+} from "./request-log";
 import { formatWithBiome } from "./results-file";
 import { runThreadsBench, type ThreadsBenchResult } from "./threads";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
@@ -541,7 +548,19 @@ async function main(): Promise<void> {
       skipped.push(tool === "wrk" ? "threads: BENCH_THREAD_SCALING=0" : "threads: needs wrk");
     }
 
-    // 13. report
+    // 13. Request-log cost: cache-miss req/s with the request log off / on 1% / on 100%
+    // (bench/request-log.ts, its own stub and gateways). BENCH_REQUEST_LOG=0 skips it.
+    let requestLog: RequestLogBenchResult | null = null;
+    if (process.env.BENCH_REQUEST_LOG !== "0") {
+      await stopAll();
+      log("\nrequest log cost:");
+      requestLog = await runRequestLogBench({ ...requestLogOptionsFromEnv(log), repeats: cfg.repeats });
+      printRequestLogBench(requestLog, log);
+    } else {
+      skipped.push("requestLog: BENCH_REQUEST_LOG=0");
+    }
+
+    // 14. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -588,6 +607,7 @@ async function main(): Promise<void> {
       ws,
       finality,
       logsSplit,
+      requestLog,
       hedging,
       jwt,
       threads,
@@ -620,6 +640,8 @@ async function main(): Promise<void> {
             : null,
         /** eth_getLogs over 50,000 blocks: time sent whole to one node / time split across two. */
         logsSplitSpeedup: logsSplit?.speedup ?? null,
+        /** Request log on (1% sample) / off, cache-miss req/s (bench/request-log.ts). */
+        requestLogOnVsOff: requestLog?.onVsOff ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

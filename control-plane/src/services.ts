@@ -16,6 +16,7 @@ import { NodeService } from "./nodes/node.service";
 import { OperatorService } from "./operator/operator.service";
 import { PlanService } from "./plans/plan.service";
 import { PublicationService } from "./publication/publication.service";
+import { RequestLogService } from "./requestlog/requestlog.service";
 import { UsageService } from "./usage/usage.service";
 import { QueueWebhookEmitter } from "./webhooks/webhook.emitter";
 import { WebhookQueue } from "./webhooks/webhook.queue";
@@ -35,6 +36,7 @@ export interface Services {
   plans: PlanService;
   publication: PublicationService;
   usage: UsageService;
+  requestLog: RequestLogService;
   nodes: NodeService;
   webhooks: WebhookService;
   operator: OperatorService;
@@ -87,6 +89,7 @@ export function createServices(
       maxRangeDays: config.usageMaxRangeDays,
       maxSeriesPoints: config.usageMaxSeriesPoints,
     }),
+    requestLog: new RequestLogService(ds, workspaces),
     nodes: new NodeService(
       ds,
       workspaces,

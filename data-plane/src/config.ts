@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ConfigError, commonEnvShape, env, parseEnv } from "../../shared/src/config/env";
 import { limitsEnvShape } from "./ratelimit/limits";
+import { requestLogEnvShape } from "./requestlog/recorder";
 import { usageRecorderEnvShape } from "./usage/recorder";
 
 /**
@@ -185,6 +186,8 @@ export const dataPlaneEnvShape = {
   USAGE_MODE: z.enum(["redis", "off"]).default("redis"),
   /** USAGE_FLUSH_INTERVAL_MS, USAGE_MAX_PENDING_ROWS, USAGE_STREAM_MAXLEN, ... (see usage/recorder.ts). */
   ...usageRecorderEnvShape,
+  /** REQUEST_LOG_ENABLED, REQUEST_LOG_SAMPLE_PERCENT, ... (see requestlog/recorder.ts). */
+  ...requestLogEnvShape,
   /**
    * Open client WebSockets per app (per node for a dedicated node's key), counted per serving thread;
    * past it the upgrade is refused with 429 `ws_connection_limit`.

@@ -17,6 +17,8 @@ import { SharedNodeMethodPolicy } from "./policy/method-policy";
 import type { Clock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
 import { createLimitsRedis } from "./ratelimit/redis-client";
+import { createRequestLog } from "./requestlog/create";
+import type { RequestLog } from "./requestlog/recorder";
 import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { assertNativeUws } from "./server/native-uws";
@@ -76,6 +78,8 @@ export interface DataPlaneOverrides {
   bufferBudget?: BufferBudget;
   /** Set when this plane is one of several serving threads of the process (threads/worker.ts). */
   thread?: PlaneThreadHooks;
+  /** Request log (default: `createRequestLog(config)`, REQUEST_LOG_*). */
+  requestLog?: RequestLog;
 }
 
 /** What a plane running as one thread among several asks of the others (through the main thread). */
@@ -167,6 +171,8 @@ export async function startDataPlane(
         })
       : undefined;
   const usage = overrides.usage ?? ownedUsage!.recorder;
+  const ownedRequestLog = overrides.requestLog === undefined ? createRequestLog(config, logger) : undefined;
+  const requestLog = overrides.requestLog ?? ownedRequestLog!.log;
   metrics.limitsHealth(() => limits.redisHealth());
   const nodeLookup =
     overrides.nodes ??
@@ -193,6 +199,7 @@ export async function startDataPlane(
     // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
     limits: gate,
     usage,
+    requestLog,
   });
   const context: GatewayContext = {
     nodes,
@@ -206,6 +213,7 @@ export async function startDataPlane(
     trustedProxies,
     limits: gate,
     usage,
+    requestLog,
     flights,
     jwt,
   };
@@ -292,6 +300,7 @@ export async function startDataPlane(
   if (!networksLoaded) {
     await limits.close();
     await ownedUsage?.close();
+    await ownedRequestLog?.close();
     throw new Error("data plane could not load networks from Redis");
   }
   upstreams.startHealthChecks();
@@ -316,6 +325,7 @@ export async function startDataPlane(
           snapshot: () => upstreams.healthSnapshot(),
         });
   health?.start();
+  ownedRequestLog?.start();
 
   const ready = () => state.subscribed && networksLoaded;
   const thread = overrides.thread;
@@ -365,7 +375,7 @@ export async function startDataPlane(
         server.closeAll();
         // After the last answer, so every unit served is in the final quota flush and every request object
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
-        await Promise.all([limits.close(), ownedUsage?.close()]);
+        await Promise.all([limits.close(), ownedUsage?.close(), ownedRequestLog?.close()]);
         await health?.close();
         healthRedis?.disconnect();
         await Promise.all([upstreams.close(), nodes.close()]);

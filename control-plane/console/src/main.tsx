@@ -14,6 +14,7 @@ import {
   OperatorWorkspacesPage,
 } from "./pages/Operator";
 import { PlanPage } from "./pages/Plan";
+import { RequestLogPage } from "./pages/RequestLog";
 import { UsagePage } from "./pages/Usage";
 import { WebhookPage, WebhooksPage } from "./pages/Webhooks";
 import { Link, match, RouterProvider, useRoute } from "./router";
@@ -126,6 +127,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
   else if (path === "/" || path === "/apps") page = <AppsPage />;
   else if (appMatch) page = <AppPage id={appMatch.id!} />;
   else if (path === "/usage") page = <UsagePage />;
+  else if (path === "/request-log") page = <RequestLogPage />;
   else if (path === "/plan") page = <PlanPage />;
   else if (path === "/members") page = <MembersPage />;
   else if (path === "/nodes") page = <NodesPage />;
@@ -176,6 +178,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
         <nav className={menuOpen ? "open" : undefined}>
           <Link to="/">Apps</Link>
           <Link to="/usage">Usage</Link>
+          <Link to="/request-log">Request log</Link>
           <Link to="/nodes">Dedicated nodes</Link>
           <Link to="/members">Members</Link>
           <Link to="/webhooks">Webhooks</Link>

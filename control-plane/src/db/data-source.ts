@@ -27,6 +27,7 @@ import { UpstreamCapabilities1700000006000 } from "./migrations/1700000006000-up
 import { WorkspaceRoles1700000016000 } from "./migrations/1700000016000-workspace-roles";
 import { AppAccessRules1700000016100 } from "./migrations/1700000016100-app-access-rules";
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
+import { RequestLog1700000017300 } from "./migrations/1700000017300-request-log";
 import { AccountOperator1700000017600 } from "./migrations/1700000017600-account-operator";
 
 export const ENTITIES = [
@@ -62,6 +63,7 @@ export const MIGRATIONS = [
   WorkspaceRoles1700000016000,
   AppAccessRules1700000016100,
   Webhooks1700000017200,
+  RequestLog1700000017300,
   AccountOperator1700000017600,
 ];
 

@@ -13,6 +13,7 @@ import {
   UpstreamHealthResolver,
 } from "../operator/operator.resolver";
 import { PlanResolver } from "../plans/plan.resolver";
+import { RequestLogResolver } from "../requestlog/requestlog.resolver";
 import { UsageResolver, WorkspaceUsageResolver } from "../usage/usage.resolver";
 import { WebhookDeliveryResolver, WebhookEndpointResolver } from "../webhooks/webhook.resolver";
 import { MemberResolver } from "../workspaces/member.resolver";
@@ -28,6 +29,7 @@ export const RESOLVERS = [
   NetworkResolver,
   PlanResolver,
   UsageResolver,
+  RequestLogResolver,
   WorkspaceUsageResolver,
   NodeResolver,
   NodeStatusResolver,

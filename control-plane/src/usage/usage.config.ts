@@ -22,6 +22,10 @@ const schema = z.object({
   USAGE_CONSUMER_NAME: z.string().min(1).max(128).optional(),
   /** Set to false to run a worker without usage ingestion. */
   USAGE_INGEST_ENABLED: env.bool(true),
+  /** Request-log day partitions older than this are dropped (by the usage queue's request-log job). */
+  REQUEST_LOG_RETENTION_DAYS: env.int(7, 1, 3650),
+  /** Set to false to run a worker without request-log ingestion (the stream is left unread). */
+  REQUEST_LOG_INGEST_ENABLED: env.bool(true),
 });
 
 /** The environment schema: docs/contracts.md lists every variable (test/unit/docs/contracts.test.ts checks it). */
@@ -38,6 +42,8 @@ export interface UsageWorkerConfig {
   claimIdleMs: number;
   consumerName: string;
   enabled: boolean;
+  requestLogRetentionDays: number;
+  requestLogIngestEnabled: boolean;
 }
 
 export function loadUsageWorkerConfig(source: NodeJS.ProcessEnv = process.env): UsageWorkerConfig {
@@ -52,5 +58,7 @@ export function loadUsageWorkerConfig(source: NodeJS.ProcessEnv = process.env): 
     claimIdleMs: e.USAGE_CLAIM_IDLE_MS,
     consumerName: e.USAGE_CONSUMER_NAME ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
     enabled: e.USAGE_INGEST_ENABLED,
+    requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,
+    requestLogIngestEnabled: e.REQUEST_LOG_INGEST_ENABLED,
   };
 }

@@ -12,6 +12,8 @@ import { createNodeProvider, loadNodeConfig, NodeConfig } from "../nodes/node.co
 import { NodeWorker, startNodeWorker } from "../nodes/node.processor";
 import type { NodeProvider } from "../nodes/providers/provider";
 import { PublicationService } from "../publication/publication.service";
+import { RequestLogIngestor } from "../requestlog/requestlog.ingestor";
+import { maintainPartitions } from "../requestlog/requestlog.partitions";
 import { loadUsageWorkerConfig, UsageWorkerConfig } from "../usage/usage.config";
 import { UsageIngestor } from "../usage/usage.ingestor";
 import { startWebhookWorker, WebhookWorker } from "../webhooks/webhook.processor";
@@ -23,12 +25,16 @@ import { createUsageProcessor } from "./usage.processor";
 export const REPUBLISH_SCHEDULER_ID = "republish-all-every";
 /** Id of the repeatable usage retention job. */
 export const USAGE_RETENTION_SCHEDULER_ID = "usage-retention-every";
+/** Id of the repeatable request-log partition job (create ahead, drop past the retention). */
+export const REQUEST_LOG_PARTITIONS_SCHEDULER_ID = "request-log-partitions-every";
 
 export interface ControlPlaneWorker {
   queue: Queue;
   worker: Worker;
   /** Usage stream consumer (undefined when USAGE_INGEST_ENABLED=false). */
   usageIngestor?: UsageIngestor;
+  /** Request-log stream consumer (undefined when REQUEST_LOG_INGEST_ENABLED=false). */
+  requestLogIngestor?: RequestLogIngestor;
   /** Dedicated nodes (QueueName.Nodes). */
   nodes: NodeWorker;
   /** Webhook fan-out, deliveries, quota-threshold check (QueueName.Webhooks). */
@@ -108,17 +114,32 @@ export async function startWorker(
   await worker.waitUntilReady();
 
   // Usage: stream ingestion (own blocking connection) and the repeatable retention job.
-  const usageQueue = new Queue<JobPayloads[JobName.UsageRetention]>(QueueName.Usage, {
-    connection: bullConnection,
-    prefix,
-  });
+  const usageQueue = new Queue<JobPayloads[JobName.UsageRetention | JobName.RequestLogPartitions]>(
+    QueueName.Usage,
+    {
+      connection: bullConnection,
+      prefix,
+    },
+  );
   const ensureUsageScheduler = () =>
     usageQueue.upsertJobScheduler(
       USAGE_RETENTION_SCHEDULER_ID,
       { every: usageCfg.retentionIntervalSeconds * 1000 },
       { name: JobName.UsageRetention, data: {}, opts: { removeOnComplete: 100, removeOnFail: 100 } },
     );
-  await ensureUsageScheduler();
+  // Request log: partitions exist before the first record arrives; the job keeps them ahead of the clock.
+  await maintainPartitions(ds, usageCfg.requestLogRetentionDays);
+  const ensureRequestLogScheduler = () =>
+    usageQueue.upsertJobScheduler(
+      REQUEST_LOG_PARTITIONS_SCHEDULER_ID,
+      { every: usageCfg.retentionIntervalSeconds * 1000 },
+      { name: JobName.RequestLogPartitions, data: {}, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+    );
+  const ensureUsageSchedulers = async () => {
+    await ensureUsageScheduler();
+    await ensureRequestLogScheduler();
+  };
+  await ensureUsageSchedulers();
   const usageWorker = new Worker(QueueName.Usage, createUsageProcessor(ds, usageCfg, logger), {
     connection: bullConnection,
     prefix,
@@ -141,6 +162,20 @@ export async function startWorker(
     });
     await usageIngestor.start();
     logger.info({ consumer: usageCfg.consumerName }, "usage ingestion started");
+  }
+  let requestLogRedis: RedisClient | undefined;
+  let requestLogIngestor: RequestLogIngestor | undefined;
+  if (usageCfg.requestLogIngestEnabled) {
+    requestLogRedis = createRedis(target, "blocking");
+    requestLogRedis.on("error", quiet("request-log stream"));
+    requestLogIngestor = new RequestLogIngestor(ds, requestLogRedis, names, logger, {
+      consumerName: usageCfg.consumerName,
+      blockMs: usageCfg.blockMs,
+      batch: usageCfg.batch,
+      claimIdleMs: usageCfg.claimIdleMs,
+      retentionDays: usageCfg.requestLogRetentionDays,
+    });
+    await requestLogIngestor.start();
   }
   // Last: this line is the readiness signal (process tests and operators wait for it).
   logger.info({ everySeconds: config.republishIntervalSeconds }, "publication worker started");
@@ -176,8 +211,9 @@ export async function startWorker(
     async recreate() {
       // On the command connection: the ingestor's own one may be blocked in XREADGROUP (blockMs).
       await usageIngestor?.ensureGroup(redis);
+      await requestLogIngestor?.ensureGroup(redis);
       await ensurePublicationScheduler();
-      await ensureUsageScheduler();
+      await ensureUsageSchedulers();
       await nodes.ensureSchedulers();
       await webhooks.ensureSchedulers();
     },
@@ -188,6 +224,7 @@ export async function startWorker(
     queue,
     worker,
     usageIngestor,
+    requestLogIngestor,
     nodes,
     webhooks,
     recovery,
@@ -198,6 +235,8 @@ export async function startWorker(
       await webhooks.close();
       await usageIngestor?.stop();
       usageRedis?.disconnect();
+      await requestLogIngestor?.stop();
+      requestLogRedis?.disconnect();
       await usageWorker.close();
       await usageQueue.close();
       await worker.close();

@@ -1,6 +1,7 @@
 import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { NodeRecord } from "../../../shared/src/redis/records";
+import type { RequestLogRecord } from "../../../shared/src/requestlog/contract";
 import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { KeyVerifier, VerifiedKey } from "../auth/key-verifier";
 import {
@@ -18,11 +19,18 @@ import { type LimitsGate, nodeIdentifier } from "../limits/admission";
 import type { Metrics } from "../metrics/metrics";
 import { type MethodPolicy, SafeModeMethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
+import type { RequestLog } from "../requestlog/recorder";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
 import type { PoolOptions } from "../upstream/network-pool";
 import type { CallResult } from "../upstream/reply";
 import type { UsageRecorder } from "../usage/recorder";
+
+/** Where `handle` collects the request-log records of one text (allocated only when one is kept). */
+interface LogSink {
+  rows: RequestLogRecord[] | undefined;
+}
+
 import type { NodeLookup } from "./node-directory";
 import { NodePools } from "./node-pools";
 
@@ -78,6 +86,8 @@ export interface NodeGatewayOptions {
   limits?: LimitsGate;
   /** Usage recording: one record per request object, network `node-{nodeId}` (see nodeUsageNetwork). */
   usage?: UsageRecorder;
+  /** Request log (transport `node`): errors plus sampled successes, network `node-{nodeId}`. */
+  requestLog?: RequestLog;
 }
 
 /**
@@ -131,14 +141,61 @@ export class NodeGateway {
     auth: { key: VerifiedKey; node: NodeRecord },
     text: string,
     requestId: string,
+    /** The client's address truncated for the request log (read only when a record is kept). */
+    clientIp?: () => string | null,
+    /** Over the node's WebSocket: records carry HTTP status 0 (no HTTP response per message). */
+    overWs = false,
+  ): Promise<NodeReply> {
+    const sink: LogSink = { rows: undefined };
+    const reply = await this.answer(auth, text, requestId, sink);
+    const rows = sink.rows;
+    if (rows !== undefined) {
+      const ip = clientIp?.() ?? null;
+      for (const r of rows) {
+        r.httpStatus = overWs ? 0 : reply.status;
+        r.clientIp = ip;
+        this.opts.requestLog!.record(r);
+      }
+    }
+    return reply;
+  }
+
+  private async answer(
+    auth: { key: VerifiedKey; node: NodeRecord },
+    text: string,
+    requestId: string,
+    sink: LogSink,
   ): Promise<NodeReply> {
     const started = performance.now();
     const node = (await this.current(auth.node.nodeId).catch(() => auth.node)) ?? auth.node;
     const usage = (methods: readonly string[], category: (i: number) => string) => {
       const u = this.opts.usage;
-      if (u === undefined) return;
+      const log = this.opts.requestLog;
       const latencyMs = performance.now() - started;
       const network = nodeUsageNetwork(auth.node.nodeId);
+      if (log !== undefined) {
+        for (let i = 0; i < methods.length; i++) {
+          const cat = category(i);
+          if (!log.wants(cat)) continue;
+          if (sink.rows === undefined) sink.rows = [];
+          sink.rows.push({
+            time: Date.now(),
+            workspaceId: auth.key.record.workspaceId,
+            appId: null,
+            network,
+            transport: "node",
+            method: methods[i]!,
+            httpStatus: 0,
+            category: cat,
+            reason: "",
+            latencyMs: Math.round(latencyMs * 1000) / 1000,
+            requestId,
+            item: i,
+            clientIp: null,
+          });
+        }
+      }
+      if (u === undefined) return;
       for (let i = 0; i < methods.length; i++) {
         u.record({
           workspaceId: auth.key.record.workspaceId,

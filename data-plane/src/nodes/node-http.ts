@@ -1,5 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
+import { parseIp } from "../allowlist/ip";
 import { rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import type { HandlerGuard } from "../server/guard";
@@ -146,7 +148,11 @@ export function serveNodeHttp(
         const a = await auth;
         if (aborted) return;
         if (!a.ok) return failWith(a.error);
-        const reply = await gateway.handle(a, text, requestId);
+        const reply = await gateway.handle(a, text, requestId, () => {
+          if (aborted) return null;
+          const addr = parseIp(Buffer.from(res.getRemoteAddressAsText()).toString("latin1"));
+          return addr === undefined ? null : logAddressPrefix(addr);
+        });
         send(reply.status, reply.body, reply.retryAfterSeconds, reply.rate);
       })().catch(pipelineError);
     } catch (err) {

@@ -1,4 +1,5 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import { errorJson } from "../server/respond";
 import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
@@ -83,6 +84,8 @@ export function registerNodeWsRoutes(
         accepted.add(info);
       }
       const target = targetFor(a.node);
+      const ip = info.ip;
+      const logIp = () => (ip === undefined ? null : logAddressPrefix(ip));
       return {
         slug: target.slug,
         key: a.key,
@@ -92,7 +95,7 @@ export function registerNodeWsRoutes(
           // The key stopped working: the gateway is closing this socket (4001); answer meanwhile.
           if (!cur.ok) return errorJson(cur.error, "null", { requestId });
           target.update(cur.node.wsUrl);
-          return (await gateway.handle(cur, text, requestId)).body;
+          return (await gateway.handle(cur, text, requestId, logIp, true)).body;
         },
       };
     };

@@ -9,6 +9,7 @@ import type { ConcurrencyLimiter } from "../limits/concurrency";
 import type { Metrics } from "../metrics/metrics";
 import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
+import type { RequestLog } from "../requestlog/recorder";
 import type { UpstreamRegistry } from "../upstream/registry";
 import type { UsageRecorder } from "../usage/recorder";
 
@@ -28,6 +29,8 @@ export interface GatewayContext {
   readonly nodes?: NodeGateway;
   /** Usage recording: one record per request object answered (HTTP here; WS through usageWsHooks). */
   readonly usage: UsageRecorder;
+  /** Request log: every error plus sampled successes (check `wants(category)` before building a record). */
+  readonly requestLog: RequestLog;
   /** Upstream calls in flight per app key / public client IP (MAX_IN_FLIGHT_PER_KEY). */
   readonly flights: ConcurrencyLimiter;
   /** JWT checks for apps that require them (verdicts cached until the token's exp). */

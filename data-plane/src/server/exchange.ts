@@ -1,5 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
+import type { RequestLogRecord } from "../../../shared/src/requestlog/contract";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import { bearerToken, type JwtCheck } from "../auth/jwt";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
@@ -87,6 +89,8 @@ export class RpcExchange {
   private usageMethod = "other";
   /** Public endpoint: the client IP text the limits saw (the concurrency cap's tenant). */
   private publicIp: string | undefined;
+  /** Request-log records sampled so far, completed (HTTP status, client prefix) and handed over in `send`. */
+  private logRows: RequestLogRecord[] | undefined;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -284,8 +288,12 @@ export class RpcExchange {
     if (this.done) return;
     const elapsed = this.elapsed();
     this.ctx.metrics.request(this.pool.record.slug, r.row.category, elapsed);
-    if (items === undefined) this.usage(this.usageMethod, r.row.category, elapsed);
-    else for (const it of items) this.usage(isItemError(it) ? "other" : it.method, r.row.category, elapsed);
+    if (items === undefined) this.usage(this.usageMethod, r.row.category, elapsed, r.row.reason);
+    else
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i]!;
+        this.usage(isItemError(it) ? "other" : it.method, r.row.category, elapsed, r.row.reason, i);
+      }
     this.retryAfterS = r.retryAfterSeconds;
     const body = errorJson(r.row, idText, {
       requestId: this.requestId,
@@ -302,7 +310,7 @@ export class RpcExchange {
   }
 
   /** One usage record (request object) for this request's app (or none) and network. */
-  private usage(method: string, category: string, elapsedSeconds: number): void {
+  private usage(method: string, category: string, elapsedSeconds: number, reason = "", item = 0): void {
     const rec = this.usageKey?.record;
     this.ctx.usage.record({
       workspaceId: rec?.workspaceId ?? null,
@@ -312,6 +320,37 @@ export class RpcExchange {
       category: category as ErrorCategory,
       latencyMs: elapsedSeconds * 1000,
     });
+    // Sampling first: an unsampled success allocates nothing.
+    if (!this.ctx.requestLog.wants(category)) return;
+    if (this.logRows === undefined) this.logRows = [];
+    this.logRows.push({
+      time: Date.now(),
+      workspaceId: rec?.workspaceId ?? null,
+      appId: rec?.appId ?? null,
+      network: this.pool.record.slug,
+      transport: "http",
+      method,
+      httpStatus: 0,
+      category,
+      reason,
+      latencyMs: Math.round(elapsedSeconds * 1e6) / 1000,
+      requestId: this.requestId,
+      item,
+      clientIp: null,
+    });
+  }
+
+  /** Hands the sampled records over with the response's status and the client's truncated address. */
+  private logSent(status: number): void {
+    const rows = this.logRows!;
+    this.logRows = undefined;
+    const addr = this.clientAddress();
+    const ip = addr === undefined ? null : logAddressPrefix(addr);
+    for (const r of rows) {
+      r.httpStatus = status;
+      r.clientIp = ip;
+      this.ctx.requestLog.record(r);
+    }
   }
 
   private clientAddress() {
@@ -339,11 +378,13 @@ export class RpcExchange {
       return;
     }
     let category: string;
+    let reason = "";
     let status = 200;
     let body = "";
     if (out.kind === Outcome.Refused) {
       const row = out.refusal.row;
       category = row.category;
+      reason = row.reason;
       status = row.httpStatus;
       if (idText !== undefined) body = refusalJson(out.refusal, idText, this.requestId);
     } else {
@@ -355,7 +396,7 @@ export class RpcExchange {
     }
     const elapsed = this.elapsed();
     this.ctx.metrics.request(this.pool.record.slug, category, elapsed);
-    this.usage(call.method, category, elapsed);
+    this.usage(call.method, category, elapsed, reason);
     if (idText === undefined) {
       this.send(204, "");
       return;
@@ -382,7 +423,7 @@ export class RpcExchange {
     for (let i = 0; i < n; i++) {
       this.ctx.metrics.request(pool.record.slug, categories[i]!, elapsed);
       const item = items[i]!;
-      this.usage(isItemError(item) ? "other" : item.method, categories[i]!, elapsed);
+      this.usage(isItemError(item) ? "other" : item.method, categories[i]!, elapsed, "", i);
     }
     if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
     const body = planBody(plan);
@@ -422,7 +463,7 @@ export class RpcExchange {
     if (record) {
       const elapsed = this.elapsed();
       this.ctx.metrics.request(this.pool.record.slug, row.category, elapsed);
-      this.usage(this.usageMethod, row.category, elapsed);
+      this.usage(this.usageMethod, row.category, elapsed, row.reason);
     }
     const body = errorJson(row, idText, { requestId: this.requestId, limit, message });
     this.send(row.httpStatus, body);
@@ -448,6 +489,7 @@ export class RpcExchange {
     // An aborted or timed-out exchange is already done (onAborted / timeOut), so this one is live.
     if (this.done) return;
     this.done = true;
+    if (this.logRows !== undefined) this.logSent(status);
     this.answerStatus = status;
     this.answerBody = body;
     ANSWERS.push(this);

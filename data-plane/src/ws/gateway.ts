@@ -3,6 +3,7 @@ import type ipaddr from "ipaddr.js";
 import { Counter, Gauge } from "prom-client";
 import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import { bearerToken, type JwtCheck } from "../auth/jwt";
@@ -432,6 +433,7 @@ export class WsGateway {
     if (!parsed.ok) {
       this.ctx.metrics.request(slug, parsed.error.category, 0);
       this.hooks.rejected?.(s, "", parsed.error.category);
+      this.logRequest(s, undefined, parsed.error.category, 0, requestId, 0, parsed.error.reason);
       this.send(s, errorText(parsed.error, parsed.idText, { requestId, limit: parsed.limit }));
       return;
     }
@@ -457,9 +459,11 @@ export class WsGateway {
     if (refusal !== undefined) {
       const r = refusal;
       const parts: string[] = [];
-      for (const it of items) {
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i]!;
         this.ctx.metrics.request(slug, r.row.category, 0);
         this.hooks.rejected?.(s, isItemError(it) ? "" : it.method, r.row.category);
+        this.logRequest(s, it, r.row.category, 0, requestId, i, r.row.reason);
         const idText = isItemError(it) ? it.idText : it.idText;
         if (idText === undefined) continue;
         parts.push(
@@ -549,6 +553,40 @@ export class WsGateway {
     const secs = (performance.now() - started) / 1000;
     this.ctx.metrics.request(s.slug, a.category, secs);
     this.hooks.answered(s, call.method, a.category, secs);
+    this.logRequest(s, call, a.category, secs, requestId, 0, "");
+  }
+
+  /**
+   * One request-log record for a network endpoint's request object (custom endpoints, i.e. dedicated
+   * nodes, log through their own handler). Sampling first: an unsampled success allocates nothing.
+   */
+  private logRequest(
+    s: WsSession,
+    it: BatchItem | undefined,
+    category: string,
+    secs: number,
+    requestId: string,
+    item: number,
+    reason: string,
+  ): void {
+    const log = this.ctx.requestLog;
+    if (s.pool === undefined || !log.wants(category)) return;
+    const rec = s.key?.record;
+    log.record({
+      time: Date.now(),
+      workspaceId: rec?.workspaceId ?? null,
+      appId: rec?.appId ?? null,
+      network: s.pool.slug,
+      transport: "ws",
+      method: it === undefined || isItemError(it) ? "other" : it.method,
+      httpStatus: 0,
+      category,
+      reason,
+      latencyMs: Math.round(secs * 1e6) / 1000,
+      requestId,
+      item,
+      clientIp: s.ip === undefined ? null : logAddressPrefix(s.ip),
+    });
   }
 
   /** `text`: the message, which may go upstream as it is (forward/verbatim.ts). */
@@ -596,6 +634,7 @@ export class WsGateway {
       this.ctx.metrics.request(pool.record.slug, category, secs);
       const it = items[i]!;
       this.hooks.answered(s, isItemError(it) ? "" : it.method, category, secs);
+      this.logRequest(s, it, category, secs, requestId, i, "");
     }
   }
 

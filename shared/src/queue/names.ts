@@ -38,6 +38,8 @@ export enum JobName {
   WebhookQuotaCheck = "webhook-quota-check",
   /** Repeatable: deletes deliveries (and their attempts) older than the retention. */
   WebhookRetention = "webhook-retention",
+  /** Repeatable (usage queue): creates request-log day partitions ahead, drops those past the retention. */
+  RequestLogPartitions = "request-log-partitions",
 }
 
 /** Payload of a per-node operation; `generation` = the node row's generation when the job was enqueued. */
@@ -89,4 +91,5 @@ export interface JobPayloads {
   [JobName.WebhookDeliver]: { deliveryId: string };
   [JobName.WebhookQuotaCheck]: Record<string, never>;
   [JobName.WebhookRetention]: Record<string, never>;
+  [JobName.RequestLogPartitions]: Record<string, never>;
 }

@@ -70,6 +70,14 @@ export class RedisNames {
   }
 
   /**
+   * Stream: one entry per data-plane request-log flush, field `records` = JSON `RequestLogBatch`
+   * (shared/src/requestlog/contract.ts); read by the worker's consumer group `request-log-ingest`.
+   */
+  requestLogStream(): string {
+    return `${this.prefix}requestlog:stream`;
+  }
+
+  /**
    * Prefix BullMQ puts in front of its queue keys (`<bullPrefix>:<queue>:...`), inside the namespace. On a
    * Redis Cluster it is a hash tag, `{<prefix>bull}`: BullMQ's scripts touch several keys of a queue at
    * once, so they must share a slot (every queue then lives in that one slot). A single Redis keeps the

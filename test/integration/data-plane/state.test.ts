@@ -42,8 +42,13 @@ describe("data plane state: Redis reconnects and failures", function () {
       const clients = (await admin.client("LIST")) as string;
       const ids = clients
         .split("\n")
-        // The state connections (commands + subscriber), not the usage recorder's own connection.
-        .filter((line) => line.includes(`name=data-plane:${gw.ns.prefix}`) && !line.includes(":usage "))
+        // The state connections (commands + subscriber), not the usage recorder's or request log's own.
+        .filter(
+          (line) =>
+            line.includes(`name=data-plane:${gw.ns.prefix}`) &&
+            !line.includes(":usage ") &&
+            !line.includes(":requestlog "),
+        )
         .map((line) => /id=(\d+)/.exec(line)![1]!);
       assert.equal(ids.length, 2, clients);
       for (const id of ids) await admin.client("KILL", "ID", id);

@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import { RedisRequestLog } from "../../../../data-plane/src/requestlog/recorder";
+import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
+import { RedisNames } from "../../../../shared/src/redis/keys";
+import { REQUEST_LOG_STREAM_FIELD, type RequestLogRecord } from "../../../../shared/src/requestlog/contract";
+
+const names = new RedisNames("t:");
+
+function record(i: number): RequestLogRecord {
+  return {
+    time: 1_700_000_000_000 + i,
+    workspaceId: null,
+    appId: null,
+    network: "evm",
+    transport: "http",
+    method: "eth_call",
+    httpStatus: 200,
+    category: ErrorCategory.Success,
+    reason: "",
+    latencyMs: 1,
+    requestId: `r-${i}`,
+    item: 0,
+    clientIp: null,
+  };
+}
+
+/** A stream stand-in: records XADD calls; `fail` makes the next calls reject. */
+class FakeRedis {
+  entries: { key: string; args: (string | number)[] }[] = [];
+  fail = 0;
+  async xadd(key: string, ...args: (string | number)[]): Promise<string | null> {
+    if (this.fail > 0) {
+      this.fail--;
+      throw new Error("redis down");
+    }
+    this.entries.push({ key, args });
+    return `${this.entries.length}-0`;
+  }
+  batches(): { batchId: string; records: RequestLogRecord[] }[] {
+    return this.entries.map((e) => {
+      const i = e.args.indexOf(REQUEST_LOG_STREAM_FIELD);
+      return JSON.parse(String(e.args[i + 1]));
+    });
+  }
+}
+
+const cfg = { samplePercent: 1, flushIntervalMs: 1_000, maxPending: 10, streamMaxLen: 1_000 };
+
+describe("data-plane: RedisRequestLog", () => {
+  it("always wants errors; successes at the sample rate (0% none, 100% all, 50% about half)", () => {
+    const redis = new FakeRedis();
+    const none = new RedisRequestLog(redis, names, { ...cfg, samplePercent: 0 });
+    const all = new RedisRequestLog(redis, names, { ...cfg, samplePercent: 100 });
+    const half = new RedisRequestLog(redis, names, { ...cfg, samplePercent: 50 });
+    let n0 = 0;
+    let n100 = 0;
+    let n50 = 0;
+    for (let i = 0; i < 10_000; i++) {
+      if (none.wants(ErrorCategory.Success)) n0++;
+      if (all.wants(ErrorCategory.Success)) n100++;
+      if (half.wants(ErrorCategory.Success)) n50++;
+    }
+    assert.equal(n0, 0);
+    assert.equal(n100, 10_000);
+    assert.ok(n50 > 4_000 && n50 < 6_000, `50%: ${n50}`);
+    for (const c of Object.values(ErrorCategory)) {
+      if (c !== ErrorCategory.Success) assert.equal(none.wants(c), true, c);
+    }
+  });
+
+  it("writes one stream entry per flush, to the request-log stream, with MAXLEN", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, cfg);
+    for (let i = 0; i < 3; i++) log.record(record(i));
+    await log.flush();
+    await log.flush(); // nothing new: no entry
+    assert.equal(redis.entries.length, 1);
+    assert.equal(redis.entries[0]!.key, names.requestLogStream());
+    assert.deepEqual(redis.entries[0]!.args.slice(0, 3), ["MAXLEN", "~", 1_000]);
+    assert.deepEqual(
+      redis.batches()[0]!.records.map((r) => r.requestId),
+      ["r-0", "r-1", "r-2"],
+    );
+  });
+
+  it("splits a large flush into entries of at most 500 records, in order", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, { ...cfg, maxPending: 10_000 });
+    for (let i = 0; i < 1_200; i++) log.record(record(i));
+    await log.flush();
+    const b = redis.batches();
+    assert.deepEqual(
+      b.map((x) => x.records.length),
+      [500, 500, 200],
+    );
+    assert.equal(b[2]!.records[199]!.requestId, "r-1199");
+    assert.equal(new Set(b.map((x) => x.batchId)).size, 3);
+  });
+
+  it("keeps a batch whose XADD failed and writes it again, same batchId, before newer ones", async () => {
+    const redis = new FakeRedis();
+    const errors: unknown[] = [];
+    const log = new RedisRequestLog(redis, names, cfg, (e) => errors.push(e));
+    log.record(record(1));
+    redis.fail = 1;
+    await log.flush();
+    assert.equal(redis.entries.length, 0);
+    assert.equal(errors.length, 1);
+    log.record(record(2));
+    await log.flush();
+    const b = redis.batches();
+    assert.equal(b.length, 2);
+    assert.deepEqual(
+      b.map((x) => x.records[0]!.requestId),
+      ["r-1", "r-2"],
+    );
+    assert.notEqual(b[0]!.batchId, b[1]!.batchId);
+    assert.equal(log.written, 2);
+  });
+
+  it("bounds memory while Redis is away: records past maxPending are dropped and counted", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, { ...cfg, maxPending: 5 });
+    redis.fail = 100;
+    for (let i = 0; i < 4; i++) log.record(record(i));
+    await log.flush(); // cut into a queued batch, not written
+    for (let i = 4; i < 9; i++) log.record(record(i));
+    assert.equal(log.dropped, 4);
+    redis.fail = 0;
+    await log.close();
+    assert.deepEqual(
+      redis.batches().flatMap((x) => x.records.map((r) => r.requestId)),
+      ["r-0", "r-1", "r-2", "r-3", "r-4"],
+    );
+  });
+});

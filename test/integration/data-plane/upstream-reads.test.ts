@@ -330,7 +330,8 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
     // Once the chain gets there, the block is served: the earlier null did not poison the cache.
     await rpc(anvil.httpUrl, "anvil_mine", ["0x2"]);
     lagging.head = head + 2;
-    await until(() => pool.bestHead() === head + 2, "the head moved");
+    // At least there (a block mined by anything else meanwhile moves it further, which serves as well).
+    await until(() => pool.bestHead() >= head + 2, "the head moved", 15_000);
     const later = await post(url, future);
     assert.equal(later.json.result?.number, hex(head + 2), later.text);
   });

@@ -90,9 +90,10 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
   };
 
   it("a per-second limit shared by both threads: each loaded second within 10% of the limit", async () => {
-    // Low enough that this shared 2-CPU machine, running the client, both threads and the upstream,
-    // offers several times more in every second.
-    const limit = 50;
+    // As the two-instance test (limits/cluster-limits.test.ts): high enough that the few requests
+    // admitted just before a second's end and counted by the upstream in the next second stay well
+    // inside 10% (at 50/s, three of them already made 56), low enough for this machine to cross it.
+    const limit = 200;
     const key = await seeder.putKey({ workspaceId: WS, plan: plan(limit) });
     const p = await start();
     up.watch = "lim_threads";
@@ -111,10 +112,7 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     );
     // Both threads took a real share of the load, so both limited it together.
     for (const [t, n] of d) assert.ok(n >= (r.ok + r.refused) * 0.2, `thread ${t} answered only ${n}`);
-    assert.ok(
-      r.refused > r.ok,
-      `the load was not well above the limit: ${r.ok} served, ${r.refused} refused`,
-    );
+    assert.ok(r.refused > 0, `the load never crossed the limit: ${r.ok} served, ${r.refused} refused`);
     assert.equal(r.reasons.get("rate_limit"), r.refused);
     for (const n of perSecond) {
       assert.ok(n <= limit * 1.1, `admitted ${n} in a second, limit ${limit}`);

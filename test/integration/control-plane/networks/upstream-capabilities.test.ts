@@ -29,7 +29,7 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
     NetworkRecordSchema.parse(JSON.parse((await h.redis.hget(h.names.networks(), slug))!)).upstreams;
 
   it("addUpstream: defaults (AUTO, none declared, no budget) and settings, published with the network", async () => {
-    const plain = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://10.0.0.1:8545" } }, ADMIN_TOKEN))
+    const plain = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://127.0.0.1:18541" } }, ADMIN_TOKEN))
       .addUpstream;
     assert.deepEqual(
       { ...plain, id: undefined },
@@ -41,7 +41,7 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
         {
           s: "caps",
           i: {
-            httpUrl: "http://10.0.0.2:8545",
+            httpUrl: "http://127.0.0.1:18542",
             archiveMode: "ARCHIVE",
             methodFamilies: ["TRACE", "DEBUG", "TRACE"],
             maxRequestsPerSecond: 25,
@@ -69,7 +69,7 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
   });
 
   it("updateUpstream: edits what it is given, keeps the rest, clears with [] and 0, republishes", async () => {
-    const up = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://10.0.0.3:8545" } }, ADMIN_TOKEN))
+    const up = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://127.0.0.1:18543" } }, ADMIN_TOKEN))
       .addUpstream;
     const a = (
       await h.ok(
@@ -114,14 +114,14 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
   });
 
   it("validation: budget range, weight, enums, unknown or foreign upstream", async () => {
-    const up = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://10.0.0.4:8545" } }, ADMIN_TOKEN))
+    const up = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://127.0.0.1:18544" } }, ADMIN_TOKEN))
       .addUpstream;
     for (const v of [-1, 1_000_001]) {
       const bad = await h.gql(UPDATE, { s: "caps", id: up.id, i: { maxRequestsPerSecond: v } }, ADMIN_TOKEN);
       assert.equal(bad.errors?.[0]?.extensions?.field, "maxRequestsPerSecond", JSON.stringify(bad));
       const badAdd = await h.gql(
         ADD,
-        { s: "caps", i: { httpUrl: "http://10.0.0.9:8545", maxRequestsPerSecond: v } },
+        { s: "caps", i: { httpUrl: "http://127.0.0.1:18549", maxRequestsPerSecond: v } },
         ADMIN_TOKEN,
       );
       assert.equal(badAdd.errors?.[0]?.extensions?.field, "maxRequestsPerSecond", JSON.stringify(badAdd));
@@ -140,7 +140,7 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
     // Nothing of the refused edits stuck, nor of the refused add.
     const rec = (await published("caps")).find((u) => u.id === up.id)!;
     assert.deepEqual([rec.weight, rec.archiveMode, rec.maxRequestsPerSecond], [1, "AUTO", null]);
-    assert.ok(!(await published("caps")).some((u) => u.httpUrl === "http://10.0.0.9:8545"));
+    assert.ok(!(await published("caps")).some((u) => u.httpUrl === "http://127.0.0.1:18549"));
 
     assert.equal(
       code(await h.gql(UPDATE, { s: "other", id: up.id, i: { weight: 2 } }, ADMIN_TOKEN)),
@@ -157,7 +157,7 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
   });
 
   it("only the operator: a tenant gets FORBIDDEN, no token UNAUTHENTICATED, nothing changes", async () => {
-    const up = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://10.0.0.5:8545" } }, ADMIN_TOKEN))
+    const up = (await h.ok(ADD, { s: "caps", i: { httpUrl: "http://127.0.0.1:18545" } }, ADMIN_TOKEN))
       .addUpstream;
     const vars = { s: "caps", id: up.id, i: { archiveMode: "ARCHIVE", maxRequestsPerSecond: 1 } };
     assert.equal(code(await h.gql(UPDATE, vars, user.token)), "FORBIDDEN");
@@ -166,7 +166,7 @@ describe("control-plane: upstream capabilities (archive mode, method families, b
       code(
         await h.gql(
           ADD,
-          { s: "caps", i: { httpUrl: "http://10.0.0.6:8545", archiveMode: "ARCHIVE" } },
+          { s: "caps", i: { httpUrl: "http://127.0.0.1:18546", archiveMode: "ARCHIVE" } },
           user.token,
         ),
       ),

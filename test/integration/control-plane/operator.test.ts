@@ -270,7 +270,7 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       op.token,
     );
     await h.ok(
-      `mutation { addUpstream(networkSlug: "gone-net", input: { httpUrl: "http://10.7.7.7" }) { id } }`,
+      `mutation { addUpstream(networkSlug: "gone-net", input: { httpUrl: "http://127.0.0.1:18547" }) { id } }`,
       {},
       op.token,
     );
@@ -279,7 +279,7 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
     assert.equal(d.removeNetwork.slug, "gone-net");
     assert.equal(await h.redis.hget(h.names.networks(), "gone-net"), null);
     const n = await h.cp.dataSource.query(
-      `SELECT count(*)::int AS c FROM upstreams WHERE http_url = 'http://10.7.7.7'`,
+      `SELECT count(*)::int AS c FROM upstreams WHERE http_url = 'http://127.0.0.1:18547'`,
     );
     assert.equal(n[0].c, 0);
     assert.equal(

@@ -202,6 +202,10 @@ describe("durability: Redis down and Redis restarted empty", function () {
     assert.deepEqual([...byStatus.keys()], [200], `statuses: ${JSON.stringify([...byStatus])}`);
     const afterBack = timeline.filter((x) => x.t > back).length;
     assert.ok(afterBack > 50, `only ${afterBack} answers after Redis came back`);
+    // The marker is written by the repair's re-publish, before it recreates the group, schedulers and
+    // webhook jobs and counts the recovery: wait for that step to finish too (same 10 s bound).
+    const counted = performance.now() + 10_000;
+    while (worker.recovery.recoveries < 1 && performance.now() < counted) await sleep(50);
     assert.ok(worker.recovery.recoveries >= 1, "the worker did not notice the loss");
 
     const groups = (await probe.xinfo("GROUPS", h.names.usageStream())) as unknown[][];

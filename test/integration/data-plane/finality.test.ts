@@ -190,6 +190,10 @@ describe("finality-aware cache (anvil, Substrate test node)", function () {
     const offPool = gwOff.plane.context.upstreams.get("eth")!;
     assert.equal(offPool.finalizedHead(), -1);
     assert.equal(stubOff.countExact("eth_getBlockByNumber", ["finalized", false]), 0);
+    // Earlier tests mined through the other gateway: this one's head must have caught up first, or it can
+    // move between the two identical calls below and change their per-block key.
+    const chainHead = Number.parseInt((await rpc(anvil.httpUrl, "eth_blockNumber")) as string, 16);
+    await waitFor(`off gateway's cache head ${chainHead}`, () => offPool.cacheHead() === chainHead);
     const params = ["0x10", false];
     assert.equal((await call(urlOff(), "eth_getBlockByNumber", params)).headers.get("x-cache"), "MISS");
     assert.equal((await call(urlOff(), "eth_getBlockByNumber", params)).headers.get("x-cache"), "HIT");

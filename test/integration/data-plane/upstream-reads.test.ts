@@ -203,12 +203,18 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
     const raw = await signedTransfer(anvil.httpUrl);
     const r = await post(url, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
     assert.equal(r.status, 200, r.text);
-    const hash = r.json.result as string;
-    assert.match(hash, /^0x[0-9a-f]{64}$/);
+    const hash = r.json?.result as string;
+    assert.match(String(hash), /^0x[0-9a-f]{64}$/, r.text);
     assert.equal(slow.count("eth_sendRawTransaction") + fast.count("eth_sendRawTransaction"), 1);
     assert.equal(slow.count("eth_sendRawTransaction"), 1, "the send went to the heavily weighted node");
-    const receipt = (await rpc(anvil.httpUrl, "eth_getTransactionReceipt", [hash])) as { status: string };
-    assert.equal(receipt.status, "0x1");
+    // Anvil answers a send once the transaction is in its pool; on a loaded machine its automined block can
+    // land a moment later, so the receipt is polled (null until then) rather than read once.
+    let receipt: { status: string } | null = null;
+    await until(async () => {
+      receipt = (await rpc(anvil.httpUrl, "eth_getTransactionReceipt", [hash])) as { status: string } | null;
+      return receipt !== null;
+    }, "the send's receipt");
+    assert.equal(receipt!.status, "0x1");
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
     assert.equal(sample(metrics, "rpcgw_upstream_hedges_total", 'network="eth",outcome="won"'), 0);
     assert.equal(sample(metrics, "rpcgw_upstream_hedges_total", 'network="eth",outcome="lost"'), 0);

@@ -30,7 +30,25 @@ export interface StreamConsumerOptions {
   handle: StreamEntryHandler;
 }
 
-/** XAUTOCLAIM answers at most every this often, however small claimIdleMs is, so claims do not crowd reads. */
+/**
+ * The JSON value of an entry's field (the last one of that name), or undefined when the field is missing or
+ * not JSON: the caller's schema then rejects the entry as poison.
+ */
+export function entryJson(fields: string[], name: string): unknown {
+  let raw: string | undefined;
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) raw = fields[i + 1];
+  if (raw === undefined) return undefined;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Stale entries are looked for every claimIdleMs, but at least this often: an entry is then claimed within
+ * this long of turning stale, not up to twice claimIdleMs after it was read.
+ */
 const MAX_CLAIM_INTERVAL_MS = 10_000;
 const PRUNE_IDLE_MS = 24 * 3600 * 1000;
 

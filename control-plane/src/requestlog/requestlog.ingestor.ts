@@ -9,7 +9,7 @@ import {
   type RequestLogRecord,
   RequestLogRecordSchema,
 } from "../../../shared/src/requestlog/contract";
-import { StreamConsumer } from "../common/stream-consumer";
+import { entryJson, StreamConsumer } from "../common/stream-consumer";
 import { dayStart, ensurePartitions, retentionCutoff } from "./requestlog.partitions";
 
 export interface RequestLogIngestorOptions {
@@ -72,16 +72,8 @@ export class RequestLogIngestor {
 
   /** The entry's valid records inside the retention; a poison entry yields none (and is acknowledged). */
   private parse(id: string, fields: string[]): RequestLogRecord[] {
-    let raw: string | undefined;
-    for (let i = 0; i + 1 < fields.length; i += 2)
-      if (fields[i] === REQUEST_LOG_STREAM_FIELD) raw = fields[i + 1];
-    let batch: ReturnType<typeof RequestLogBatchSchema.safeParse> | undefined;
-    try {
-      batch = raw === undefined ? undefined : RequestLogBatchSchema.safeParse(JSON.parse(raw));
-    } catch {
-      batch = undefined;
-    }
-    if (!batch?.success) {
+    const batch = RequestLogBatchSchema.safeParse(entryJson(fields, REQUEST_LOG_STREAM_FIELD));
+    if (!batch.success) {
       this.stats.invalid++;
       this.log.warn({ entryId: id }, "invalid request-log stream entry skipped");
       return [];

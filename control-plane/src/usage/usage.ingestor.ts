@@ -10,7 +10,7 @@ import {
   UsageRowSchema,
   UUID_RE,
 } from "../../../shared/src/usage/contract";
-import { StreamConsumer } from "../common/stream-consumer";
+import { entryJson, StreamConsumer } from "../common/stream-consumer";
 import { applyBatch } from "./usage.sql";
 
 export interface UsageIngestorOptions {
@@ -72,18 +72,11 @@ export class UsageIngestor {
 
   /** Applies one entry; false: leave it unacknowledged (the test hook said so). */
   private async apply(id: string, fields: string[]): Promise<boolean> {
-    let raw: string | undefined;
-    for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === USAGE_STREAM_FIELD) raw = fields[i + 1];
-    let parsed: ReturnType<typeof UsageBatchEnvelopeSchema.safeParse> | undefined;
-    try {
-      parsed = raw === undefined ? undefined : UsageBatchEnvelopeSchema.safeParse(JSON.parse(raw));
-    } catch {
-      parsed = undefined;
-    }
-    if (!parsed?.success) {
+    const parsed = UsageBatchEnvelopeSchema.safeParse(entryJson(fields, USAGE_STREAM_FIELD));
+    if (!parsed.success) {
       // Poison entry: it can never be applied; acknowledge so it does not block the group.
       this.stats.invalid++;
-      this.log.warn({ entryId: id, error: parsed?.error?.message }, "invalid usage stream entry skipped");
+      this.log.warn({ entryId: id, error: parsed.error.message }, "invalid usage stream entry skipped");
       return true;
     }
     const rows: UsageRow[] = [];

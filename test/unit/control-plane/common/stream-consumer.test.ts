@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  entryJson,
   StreamConsumer,
   type StreamConsumerOptions,
   type StreamEntryHandler,
@@ -230,5 +231,15 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     const took = Date.now() - t0;
     assert.ok(took < 5_000, `stop took ${took} ms with a 30 s block`);
     assert.equal(await pendingCount(), 0);
+  });
+});
+
+describe("control-plane: entryJson", () => {
+  it("is the JSON of the field's last occurrence; undefined when missing or not JSON", () => {
+    assert.deepEqual(entryJson(["a", "1", "batch", '{"x":1}'], "batch"), { x: 1 });
+    assert.equal(entryJson(["batch", "1", "batch", "2"], "batch"), 2);
+    assert.equal(entryJson(["a", "1"], "batch"), undefined);
+    assert.equal(entryJson(["batch", "{not json"], "batch"), undefined);
+    assert.equal(entryJson(["batch"], "batch"), undefined, "a name without a value");
   });
 });

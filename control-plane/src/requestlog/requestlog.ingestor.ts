@@ -9,6 +9,7 @@ import {
   type RequestLogRecord,
   RequestLogRecordSchema,
 } from "../../../shared/src/requestlog/contract";
+import { entryJson, StreamConsumer } from "../common/stream-consumer";
 import { dayStart, ensurePartitions, retentionCutoff } from "./requestlog.partitions";
 
 export interface RequestLogIngestorOptions {
@@ -21,8 +22,6 @@ export interface RequestLogIngestorOptions {
   /** Test hook: called after the INSERT and before XACK; throwing simulates a crash in between. */
   beforeAck?: (entryId: string) => void;
 }
-
-type StreamEntry = [id: string, fields: string[]];
 
 /** Rows per INSERT: 13 parameters each, well under Postgres' 65,535 bind parameters. */
 const ROWS_PER_INSERT = 1_000;
@@ -38,155 +37,43 @@ const MAX_FUTURE_MS = 86_400_000;
  */
 export class RequestLogIngestor {
   readonly stats = { entries: 0, inserted: 0, duplicates: 0, invalid: 0, expired: 0 };
-  private running: Promise<void> | undefined;
-  private stopping = false;
-  private blocking = false;
-  private readPendingFirst = true;
-  private lastClaimAt = 0;
-  private readonly stream: string;
+  /** Reading, claiming and acknowledging; this class only stores entries. */
+  readonly consumer: StreamConsumer;
   /** Day starts whose partition is known to exist (saves a catalog lookup per entry). */
   private readonly knownDays = new Set<number>();
 
   constructor(
     private readonly ds: DataSource,
     /** A dedicated connection: XREADGROUP BLOCK holds it. */
-    private readonly redis: RedisClient,
+    redis: RedisClient,
     names: RedisNames,
     private readonly log: Logger,
     private readonly opts: RequestLogIngestorOptions,
   ) {
-    this.stream = names.requestLogStream();
+    this.consumer = new StreamConsumer(redis, log, {
+      stream: names.requestLogStream(),
+      group: REQUEST_LOG_CONSUMER_GROUP,
+      consumerName: opts.consumerName,
+      blockMs: opts.blockMs,
+      batch: opts.batch,
+      claimIdleMs: opts.claimIdleMs,
+      label: "request-log",
+      handle: (id, fields) => this.store(id, fields),
+    });
   }
 
-  async ensureGroup(conn: RedisClient = this.redis): Promise<void> {
-    try {
-      await conn.xgroup("CREATE", this.stream, REQUEST_LOG_CONSUMER_GROUP, "0", "MKSTREAM");
-    } catch (err) {
-      if (!String((err as Error).message).includes("BUSYGROUP")) throw err;
-    }
-  }
-
-  async start(): Promise<void> {
-    await this.ensureGroup();
-    this.running = this.loop();
-  }
-
-  async stop(): Promise<void> {
-    this.stopping = true;
-    if (this.blocking) this.redis.disconnect();
-    await this.running;
-  }
-
-  private async loop(): Promise<void> {
-    while (!this.stopping) {
-      try {
-        await this.pollOnce(this.opts.blockMs);
-      } catch (err) {
-        if (this.stopping) break;
-        if (String((err as Error).message).includes("NOGROUP")) {
-          this.log.warn("request-log consumer group missing (Redis restarted empty?): recreating it");
-          if (
-            await this.ensureGroup().then(
-              () => true,
-              () => false,
-            )
-          )
-            continue;
-        }
-        this.log.error({ err }, "request-log ingestion failed; retrying");
-        await new Promise((r) => setTimeout(r, 1_000));
-      }
-    }
-  }
-
-  /** One round: own pending entries (after a start or a failure), stale ones of dead consumers, new ones. */
-  async pollOnce(blockMs = 0): Promise<number> {
-    try {
-      let handled = 0;
-      if (this.readPendingFirst) {
-        for (;;) {
-          const entries = await this.read("0", 0);
-          if (entries.length === 0) break;
-          handled += await this.handle(entries);
-        }
-        this.readPendingFirst = false;
-      }
-      const now = Date.now();
-      if (now - this.lastClaimAt >= Math.min(this.opts.claimIdleMs, 10_000)) {
-        this.lastClaimAt = now;
-        handled += await this.claimStale();
-      }
-      handled += await this.handle(await this.read(">", blockMs));
-      return handled;
-    } catch (err) {
-      this.readPendingFirst = true;
-      throw err;
-    }
-  }
-
-  private async claimStale(): Promise<number> {
-    let cursor = "0-0";
-    let handled = 0;
-    do {
-      const res = (await this.redis.xautoclaim(
-        this.stream,
-        REQUEST_LOG_CONSUMER_GROUP,
-        this.opts.consumerName,
-        this.opts.claimIdleMs,
-        cursor,
-        "COUNT",
-        this.opts.batch,
-      )) as [string, (StreamEntry | null)[]];
-      cursor = res[0];
-      handled += await this.handle(res[1].filter((e): e is StreamEntry => e !== null && Array.isArray(e[1])));
-    } while (cursor !== "0-0" && !this.stopping);
-    return handled;
-  }
-
-  private async read(id: string, blockMs: number): Promise<StreamEntry[]> {
-    const args: (string | number)[] = ["GROUP", REQUEST_LOG_CONSUMER_GROUP, this.opts.consumerName];
-    args.push("COUNT", this.opts.batch);
-    if (id === ">" && blockMs > 0) {
-      if (this.stopping) return [];
-      args.push("BLOCK", blockMs);
-    }
-    args.push("STREAMS", this.stream, id);
-    this.blocking = id === ">" && blockMs > 0;
-    let res: [string, StreamEntry[]][] | null;
-    try {
-      res = (await (this.redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(...args)) as
-        | [string, StreamEntry[]][]
-        | null;
-    } finally {
-      this.blocking = false;
-    }
-    if (!res || res.length === 0) return [];
-    return res[0]![1].filter((e) => Array.isArray(e[1]));
-  }
-
-  private async handle(entries: StreamEntry[]): Promise<number> {
-    for (const [id, fields] of entries) {
-      const records = this.parse(id, fields);
-      if (records.length > 0) await this.insert(records);
-      this.stats.entries++;
-      this.opts.beforeAck?.(id);
-      await this.redis.xack(this.stream, REQUEST_LOG_CONSUMER_GROUP, id);
-    }
-    return entries.length;
+  private async store(id: string, fields: string[]): Promise<boolean> {
+    const records = this.parse(id, fields);
+    if (records.length > 0) await this.insert(records);
+    this.stats.entries++;
+    this.opts.beforeAck?.(id);
+    return true;
   }
 
   /** The entry's valid records inside the retention; a poison entry yields none (and is acknowledged). */
   private parse(id: string, fields: string[]): RequestLogRecord[] {
-    let raw: string | undefined;
-    for (let i = 0; i + 1 < fields.length; i += 2)
-      if (fields[i] === REQUEST_LOG_STREAM_FIELD) raw = fields[i + 1];
-    let batch: ReturnType<typeof RequestLogBatchSchema.safeParse> | undefined;
-    try {
-      batch = raw === undefined ? undefined : RequestLogBatchSchema.safeParse(JSON.parse(raw));
-    } catch {
-      batch = undefined;
-    }
-    if (!batch?.success) {
+    const batch = RequestLogBatchSchema.safeParse(entryJson(fields, REQUEST_LOG_STREAM_FIELD));
+    if (!batch.success) {
       this.stats.invalid++;
       this.log.warn({ entryId: id }, "invalid request-log stream entry skipped");
       return [];

@@ -160,7 +160,7 @@ export async function startWorker(
       batch: usageCfg.batch,
       claimIdleMs: usageCfg.claimIdleMs,
     });
-    await usageIngestor.start();
+    await usageIngestor.consumer.start();
     logger.info({ consumer: usageCfg.consumerName }, "usage ingestion started");
   }
   let requestLogRedis: RedisClient | undefined;
@@ -175,7 +175,7 @@ export async function startWorker(
       claimIdleMs: usageCfg.claimIdleMs,
       retentionDays: usageCfg.requestLogRetentionDays,
     });
-    await requestLogIngestor.start();
+    await requestLogIngestor.consumer.start();
   }
   // Last: this line is the readiness signal (process tests and operators wait for it).
   logger.info({ everySeconds: config.republishIntervalSeconds }, "publication worker started");
@@ -210,8 +210,8 @@ export async function startWorker(
     republish: () => publication.republishAllSerial(),
     async recreate() {
       // On the command connection: the ingestor's own one may be blocked in XREADGROUP (blockMs).
-      await usageIngestor?.ensureGroup(redis);
-      await requestLogIngestor?.ensureGroup(redis);
+      await usageIngestor?.consumer.ensureGroup(redis);
+      await requestLogIngestor?.consumer.ensureGroup(redis);
       await ensurePublicationScheduler();
       await ensureUsageSchedulers();
       await nodes.ensureSchedulers();
@@ -233,9 +233,9 @@ export async function startWorker(
       publication.stop();
       await nodes.close();
       await webhooks.close();
-      await usageIngestor?.stop();
+      await usageIngestor?.consumer.stop();
       usageRedis?.disconnect();
-      await requestLogIngestor?.stop();
+      await requestLogIngestor?.consumer.stop();
       requestLogRedis?.disconnect();
       await usageWorker.close();
       await usageQueue.close();

@@ -271,11 +271,11 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
       },
     });
     try {
-      await ing.ensureGroup();
+      await ing.consumer.ensureGroup();
       await h.redis.xadd(stream, "*", REQUEST_LOG_STREAM_FIELD, payload);
       await h.redis.xadd(stream, "*", REQUEST_LOG_STREAM_FIELD, payload);
-      await assert.rejects(ing.pollOnce(0), /crash before XACK/);
-      while ((await ing.pollOnce(0)) > 0) {}
+      await assert.rejects(ing.consumer.pollOnce(0), /crash before XACK/);
+      while ((await ing.consumer.pollOnce(0)) > 0) {}
       assert.equal(ing.stats.inserted, 1);
       assert.ok(ing.stats.duplicates >= 2, `duplicates ${ing.stats.duplicates}`);
       assert.ok(ing.stats.expired >= 2, "the record past the retention is skipped");

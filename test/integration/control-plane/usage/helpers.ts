@@ -42,10 +42,10 @@ export function ingestorFor(h: Harness, opts: Partial<UsageIngestorOptions> = {}
     redis,
     /** Polls until a round handles nothing. */
     async drain(): Promise<number> {
-      await ing.ensureGroup();
+      await ing.consumer.ensureGroup();
       let total = 0;
       for (;;) {
-        const n = await ing.pollOnce(0);
+        const n = await ing.consumer.pollOnce(0);
         total += n;
         if (n === 0) return total;
       }

@@ -96,8 +96,8 @@ describeOverRedis("control-plane: usage ingestion (stream -> Postgres)", (redis)
         if (++n === 3) throw new Error("killed (simulated)");
       },
     });
-    await a.ing.ensureGroup();
-    await a.ing.pollOnce(0).catch(() => undefined); // 2 acked, 3rd committed unacked, 4th read but never applied
+    await a.ing.consumer.ensureGroup();
+    await a.ing.consumer.pollOnce(0).catch(() => undefined); // 2 acked, 3rd committed unacked, 4th read but never applied
     a.close();
     const mid = await totals();
     assert.equal(mid.minute, 15, "3 entries of 5 committed");
@@ -127,7 +127,7 @@ describeOverRedis("control-plane: usage ingestion (stream -> Postgres)", (redis)
     const b = ingestorFor(h, { consumerName: "live-b" });
     await b.drain();
     await new Promise((r) => setTimeout(r, 30));
-    assert.deepEqual(await b.ing.pruneIdleConsumers(10), ["old-a"]);
+    assert.deepEqual(await b.ing.consumer.pruneIdleConsumers(10), ["old-a"]);
     const left = (await h.redis.xinfo(
       "CONSUMERS",
       h.names.usageStream(),

@@ -1,0 +1,251 @@
+import type { Logger } from "../../../shared/src/log/logger";
+import type { RedisClient } from "../../../shared/src/redis/connect";
+
+export type StreamEntry = [id: string, fields: string[]];
+
+/**
+ * Processes one entry. Resolves true when the entry is done (it is then acknowledged), false to leave it
+ * pending and go on (it is read again after the next failure or restart, or claimed by another consumer).
+ * Throwing leaves it pending too and ends the round (see `pollOnce`).
+ */
+export type StreamEntryHandler = (id: string, fields: string[]) => Promise<boolean>;
+
+export interface StreamConsumerOptions {
+  /** The stream's key (from RedisNames). */
+  stream: string;
+  group: string;
+  consumerName: string;
+  /** How long a read waits for new entries in the background loop. */
+  blockMs: number;
+  /** Entries per XREADGROUP / XAUTOCLAIM. */
+  batch: number;
+  /** Entries pending longer than this belong to a dead consumer and are claimed. */
+  claimIdleMs: number;
+  /** What the stream carries, for log lines ("usage", "request-log"). */
+  label: string;
+  /** How often consumers that left nothing pending and went idle a day ago are removed; unset: never. */
+  pruneIntervalMs?: number;
+  /** Pause after a failed round (Redis or the handler's store away) before the next one. */
+  retryPauseMs?: number;
+  handle: StreamEntryHandler;
+}
+
+/**
+ * The JSON value of an entry's field (the last one of that name), or undefined when the field is missing or
+ * not JSON: the caller's schema then rejects the entry as poison.
+ */
+export function entryJson(fields: string[], name: string): unknown {
+  let raw: string | undefined;
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) raw = fields[i + 1];
+  if (raw === undefined) return undefined;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Stale entries are looked for every claimIdleMs, but at least this often: an entry is then claimed within
+ * this long of turning stale, not up to twice claimIdleMs after it was read.
+ */
+const MAX_CLAIM_INTERVAL_MS = 10_000;
+const PRUNE_IDLE_MS = 24 * 3600 * 1000;
+
+/**
+ * One consumer of a Redis stream's consumer group, delivering each entry to a handler and XACKing it after
+ * the handler succeeds: at-least-once delivery, so handlers must be idempotent. On start (and after a
+ * failed round) it first re-reads its own pending entries: a restart under the same consumer name resumes
+ * what it had read but not acknowledged. Entries left pending by dead consumers are taken over after
+ * `claimIdleMs` (XAUTOCLAIM). A group that vanished (Redis restarted empty) is recreated at the start of
+ * the stream, so entries added since are read too.
+ */
+export class StreamConsumer {
+  private running: Promise<void> | undefined;
+  private stopping = false;
+  private blocking = false;
+  private readPendingFirst = true;
+  private lastClaimAt = 0;
+  private lastPruneAt = 0;
+
+  constructor(
+    /** A dedicated connection: XREADGROUP BLOCK holds it, and stop() may disconnect it. */
+    private readonly redis: RedisClient,
+    private readonly log: Logger,
+    private readonly opts: StreamConsumerOptions,
+  ) {}
+
+  /**
+   * Creates the consumer group (at the start of the stream) unless it exists. `conn` defaults to the
+   * consumer's own connection, which may sit in a blocking read for up to `blockMs`: callers in a hurry
+   * pass another one.
+   */
+  async ensureGroup(conn: RedisClient = this.redis): Promise<void> {
+    try {
+      await conn.xgroup("CREATE", this.opts.stream, this.opts.group, "0", "MKSTREAM");
+    } catch (err) {
+      if (!String((err as Error).message).includes("BUSYGROUP")) throw err;
+    }
+  }
+
+  /** Starts the read loop in the background. */
+  async start(): Promise<void> {
+    await this.ensureGroup();
+    this.running = this.loop();
+  }
+
+  /**
+   * Stops the loop: a blocked read is cut short, a batch being handled is finished first. Entries read
+   * but not acknowledged stay pending.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    // Cut a blocking XREADGROUP short; anything it was delivering stays pending (claimed later).
+    if (this.blocking) this.redis.disconnect();
+    await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        await this.pollOnce(this.opts.blockMs);
+      } catch (err) {
+        if (this.stopping) break;
+        if (String((err as Error).message).includes("NOGROUP")) {
+          // Redis lost the group (restarted empty): recreate it at the start of the stream, so entries the
+          // producers added since are read too. Retried after the pause below if Redis is down again.
+          this.log.warn(`${this.opts.label} consumer group missing (Redis restarted empty?): recreating it`);
+          if (
+            await this.ensureGroup().then(
+              () => true,
+              () => false,
+            )
+          )
+            continue;
+        }
+        this.log.error({ err }, `${this.opts.label} ingestion failed; retrying`);
+        await new Promise((r) => setTimeout(r, this.opts.retryPauseMs ?? 1_000));
+      }
+    }
+  }
+
+  /**
+   * One round: own pending entries (after a start or a failure), stale entries of dead consumers, then new
+   * entries (waiting up to `blockMs`; 0 = no wait). Returns the number of entries handled. A handler that
+   * throws ends the round with its error; what was read and not acknowledged is read first next round.
+   */
+  async pollOnce(blockMs = 0): Promise<number> {
+    try {
+      return await this.round(blockMs);
+    } catch (err) {
+      this.readPendingFirst = true;
+      throw err;
+    }
+  }
+
+  private async round(blockMs: number): Promise<number> {
+    let handled = 0;
+    if (this.readPendingFirst) {
+      // From past the last one read, not from 0 again: an entry the handler leaves pending (or one trimmed
+      // from the stream) would otherwise come back in every read of this loop.
+      let after = "0";
+      for (;;) {
+        const entries = await this.read(after, 0);
+        if (entries.length === 0) break;
+        handled += await this.handle(entries);
+        after = entries[entries.length - 1]![0];
+      }
+      this.readPendingFirst = false;
+    }
+    const now = Date.now();
+    if (now - this.lastClaimAt >= Math.min(this.opts.claimIdleMs, MAX_CLAIM_INTERVAL_MS)) {
+      this.lastClaimAt = now;
+      handled += await this.claimStale();
+    }
+    if (this.opts.pruneIntervalMs !== undefined && now - this.lastPruneAt >= this.opts.pruneIntervalMs) {
+      this.lastPruneAt = now;
+      await this.pruneIdleConsumers();
+    }
+    handled += await this.handle(await this.read(">", blockMs));
+    return handled;
+  }
+
+  /**
+   * Removes consumers of the group that have nothing pending and were idle for `idleMs` (workers that
+   * restarted under a new name), so XINFO stays readable. Returns the names removed.
+   */
+  async pruneIdleConsumers(idleMs = PRUNE_IDLE_MS): Promise<string[]> {
+    const list = (await this.redis.xinfo("CONSUMERS", this.opts.stream, this.opts.group)) as unknown[][];
+    const removed: string[] = [];
+    for (const flat of list) {
+      const info: Record<string, unknown> = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) info[String(flat[i])] = flat[i + 1];
+      const name = String(info.name);
+      if (name === this.opts.consumerName) continue;
+      if (Number(info.pending) === 0 && Number(info.idle) >= idleMs) {
+        await this.redis.xgroup("DELCONSUMER", this.opts.stream, this.opts.group, name);
+        removed.push(name);
+      }
+    }
+    return removed;
+  }
+
+  /** XAUTOCLAIMs every entry idle for claimIdleMs (its consumer died) and handles it. */
+  async claimStale(): Promise<number> {
+    let cursor = "0-0";
+    let handled = 0;
+    do {
+      const res = (await this.redis.xautoclaim(
+        this.opts.stream,
+        this.opts.group,
+        this.opts.consumerName,
+        this.opts.claimIdleMs,
+        cursor,
+        "COUNT",
+        this.opts.batch,
+      )) as [string, (StreamEntry | null)[], string[]?];
+      cursor = res[0];
+      // Entries trimmed from the stream while pending come back as null (Redis 6.2) or not at all (7).
+      const entries = res[1].filter((e): e is StreamEntry => e !== null);
+      if (entries.length > 0) {
+        this.log.info({ count: entries.length }, `claimed stale ${this.opts.label} entries`);
+      }
+      handled += await this.handle(entries);
+    } while (cursor !== "0-0" && !this.stopping);
+    return handled;
+  }
+
+  private async read(id: string, blockMs: number): Promise<StreamEntry[]> {
+    const block = id === ">" && blockMs > 0;
+    // stop() only disconnects a read already blocking: one about to start would otherwise wait it out.
+    if (block && this.stopping) return [];
+    const args: (string | number)[] = ["GROUP", this.opts.group, this.opts.consumerName];
+    args.push("COUNT", this.opts.batch);
+    if (block) args.push("BLOCK", blockMs);
+    args.push("STREAMS", this.opts.stream, id);
+    this.blocking = block;
+    let res: [string, StreamEntry[]][] | null;
+    try {
+      res = (await (this.redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(...args)) as
+        | [string, StreamEntry[]][]
+        | null;
+    } finally {
+      this.blocking = false;
+    }
+    return res?.[0]?.[1] ?? [];
+  }
+
+  /** Returns the number of entries handed over (trimmed ones are not). */
+  private async handle(entries: StreamEntry[]): Promise<number> {
+    let handled = 0;
+    for (const [id, fields] of entries) {
+      // A pending entry trimmed from the stream comes back with null fields: nothing to hand over.
+      if (!Array.isArray(fields)) continue;
+      handled++;
+      if (await this.opts.handle(id, fields)) {
+        await this.redis.xack(this.opts.stream, this.opts.group, id);
+      }
+    }
+    return handled;
+  }
+}

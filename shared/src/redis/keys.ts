@@ -49,6 +49,16 @@ export class RedisNames {
   }
 
   /**
+   * String (ISO time): the worker's own Redis structures (stream consumer groups, BullMQ job schedulers)
+   * exist in this Redis; written by the worker once it created them. Checked beside `publishedAt` because
+   * the control plane may restore that marker first after Redis restarted empty (its own reconnect repair),
+   * and the worker must still recreate what only it keeps.
+   */
+  workerReady(): string {
+    return `${this.prefix}worker-ready`;
+  }
+
+  /**
    * String counter: login attempts for one email or one client IP in the current window (control plane
    * only). The subject is hashed so no address or email appears in Redis key names.
    */

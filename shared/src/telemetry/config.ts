@@ -39,7 +39,8 @@ const SAMPLERS = [
   "parentbased_traceidratio",
 ] as const;
 
-const schema = z.object({
+/** The OTEL_* variables the gateway reads itself (docs/contracts.md#environment). */
+export const TelemetryEnvSchema = z.object({
   OTEL_SDK_DISABLED: z
     .string()
     .default("false")
@@ -56,8 +57,8 @@ const schema = z.object({
     .refine((l) => l.every((e) => e === "otlp" || e === "console" || e === "none"), {
       error: "expected otlp, console or none",
     }),
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().default(""),
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().default(""),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().optional(),
   OTEL_TRACES_SAMPLER: z
     .string()
     .default("parentbased_always_on")
@@ -68,7 +69,7 @@ const schema = z.object({
     .min(0, { error: "expected a ratio 0..1" })
     .max(1, { error: "expected a ratio 0..1" })
     .default(1),
-  OTEL_SERVICE_NAME: z.string().default(""),
+  OTEL_SERVICE_NAME: z.string().optional(),
 });
 
 /** Reads the tracing configuration; `defaultService` names the process when OTEL_SERVICE_NAME is unset. */
@@ -76,17 +77,17 @@ export function loadTelemetryConfig(
   defaultService: string,
   env: NodeJS.ProcessEnv = process.env,
 ): TelemetryConfig {
-  const e = parseEnv(schema, env);
+  const e = parseEnv(TelemetryEnvSchema, env);
   const exporters = e.OTEL_TRACES_EXPORTER;
   const named = exporters.length > 0 && !exporters.includes("none");
-  const endpoint = e.OTEL_EXPORTER_OTLP_ENDPOINT !== "" || e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== "";
+  const endpoint = !!e.OTEL_EXPORTER_OTLP_ENDPOINT || !!e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
   const enabled = !e.OTEL_SDK_DISABLED && (named || (exporters.length === 0 && endpoint));
   const s = e.OTEL_TRACES_SAMPLER;
   const parentBased = s.startsWith("parentbased_");
   const root = (parentBased ? s.slice("parentbased_".length) : s) as SamplerConfig["root"];
   return {
     enabled,
-    serviceName: e.OTEL_SERVICE_NAME !== "" ? e.OTEL_SERVICE_NAME : defaultService,
+    serviceName: e.OTEL_SERVICE_NAME || defaultService,
     sampler: { root, parentBased, ratio: e.OTEL_TRACES_SAMPLER_ARG },
   };
 }

@@ -17,7 +17,8 @@
  * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
  * BENCH_JWT_REPEATS (3; 0 skips the JWT section),
  * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts),
- * BENCH_REQUEST_LOG (0 skips the request-log cost section, bench/request-log.ts).
+ * BENCH_REQUEST_LOG (0 skips the request-log cost section, bench/request-log.ts),
+ * BENCH_TRACING (0 skips the tracing cost section, bench/tracing.ts).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -47,6 +48,12 @@ import {
 } from "./request-log";
 import { formatWithBiome } from "./results-file";
 import { runThreadsBench, type ThreadsBenchResult } from "./threads";
+import {
+  printTracingBench,
+  runTracingBench,
+  type TracingBenchResult,
+  tracingOptionsFromEnv,
+} from "./tracing";
 import { printWsBench, runWsBench, type WsBenchResult } from "./ws";
 
 const envInt = (name: string, def: number) => {
@@ -560,7 +567,19 @@ async function main(): Promise<void> {
       skipped.push("requestLog: BENCH_REQUEST_LOG=0");
     }
 
-    // 14. report
+    // 14. Tracing cost: cache-miss req/s with OpenTelemetry off / on at 1% / on at 100% (bench/tracing.ts,
+    // its own stub, gateways and OTLP sink). BENCH_TRACING=0 skips it.
+    let tracing: TracingBenchResult | null = null;
+    if (process.env.BENCH_TRACING !== "0") {
+      await stopAll();
+      log("\ntracing cost:");
+      tracing = await runTracingBench({ ...tracingOptionsFromEnv(log), repeats: cfg.repeats });
+      printTracingBench(tracing, log);
+    } else {
+      skipped.push("tracing: BENCH_TRACING=0");
+    }
+
+    // 15. report
     const ratio = (a: Row | null, b: Row | null) =>
       a && b && b.requestsPerSec > 0 ? Number((a.requestsPerSec / b.requestsPerSec).toFixed(3)) : null;
     const results = {
@@ -608,6 +627,7 @@ async function main(): Promise<void> {
       finality,
       logsSplit,
       requestLog,
+      tracing,
       hedging,
       jwt,
       threads,
@@ -642,6 +662,7 @@ async function main(): Promise<void> {
         logsSplitSpeedup: logsSplit?.speedup ?? null,
         /** Request log on (1% sample) / off, cache-miss req/s (bench/request-log.ts). */
         requestLogOnVsOff: requestLog?.onVsOff ?? null,
+        tracingOnVsOff: tracing?.onVsOff ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

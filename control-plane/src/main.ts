@@ -1,5 +1,7 @@
 import "reflect-metadata";
+import "./telemetry/server-tracing";
 import { createLogger } from "../../shared/src/log/logger";
+import { currentTelemetry } from "../../shared/src/telemetry/telemetry";
 import { loadConfig } from "./config";
 import { createControlPlane } from "./server";
 
@@ -21,13 +23,16 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
-    cp.close().then(
-      () => process.exit(0),
-      (err) => {
-        log.error({ err }, "shutdown failed");
-        process.exit(1);
-      },
-    );
+    cp.close()
+      // Last: spans of the drain itself are flushed too.
+      .then(() => currentTelemetry()?.shutdown())
+      .then(
+        () => process.exit(0),
+        (err) => {
+          log.error({ err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));

@@ -23,6 +23,8 @@ import { HttpServer } from "./server/app";
 import type { GatewayContext } from "./server/context";
 import { assertNativeUws } from "./server/native-uws";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
+import { createTracing } from "./telemetry/create";
+import type { RequestTracing } from "./telemetry/tracing";
 import { BufferBudget } from "./upstream/buffer-budget";
 import { HealthPublisher } from "./upstream/health-publisher";
 import { UpstreamRegistry } from "./upstream/registry";
@@ -80,6 +82,8 @@ export interface DataPlaneOverrides {
   thread?: PlaneThreadHooks;
   /** Request log (default: `createRequestLog(config)`, REQUEST_LOG_*). */
   requestLog?: RequestLog;
+  /** Request tracing (default: `createTracing`, from OTEL_*); an injected one is not shut down by the plane. */
+  tracing?: RequestTracing;
 }
 
 /** What a plane running as one thread among several asks of the others (through the main thread). */
@@ -183,6 +187,9 @@ export async function startDataPlane(
       commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
       logger,
     });
+  const ownedTracing =
+    overrides.tracing === undefined ? createTracing(overrides.thread?.index ?? 0) : undefined;
+  const tracing = overrides.tracing ?? ownedTracing!;
   const flights = new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY);
   const jwt = new JwtVerifier({
     maxEntries: config.JWT_CACHE_MAX_ENTRIES,
@@ -216,6 +223,7 @@ export async function startDataPlane(
     requestLog,
     flights,
     jwt,
+    tracing,
   };
 
   let networksLoaded = false;
@@ -301,6 +309,7 @@ export async function startDataPlane(
     await limits.close();
     await ownedUsage?.close();
     await ownedRequestLog?.close();
+    await ownedTracing?.shutdown();
     throw new Error("data plane could not load networks from Redis");
   }
   upstreams.startHealthChecks();
@@ -382,6 +391,8 @@ export async function startDataPlane(
         await state.close();
         nodeWs.close();
         await nodeLookup.close();
+        // Last: the spans of the requests the drain answered are flushed too.
+        await ownedTracing?.shutdown();
         logger.info("data plane stopped");
       })();
       return closed;

@@ -19,6 +19,7 @@ import {
   sessionNextKeysKey,
   stakingValidatorsKey,
 } from "../../../shared/src/substrate/storage-keys";
+import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
 import type { PublicationService } from "../publication/publication.service";
 import { emitNodeStatus, NOOP_WEBHOOK_EMITTER, type WebhookEmitter } from "../webhooks/webhook.emitter";
 import { WebhookEventType } from "../webhooks/webhook.types";
@@ -458,7 +459,7 @@ export async function startNodeWorker(deps: {
   await ensureSchedulers();
   const worker = new Worker(
     QueueName.Nodes,
-    async (job: Job) => {
+    tracedProcessor(async (job: Job) => {
       switch (job.name as JobName) {
         case JobName.ProvisionNode:
           return ops.provisionOrRoll(job as Job<JobPayloads[JobName.ProvisionNode]>, false);
@@ -475,7 +476,7 @@ export async function startNodeWorker(deps: {
         default:
           throw new UnrecoverableError(`unknown job ${job.name}`);
       }
-    },
+    }),
     {
       connection: deps.bullConnection,
       prefix,

@@ -9,6 +9,7 @@ import {
 } from "../../../shared/src/queue/names";
 import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
+import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
 import type { WebhookSettings } from "../config";
 import { checkQuotaThresholds } from "./quota-threshold";
 import { webhookHeaders } from "./signature";
@@ -254,7 +255,7 @@ export async function startWebhookWorker(deps: {
   await ensureSchedulers();
   const worker = new Worker(
     QueueName.Webhooks,
-    async (job: Job) => {
+    tracedProcessor(async (job: Job) => {
       switch (job.name as JobName) {
         case JobName.WebhookFanout:
           return ops.fanout(job.data as JobPayloads[JobName.WebhookFanout]);
@@ -267,7 +268,7 @@ export async function startWebhookWorker(deps: {
         default:
           throw new UnrecoverableError(`unknown job ${job.name}`);
       }
-    },
+    }),
     {
       connection: deps.bullConnection,
       prefix: deps.names.bullPrefix(isCluster(deps.bullConnection)),

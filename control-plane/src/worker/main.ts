@@ -1,5 +1,7 @@
 import "reflect-metadata";
+import "../telemetry/worker-tracing";
 import { createLogger } from "../../../shared/src/log/logger";
+import { currentTelemetry } from "../../../shared/src/telemetry/telemetry";
 import { loadConfig } from "../config";
 import { startWorker } from "./worker";
 
@@ -19,6 +21,7 @@ async function main(): Promise<void> {
     log.info({ signal }, "worker shutting down");
     started
       .then((w) => w.close())
+      .then(() => currentTelemetry()?.shutdown())
       .then(
         () => process.exit(0),
         (err) => {

@@ -5,6 +5,7 @@ import { createLogger, Logger } from "../../../shared/src/log/logger";
 import { JobName, JobPayloads, QueueName } from "../../../shared/src/queue/names";
 import { createRedis, isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
+import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
 import { ControlPlaneConfig, redisTarget } from "../config";
 import { createDataSource, migrate } from "../db/data-source";
 import { ensureDatabase } from "../db/ensure-database";
@@ -103,11 +104,15 @@ export async function startWorker(
       },
     );
   await ensurePublicationScheduler();
-  const worker = new Worker(QueueName.Publication, createPublicationProcessor(publication, logger), {
-    connection: bullConnection,
-    prefix,
-    concurrency: 1,
-  });
+  const worker = new Worker(
+    QueueName.Publication,
+    tracedProcessor(createPublicationProcessor(publication, logger)),
+    {
+      connection: bullConnection,
+      prefix,
+      concurrency: 1,
+    },
+  );
   worker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "publication job failed"));
   worker.on("error", quiet("publication worker"));
   queue.on("error", quiet("publication queue"));
@@ -140,11 +145,15 @@ export async function startWorker(
     await ensureRequestLogScheduler();
   };
   await ensureUsageSchedulers();
-  const usageWorker = new Worker(QueueName.Usage, createUsageProcessor(ds, usageCfg, logger), {
-    connection: bullConnection,
-    prefix,
-    concurrency: 1,
-  });
+  const usageWorker = new Worker(
+    QueueName.Usage,
+    tracedProcessor(createUsageProcessor(ds, usageCfg, logger)),
+    {
+      connection: bullConnection,
+      prefix,
+      concurrency: 1,
+    },
+  );
   usageWorker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "usage job failed"));
   usageWorker.on("error", quiet("usage worker"));
   usageQueue.on("error", quiet("usage queue"));

@@ -9,7 +9,8 @@ import type { Metrics } from "../metrics/metrics";
 import type { MethodPolicy } from "../policy/method-policy";
 import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../server/respond";
-import { isHeavy, type NetworkPool } from "../upstream/network-pool";
+import type { RequestTrace } from "../telemetry/tracing";
+import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import { verbatimEligible } from "./verbatim";
 
@@ -93,6 +94,10 @@ export type CallOutcome =
  * calls), one of the tenant's MAX_IN_FLIGHT_PER_KEY slots (`flight`: the key's limit id or `ip:{bucket}`)
  * while the upstream call runs, then the answer stored and its head hint observed. A promise only when
  * it has to wait for an upstream.
+ *
+ * `trace`: a sampled request's trace (data-plane/src/telemetry), which gets the cache lookup and the
+ * upstream exchange as child spans, and the upstream request its traceparent. Undefined (not sampled,
+ * tracing off) costs one comparison per step.
  */
 export function forwardCall(
   deps: ForwardDeps,
@@ -101,12 +106,15 @@ export function forwardCall(
   flight: string,
   call: RpcCall,
   rules?: MethodRules,
+  trace?: RequestTrace,
 ): CallOutcome | Promise<CallOutcome> {
   const refusal = elementRefusal(call, pool, policy, rules);
   if (refusal !== undefined) return { kind: Outcome.Refused, refusal };
   const key = cacheKey(deps, call, pool);
   if (key !== "") {
+    const t0 = trace === undefined ? 0 : performance.now();
     const hit = lookup(deps, pool, key);
+    trace?.step("cache.lookup", t0, { "cache.hit": hit !== undefined });
     if (hit !== undefined) return { kind: Outcome.Cached, reply: hit };
   }
   const heavy = isHeavy(call.method) ? 1 : 0;
@@ -115,7 +123,7 @@ export function forwardCall(
   if (got !== Acquired.Ok) {
     return { kind: Outcome.OverCap, refusal: concurrencyRefusal(flights, got, heavy) };
   }
-  return sendCall(deps, pool, flight, heavy, call, key);
+  return sendCall(deps, pool, flight, heavy, call, key, trace);
 }
 
 async function sendCall(
@@ -125,13 +133,21 @@ async function sendCall(
   heavy: number,
   call: RpcCall,
   key: string,
+  trace: RequestTrace | undefined,
 ): Promise<CallOutcome> {
   let result: CallResult;
+  const span = trace?.child("upstream.call", { "rpc.method": call.method, "network.slug": pool.record.slug });
   try {
-    result = await fetchCall(call, pool, key, deps.cache);
+    result = await fetchCall(
+      span === undefined ? call : { method: call.method, params: call.params, traceparent: span.traceparent },
+      pool,
+      key,
+      deps.cache,
+    );
   } finally {
     deps.flights.release(flight, 1, heavy);
   }
+  span?.end(upstreamAttributes(result), result.ok ? undefined : result.error.reason);
   store(deps, pool, key, result);
   observe(pool, call.method, result);
   return { kind: Outcome.Forwarded, result, cacheable: key !== "" };
@@ -161,6 +177,7 @@ export async function forwardPlan(
   plan: BatchPlan,
   requestId: string,
   text?: string,
+  trace?: RequestTrace,
 ): Promise<PlanOutcome> {
   const forward = plan.forward;
   if (forward.length === 0) return NOTHING_FORWARDED;
@@ -182,11 +199,13 @@ export async function forwardPlan(
     !pool.sendsApart(forward)
   ) {
     let r: Awaited<ReturnType<NetworkPool["callVerbatim"]>>;
+    const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, true));
     try {
-      r = await pool.callVerbatim(text, forward);
+      r = await pool.callVerbatim(text, forward, span?.traceparent);
     } finally {
       flights.release(flight, forward.length, heavy);
     }
+    span?.end(undefined, r.ok ? undefined : r.error.reason);
     if (r.ok) {
       plan.whole = r.value.text;
       for (let j = 0; j < forward.length; j++) plan.categories[plan.forwardIdx[j]!] = r.value.categories[j]!;
@@ -198,11 +217,13 @@ export async function forwardPlan(
     return { results, failure: r.error };
   }
   let results: CallResult[];
+  const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, false));
   try {
-    results = await pool.callBatch(forward);
+    results = await pool.callBatch(forward, span?.traceparent);
   } finally {
     flights.release(flight, forward.length, heavy);
   }
+  span?.end(undefined, firstFailure(results)?.reason);
   const anyOk = settleBatch(plan, results, requestId, pool);
   return anyOk ? { results } : { results, failure: firstFailure(results) };
 }
@@ -215,6 +236,14 @@ export function refuseForwarded(plan: BatchPlan, r: ConcurrencyRefusal, requestI
     const text = idText === undefined ? undefined : errorJson(r.row, idText, { requestId, ...r });
     setElement(plan, plan.forwardIdx[j]!, text, r.row.category);
   }
+}
+
+function upstreamAttributes(r: CallResult) {
+  return { "rpc.gateway.category": r.ok ? r.reply.category : r.error.category };
+}
+
+function batchAttributes(pool: NetworkPool, elements: number, verbatim: boolean) {
+  return { "network.slug": pool.record.slug, "rpc.batch.size": elements, "rpc.batch.verbatim": verbatim };
 }
 
 function firstFailure(results: readonly CallResult[]): ErrorRow | undefined {
@@ -303,7 +332,7 @@ export function lookup(deps: ForwardDeps, pool: NetworkPool, key: string): Reply
  * result with `store` once it has it (no extra promise here).
  */
 export function fetchCall(
-  call: RpcCall,
+  call: OutgoingCall,
   pool: NetworkPool,
   key: string,
   cache: ResponseCache,

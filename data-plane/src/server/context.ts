@@ -10,9 +10,9 @@ import type { Metrics } from "../metrics/metrics";
 import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { RequestLog } from "../requestlog/recorder";
+import type { RequestTracing } from "../telemetry/tracing";
 import type { UpstreamRegistry } from "../upstream/registry";
 import type { UsageRecorder } from "../usage/recorder";
-
 /** Everything a request needs, built once at start. */
 export interface GatewayContext {
   readonly config: DataPlaneConfig;
@@ -35,6 +35,8 @@ export interface GatewayContext {
   readonly flights: ConcurrencyLimiter;
   /** JWT checks for apps that require them (verdicts cached until the token's exp). */
   readonly jwt: JwtVerifier;
+  /** Request spans (OpenTelemetry when OTEL_* turn it on, else NO_TRACING: nothing sampled, nothing read). */
+  readonly tracing: RequestTracing;
 }
 
 /** Which endpoint a request came in on. */

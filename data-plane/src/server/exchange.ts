@@ -20,6 +20,7 @@ import {
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
+import type { RequestTrace } from "../telemetry/tracing";
 import { type NetworkPool } from "../upstream/network-pool";
 import type { Reply } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
@@ -91,6 +92,8 @@ export class RpcExchange {
   private publicIp: string | undefined;
   /** Request-log records sampled so far, completed (HTTP status, client prefix) and handed over in `send`. */
   private logRows: RequestLogRecord[] | undefined;
+  /** A sampled request's trace (telemetry/tracing.ts); undefined when not sampled or tracing is off. */
+  private trace: RequestTrace | undefined;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -107,11 +110,38 @@ export class RpcExchange {
     // Only consulted when the peer is a trusted proxy: not read (one native call less) without any.
     this.forwardedFor = ctx.trustedProxies.length > 0 ? req.getHeader("x-forwarded-for") : "";
     if (this.origin !== "") this.allowOrigin = endpoint === Endpoint.Public ? "*" : this.origin;
+    // The traceparent header is read (a native call) only with tracing on.
+    if (ctx.tracing.enabled) this.startTrace(req.getHeader("traceparent"));
     res.onAborted(() => {
       this.aborted = true;
       this.finish();
     });
     tracker.begin();
+  }
+
+  private startTrace(traceparent: string): void {
+    const t = this.ctx.tracing.start(
+      this.endpoint === Endpoint.App ? "POST /{network}/rpc" : "POST /{network}/public",
+      traceparent,
+      this.startedAt,
+    );
+    if (t === undefined) return;
+    this.trace = t;
+    t.set({
+      "http.request.method": "POST",
+      "network.slug": this.pool.record.slug,
+      "rpc.system": "jsonrpc",
+      "gateway.request_id": this.requestId,
+      "gateway.transport": "http",
+    });
+  }
+
+  /** The key lookup as a span of a sampled request, from `t0` to when it settled. */
+  private traceKey(v: VerifyResult | Promise<VerifyResult>, t0: number): void {
+    const t = this.trace!;
+    if (v instanceof Promise)
+      v.then((r) => t.step("key.verify", t0, { "key.valid": r.ok, "key.cached": false }));
+    else t.step("key.verify", t0, { "key.valid": v.ok, "key.cached": true });
   }
 
   /** Synchronous checks on headers, then body streaming. Called from the route handler. */
@@ -132,8 +162,10 @@ export class RpcExchange {
         return;
       }
       // Starts the key lookup while the body streams in (sync on a cache hit).
+      const t0 = this.trace === undefined ? 0 : performance.now();
       const v = this.ctx.verifier.verify(this.apiKey, Date.now());
       this.verification = v;
+      if (this.trace !== undefined) this.traceKey(v, t0);
       if (v instanceof Promise) {
         this.userAgent = req.getHeader("user-agent");
         this.authorization = req.getHeader("authorization");
@@ -193,7 +225,10 @@ export class RpcExchange {
 
   private pipelineError(err: unknown): void {
     this.ctx.metrics.handlerException("rpc.pipeline");
-    this.ctx.logger.error({ err, requestId: this.requestId }, "unhandled error in request pipeline");
+    this.ctx.logger.error(
+      { err, requestId: this.requestId, ...this.trace?.logFields() },
+      "unhandled error in request pipeline",
+    );
     this.fail(GatewayError.Internal, "null");
   }
 
@@ -202,6 +237,7 @@ export class RpcExchange {
     if (this.done) return;
     this.done = true;
     this.aborted = true;
+    this.endTrace(408, "body_timeout");
     this.tracker.unwatchBody(this);
     this.tracker.end();
     this.res.close();
@@ -255,6 +291,7 @@ export class RpcExchange {
     const parsed = parseRpcBody(text);
     if (!parsed.ok) return this.fail(parsed.error, parsed.idText, parsed.limit);
     if (!parsed.batch) this.usageMethod = parsed.call.method;
+    const t0 = this.trace === undefined ? 0 : performance.now();
     // Limits, once per HTTP request with its whole cost (every request object, notifications and invalid
     // elements included), before anything is forwarded: per app key or per client IP (public endpoint)
     // per second, then the workspace's daily / monthly quota. A refusal answers the whole request.
@@ -263,6 +300,10 @@ export class RpcExchange {
     const ip = key === undefined ? ipBucket(this.clientAddress()) : undefined;
     const admission = this.ctx.limits.admit(key, ip, cost);
     this.rate = admission.rate;
+    if (this.trace !== undefined) {
+      this.trace.step("limits.admit", t0, { "limits.admitted": admission.ok, "rpc.request_objects": cost });
+      this.trace.set(parsed.batch ? { "rpc.batch.size": cost } : { "rpc.method": parsed.call.method });
+    }
     if (!admission.ok) {
       return this.refuse(
         admission,
@@ -361,7 +402,7 @@ export class RpcExchange {
 
   private single(call: RpcCall): Pending {
     const rules = this.key?.access?.methods;
-    const out = forwardCall(this.ctx, this.pool, this.ctx.policy, this.flightId(), call, rules);
+    const out = forwardCall(this.ctx, this.pool, this.ctx.policy, this.flightId(), call, rules, this.trace);
     return out instanceof Promise ? out.then((o) => this.answerCall(call, o)) : this.answerCall(call, out);
   }
 
@@ -413,7 +454,7 @@ export class RpcExchange {
     const n = items.length;
     const rules = this.key?.access?.methods;
     const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy, rules));
-    const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId, text);
+    const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId, text, this.trace);
     if (this.aborted) return;
     if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
     // Every element was forwardable and none got an answer: the upstream side failed as a whole.
@@ -490,6 +531,7 @@ export class RpcExchange {
     if (this.done) return;
     this.done = true;
     if (this.logRows !== undefined) this.logSent(status);
+    if (this.trace !== undefined) this.endTrace(status, status >= 500 ? `HTTP ${status}` : undefined);
     this.answerStatus = status;
     this.answerBody = body;
     ANSWERS.push(this);
@@ -538,10 +580,24 @@ export class RpcExchange {
     }
   }
 
+  /** Ends the root span of a sampled request (once: the first of send, abort, time-out). */
+  private endTrace(status: number, error: string | undefined): void {
+    const t = this.trace;
+    if (t === undefined) return;
+    this.trace = undefined;
+    t.end(
+      this.xCache === ""
+        ? { "http.response.status_code": status }
+        : { "http.response.status_code": status, "gateway.cache": this.xCache },
+      error,
+    );
+  }
+
   /** Ends the exchange without a response (aborted by the client). */
   private finish(): void {
     if (this.done) return;
     this.done = true;
+    this.endTrace(499, "aborted");
     this.release();
   }
 

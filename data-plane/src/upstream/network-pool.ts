@@ -173,6 +173,11 @@ function isRateLimitTail(tail: string): boolean {
 export interface OutgoingCall {
   readonly method: string;
   readonly params: unknown;
+  /**
+   * Set on a sampled request's call only (data-plane/src/telemetry): sent as the upstream request's
+   * traceparent header, so such a call goes out alone (never coalesced with other requests' calls).
+   */
+  readonly traceparent?: string;
 }
 
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
@@ -468,7 +473,12 @@ export class NetworkPool {
     paramsJson: string | undefined,
     need: Need | undefined,
   ): Promise<CallResult> {
-    if (this.opts.coalesceMax <= 1 || this.batchesRefused || !coalescible(c.method)) {
+    if (
+      this.opts.coalesceMax <= 1 ||
+      this.batchesRefused ||
+      !coalescible(c.method) ||
+      c.traceparent !== undefined
+    ) {
       return this.callDirect(c, paramsJson, need);
     }
     // Serialised here rather than in the exchange: the size decides whether the call is coalesced.
@@ -616,6 +626,7 @@ export class NetworkPool {
       need,
       1,
       hedgeable(c.method),
+      c.traceparent,
     );
     if (!r.ok) return r;
     const reply = r.value;
@@ -701,7 +712,7 @@ export class NetworkPool {
    * failover) and reassembled in order. Element i of the result answers calls[i]. An eth_getLogs element
    * whose range is split (see call) goes out as its own sub-calls, next to the others.
    */
-  async callBatch(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+  async callBatch(calls: readonly OutgoingCall[], traceparent?: string): Promise<CallResult[]> {
     let splits: (LogsSplit | undefined)[] | undefined;
     for (let i = 0; i < calls.length; i++) {
       const c = calls[i]!;
@@ -711,7 +722,7 @@ export class NetworkPool {
       splits ??= new Array<LogsSplit | undefined>(calls.length);
       splits[i] = split;
     }
-    if (splits === undefined) return this.callBatchRouted(calls);
+    if (splits === undefined) return this.callBatchRouted(calls, traceparent);
     const rest: OutgoingCall[] = [];
     const restIdx: number[] = [];
     const out = new Array<Promise<CallResult>>(calls.length);
@@ -724,14 +735,17 @@ export class NetworkPool {
       }
     }
     if (rest.length > 0) {
-      const whole = this.callBatchRouted(rest);
+      const whole = this.callBatchRouted(rest, traceparent);
       for (let j = 0; j < restIdx.length; j++) out[restIdx[j]!] = whole.then((r) => r[j]!);
     }
     return Promise.all(out);
   }
 
   /** A batch's elements routed by their needs (see need): the plain ones spread, the others together. */
-  private async callBatchRouted(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+  private async callBatchRouted(
+    calls: readonly OutgoingCall[],
+    traceparent: string | undefined,
+  ): Promise<CallResult[]> {
     let needs: (Need | undefined)[] | undefined;
     for (let i = 0; i < calls.length; i++) {
       const need = this.need(calls[i]!);
@@ -739,17 +753,23 @@ export class NetworkPool {
       needs ??= new Array<Need | undefined>(calls.length);
       needs[i] = need;
     }
-    if (needs === undefined) return this.spread(calls);
+    if (needs === undefined) return this.spread(calls, traceparent);
     // The elements with a need go together to an upstream that serves them all (one by one when none
     // does); the others are spread as usual.
     const plainIdx: number[] = [];
     const needyIdx: number[] = [];
     for (let i = 0; i < calls.length; i++) (needs[i] === undefined ? plainIdx : needyIdx).push(i);
     const [plain, needy] = await Promise.all([
-      plainIdx.length === 0 ? [] : this.spread(plainIdx.map((i) => calls[i]!)),
+      plainIdx.length === 0
+        ? []
+        : this.spread(
+            plainIdx.map((i) => calls[i]!),
+            traceparent,
+          ),
       this.sendNeedy(
         needyIdx.map((i) => calls[i]!),
         needyIdx.map((i) => needs[i]!),
+        traceparent,
       ),
     ]);
     const out = new Array<CallResult>(calls.length);
@@ -760,16 +780,20 @@ export class NetworkPool {
     return out;
   }
 
-  private async sendNeedy(calls: OutgoingCall[], needs: Need[]): Promise<CallResult[]> {
+  private async sendNeedy(
+    calls: OutgoingCall[],
+    needs: Need[],
+    traceparent: string | undefined,
+  ): Promise<CallResult[]> {
     let need: Need | undefined;
     for (const x of needs) need = mergeNeeds(need, x);
-    const results = await this.sendChunk(calls, undefined, undefined, need);
+    const results = await this.sendChunk(calls, undefined, undefined, need, traceparent);
     if (calls.length === 1 || !refusedForCapability(results[0])) return results;
     return Promise.all(calls.map((c, i) => this.callDirect(c, undefined, needs[i])));
   }
 
   /** Sends a batch's elements in chunks spread over the healthy upstreams; results in order. */
-  private async spread(calls: readonly OutgoingCall[]): Promise<CallResult[]> {
+  private async spread(calls: readonly OutgoingCall[], traceparent?: string): Promise<CallResult[]> {
     const n = calls.length;
     const chunks = this.chunksFor(n);
     const size = Math.ceil(n / chunks);
@@ -779,7 +803,7 @@ export class NetworkPool {
     for (let start = 0; start < n; start += size) {
       const first = chunks > 1 ? this.select(chosen) : undefined;
       if (first !== undefined) chosen.push(first);
-      parts.push(this.sendChunk(calls.slice(start, start + size), undefined, first));
+      parts.push(this.sendChunk(calls.slice(start, start + size), undefined, first, undefined, traceparent));
     }
     const results = await Promise.all(parts);
     return results.length === 1 ? results[0]! : results.flat();
@@ -799,6 +823,7 @@ export class NetworkPool {
   async callVerbatim(
     text: string,
     calls: readonly RpcCall[],
+    traceparent?: string,
   ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
     let kind: ExchangeKind = ExchangeKind.Light;
     let hedge = true;
@@ -821,6 +846,7 @@ export class NetworkPool {
       undefined,
       calls.length,
       hedge,
+      traceparent,
     );
   }
 
@@ -841,6 +867,7 @@ export class NetworkPool {
     paramsJson?: readonly (string | undefined)[],
     first?: Upstream,
     need?: Need,
+    traceparent?: string,
   ): Promise<CallResult[]> {
     const base = this.takeIds(calls.length);
     const parts = new Array<string>(calls.length);
@@ -874,6 +901,7 @@ export class NetworkPool {
       need,
       calls.length,
       hedge,
+      traceparent,
     );
     if (!r.ok) {
       const error = r.error;
@@ -923,6 +951,8 @@ export class NetworkPool {
     need: Need | undefined,
     elements: number,
     hedge = false,
+    /** A sampled request's traceparent, sent with every attempt and hedge copy. */
+    traceparent?: string,
   ): Promise<Outcome<T>> {
     let tried: Upstream[] | undefined;
     let lastFailure: ExchangeFailure | undefined;
@@ -952,7 +982,7 @@ export class NetworkPool {
       }
       let failure: ExchangeFailure | undefined;
       if (mayHedge) {
-        const h = await this.hedgedExchange(u, body, parse, kind, tried, need, elements);
+        const h = await this.hedgedExchange(u, body, parse, kind, tried, need, elements, traceparent);
         if (h.failure === undefined) return { ok: true, value: h.value as T, upstream: h.upstream };
         failure = h.failure;
         failedOn = h.upstream;
@@ -963,7 +993,7 @@ export class NetworkPool {
         }
       } else {
         const start = performance.now();
-        const res = await u.exchange(body, kind, parse);
+        const res = await u.exchange(body, kind, parse, undefined, traceparent);
         failure = this.book(u, res, start);
         if (failure === undefined) return { ok: true, value: (res as { value: T }).value, upstream: u };
         failedOn = u;
@@ -1030,6 +1060,7 @@ export class NetworkPool {
     tried: readonly Upstream[] | undefined,
     need: Need | undefined,
     elements: number,
+    traceparent: string | undefined,
   ): Promise<HedgeEnd> {
     const o = this.hedge!;
     this.hedgeBudget.earn();
@@ -1061,7 +1092,7 @@ export class NetworkPool {
         });
       };
       const start = performance.now();
-      void u.exchange(body, kind, parse, primary).then((r) => settleOne(u, false, r, start));
+      void u.exchange(body, kind, parse, primary, traceparent).then((r) => settleOne(u, false, r, start));
       const sendCopy = () => {
         if (ended) return;
         // The copy goes where the call could go (capabilities: need), and spends that node's budget.
@@ -1078,7 +1109,9 @@ export class NetworkPool {
         pending++;
         copy = {};
         const copyStart = performance.now();
-        void target.exchange(body, kind, parse, copy).then((r) => settleOne(target, true, r, copyStart));
+        void target
+          .exchange(body, kind, parse, copy, traceparent)
+          .then((r) => settleOne(target, true, r, copyStart));
       };
       // The copy is decided in the check phase, after the poll phase: timers run before I/O in an event
       // loop turn, so after a stall (GC, a busy turn) every expired delay would fire before the answers

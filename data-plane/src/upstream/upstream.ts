@@ -203,6 +203,8 @@ export class Upstream {
     kind: ExchangeKind,
     check: ReplyCheck<T>,
     control?: ExchangeControl,
+    /** A sampled request's W3C traceparent for this exchange (data-plane/src/telemetry). */
+    traceparent?: string,
   ): Promise<ExchangeResult<T>> {
     const halfOpen = kind !== ExchangeKind.Poll && kind !== ExchangeKind.Capability && this.breakerOpen;
     if (halfOpen) this.probing = true;
@@ -218,7 +220,8 @@ export class Upstream {
           handler,
         );
       } else {
-        this.pool.dispatch({ path: this.path, method: "POST", headers: HEADERS, body }, handler);
+        const headers = traceparent === undefined ? HEADERS : { ...HEADERS, traceparent };
+        this.pool.dispatch({ path: this.path, method: "POST", headers, body }, handler);
       }
     });
   }

@@ -1,4 +1,5 @@
 import pino, { type Logger } from "pino";
+import { currentTelemetry } from "../telemetry/telemetry";
 
 /**
  * Every process logs through pino. Secrets never reach the log: API keys, tokens, passwords and auth
@@ -27,7 +28,9 @@ export const REDACT_PATHS = [
  * lines ("data plane stopped") could be lost.
  */
 export function createLogger(name: string, level = "info", opts: { sync?: boolean } = {}): Logger {
-  const options = { name, level, redact: { paths: REDACT_PATHS, censor: "[redacted]" } };
+  // With tracing on, a line written inside a span carries trace_id / span_id (no mixin at all when off).
+  const mixin = currentTelemetry()?.logFields;
+  const options = { name, level, redact: { paths: REDACT_PATHS, censor: "[redacted]" }, mixin };
   return opts.sync ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
 }
 

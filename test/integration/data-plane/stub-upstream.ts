@@ -44,6 +44,8 @@ export class StubUpstream {
   readonly calls = new Map<string, number>();
   /** Every request body received, as sent (cleared by reset). */
   readonly bodies: string[] = [];
+  /** The traceparent header of every exchange that had one, with the body it came with (cleared by reset). */
+  readonly traceparents: { header: string; body: string }[] = [];
   /** Calls per exact `method params-JSON` (batch elements one each), to count one call among its kind. */
   readonly exact = new Map<string, number>();
   exchanges = 0;
@@ -68,6 +70,7 @@ export class StubUpstream {
   reset(): void {
     this.calls.clear();
     this.bodies.length = 0;
+    this.traceparents.length = 0;
     this.exact.clear();
     this.exchanges = 0;
     this.closedUnanswered = 0;
@@ -89,7 +92,12 @@ export class StubUpstream {
       });
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => void this.handle(Buffer.concat(chunks).toString("utf8"), res));
+      req.on("end", () => {
+        const body = Buffer.concat(chunks).toString("utf8");
+        const tp = req.headers.traceparent;
+        if (typeof tp === "string") this.traceparents.push({ header: tp, body });
+        void this.handle(body, res);
+      });
     });
     this.server.on("connection", (s) => {
       this.sockets.add(s);

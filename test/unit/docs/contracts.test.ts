@@ -8,6 +8,7 @@ import { UsageWorkerEnvSchema } from "../../../control-plane/src/usage/usage.con
 import { DataPlaneEnvSchema } from "../../../data-plane/src/config";
 import { commonEnvShape } from "../../../shared/src/config/env";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { TelemetryEnvSchema } from "../../../shared/src/telemetry/config";
 
 /**
  * Keeps docs/contracts.md true to the code: its error table must list exactly the rows of GatewayError
@@ -136,6 +137,7 @@ const ENV_TABLES: [marker: string, schema: z.ZodObject, skip: readonly string[]]
   ["env-table: control-plane", ControlPlaneEnvSchema, COMMON],
   ["env-table: usage-worker", UsageWorkerEnvSchema, []],
   ["env-table: nodes", NodeEnvSchema, []],
+  ["env-table: telemetry", TelemetryEnvSchema, []],
 ];
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */

@@ -48,7 +48,12 @@ export interface Answer {
  * One POST on a connection of its own (no keep-alive agent): the kernel picks the serving thread per
  * connection, so requests sent this way spread over the threads.
  */
-export function postFresh(port: number, path: string, body: string | object): Promise<Answer> {
+export function postFresh(
+  port: number,
+  path: string,
+  body: string | object,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   const text = typeof body === "string" ? body : JSON.stringify(body);
   return new Promise((done, fail) => {
     const req = http.request(
@@ -58,7 +63,11 @@ export function postFresh(port: number, path: string, body: string | object): Pr
         path,
         method: "POST",
         agent: false,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
+        headers: {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(text),
+          ...headers,
+        },
       },
       (res) => {
         let out = "";

@@ -1,0 +1,17 @@
+import { startTelemetry } from "../../../shared/src/telemetry/telemetry";
+import { NO_TRACING, type RequestTracing } from "./tracing";
+
+/**
+ * This thread's request tracing: the SDK (one per data-plane thread: each is its own isolate, with its
+ * own exporter and batch queue) when OTEL_* turn tracing on, else NO_TRACING, and no SDK module loaded.
+ */
+export function createTracing(threadId: number, env: NodeJS.ProcessEnv = process.env): RequestTracing {
+  const telemetry = startTelemetry(
+    "rpc-gateway-data-plane",
+    { instrument: "none", presampled: true, attributes: { "thread.id": threadId } },
+    env,
+  );
+  if (!telemetry.enabled) return NO_TRACING;
+  const { OtelTracing } = require("./otel-tracing") as typeof import("./otel-tracing");
+  return new OtelTracing(telemetry);
+}

@@ -1,0 +1,107 @@
+import {
+  type Context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
+import type { SamplerConfig } from "../../../shared/src/telemetry/config";
+import type { Telemetry } from "../../../shared/src/telemetry/telemetry";
+import { formatTraceparent, type ParentContext, parseTraceparent } from "./traceparent";
+import type { ChildSpan, RequestTrace, RequestTracing, SpanAttributes } from "./tracing";
+
+/**
+ * Request tracing over the OpenTelemetry SDK of this thread (started with `presampled`: the decision is
+ * taken here, before any span object exists, from the same OTEL_TRACES_SAMPLER the SDK would use).
+ */
+export class OtelTracing implements RequestTracing {
+  readonly enabled = true;
+  private readonly tracer: Tracer;
+  private readonly sampler: SamplerConfig;
+
+  constructor(private readonly telemetry: Telemetry) {
+    this.tracer = telemetry.tracer!;
+    this.sampler = telemetry.config.sampler;
+  }
+
+  start(name: string, traceparent: string, startedAt: number): RequestTrace | undefined {
+    // The common case first: no incoming context and not drawn: nothing parsed, nothing built.
+    if (traceparent === "" && !rootSampled(this.sampler)) return undefined;
+    const parent = traceparent === "" ? undefined : parseTraceparent(traceparent);
+    if (traceparent !== "" && !sampled(this.sampler, parent)) return undefined;
+    const parentCtx =
+      parent === undefined
+        ? ROOT_CONTEXT
+        : trace.setSpanContext(ROOT_CONTEXT, {
+            traceId: parent.traceId,
+            spanId: parent.spanId,
+            traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
+            isRemote: true,
+          });
+    const root = this.tracer.startSpan(name, { kind: SpanKind.SERVER, startTime: startedAt }, parentCtx);
+    return new OtelRequestTrace(this.tracer, root);
+  }
+
+  shutdown(): Promise<void> {
+    return this.telemetry.shutdown();
+  }
+}
+
+/** Whether a request with `parent` (undefined: none, or an invalid header) is sampled. */
+export function sampled(s: SamplerConfig, parent: ParentContext | undefined): boolean {
+  if (parent !== undefined && s.parentBased) return parent.sampled;
+  return rootSampled(s);
+}
+
+/** The root sampler's draw (traceidratio: a fraction of the traces that start here). */
+function rootSampled(s: SamplerConfig): boolean {
+  if (s.root === "always_on") return true;
+  if (s.root === "always_off") return false;
+  return Math.random() < s.ratio;
+}
+
+class OtelRequestTrace implements RequestTrace {
+  private readonly ctx: Context;
+
+  constructor(
+    private readonly tracer: Tracer,
+    private readonly root: Span,
+  ) {
+    this.ctx = trace.setSpan(ROOT_CONTEXT, root);
+  }
+
+  step(name: string, startedAt: number, attributes?: SpanAttributes): void {
+    this.tracer.startSpan(name, { startTime: startedAt, attributes }, this.ctx).end();
+  }
+
+  child(name: string, attributes?: SpanAttributes): ChildSpan {
+    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, this.ctx);
+    const c = span.spanContext();
+    return {
+      traceparent: formatTraceparent(c.traceId, c.spanId),
+      end: (attrs, error) => finish(span, attrs, error),
+    };
+  }
+
+  set(attributes: SpanAttributes): void {
+    this.root.setAttributes(attributes);
+  }
+
+  end(attributes: SpanAttributes, error?: string): void {
+    finish(this.root, attributes, error);
+  }
+
+  logFields(): { trace_id: string; span_id: string } {
+    const c = this.root.spanContext();
+    return { trace_id: c.traceId, span_id: c.spanId };
+  }
+}
+
+function finish(span: Span, attributes: SpanAttributes | undefined, error: string | undefined): void {
+  if (attributes !== undefined) span.setAttributes(attributes);
+  if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+  span.end();
+}

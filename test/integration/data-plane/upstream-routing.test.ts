@@ -92,6 +92,9 @@ describe("data plane: routing by what each upstream can serve (real anvil archiv
     gw = await startGateway(
       {
         CACHE_MAX_BYTES: "0",
+        // Exchanges are counted exactly here: on a loaded machine a read slower than the hedge delay would
+        // add a copy (hedging has its own suite, upstream-reads.test.ts).
+        HEDGE_ENABLED: "false",
         // Re-probed during the suite too, so the steady-state probe (with a guess) runs.
         UPSTREAM_STATE_PROBE_INTERVAL_MS: "1000",
       },

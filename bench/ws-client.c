@@ -9,6 +9,13 @@
  *
  * stdin commands, one per line: "m1" / "m0" measuring on / off, "r" report, "q" close all and exit.
  * stdout: "subscribed OK FAILED", then for "r": "report N RECEIVED CLOSED" and N delays (ms), one a line.
+ *
+ *   ws-client --floor COUNT HEADS
+ *
+ * The machine's floor, no gateway: a forked sender writes the same head frame (~450 bytes) to COUNT
+ * loopback TCP sockets every 250 ms, HEADS times, read by this reader. Prints the reader's report as
+ * above, then "cpu USER_MS SYS_MS" (reader, per head) and "sender MEAN_MS MAX_MS USER_MS SYS_MS" (time to
+ * write one head to every socket, and CPU per head).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -22,6 +29,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -207,17 +215,102 @@ static int command(const char *line) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s PORT PATH COUNT\n", argv[0]);
-    return 2;
+static double cpu_ms(const struct timeval *t) { return t->tv_sec * 1e3 + t->tv_usec / 1e3; }
+
+/* Writes HEADS head frames to every accepted socket, 250 ms apart, then reports its own figures. */
+static void floor_sender(int l, int count, int heads, pid_t reader) {
+  int *fds = malloc(count * sizeof *fds), one = 1;
+  for (int i = 0; i < count; i++) {
+    fds[i] = accept(l, NULL, NULL);
+    setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
-  int port = atoi(argv[1]), count = atoi(argv[3]);
-  const char *path = argv[2];
+  usleep(500000);
+  char msg[1024];
+  double total = 0, max = 0;
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  for (int h = 1; h <= heads; h++) {
+    double t = now_ms();
+    int n = snprintf(msg + 4, sizeof msg - 4,
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"eth_subscription\",\"params\":{\"subscription\":"
+                     "\"0x0123456789abcdef0123456789abcdef\",\"result\":{\"number\":\"0x%x\",\"hash\":\"0x%064x\","
+                     "\"parentHash\":\"0x%064x\",\"miner\":\"0x0000000000000000000000000000000000000000\","
+                     "\"gasLimit\":\"0x1c9c380\",\"gasUsed\":\"0x0\",\"timestamp\":\"0x0\",\"emittedAtMs\":%.3f}}}",
+                     h, h, h - 1, t);
+    msg[0] = (char)0x81;
+    msg[1] = 126;
+    msg[2] = (char)(n >> 8);
+    msg[3] = (char)(n & 255);
+    for (int i = 0; i < count; i++) (void)!write(fds[i], msg, n + 4);
+    double took = now_ms() - t;
+    total += took;
+    if (took > max) max = took;
+    usleep(250000);
+  }
+  getrusage(RUSAGE_SELF, &r1);
+  waitpid(reader, NULL, 0);
+  printf("sender %.3f %.3f %.3f %.3f\n", total / heads, max,
+         (cpu_ms(&r1.ru_utime) - cpu_ms(&r0.ru_utime)) / heads,
+         (cpu_ms(&r1.ru_stime) - cpu_ms(&r0.ru_stime)) / heads);
+  fflush(stdout);
+}
+
+static int floor_run(int count, int heads) {
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  socklen_t al = sizeof a;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4096) < 0) return 1;
+  getsockname(l, (struct sockaddr *)&a, &al);
+  pid_t pid = fork();
+  if (pid > 0) {
+    floor_sender(l, count, heads, pid);
+    return 0;
+  }
+  close(l);
+  conns = calloc(count, sizeof *conns);
+  int ep = epoll_create1(0);
+  for (int i = 0; i < count; i++) {
+    struct conn *c = &conns[i];
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) return 1;
+    fcntl(c->fd, F_SETFL, O_NONBLOCK);
+    c->state = LIVE;
+    c->cap = 4096;
+    c->buf = malloc(c->cap);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (unsigned)i};
+    epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+  }
+  measuring = 1;
+  struct epoll_event evs[256];
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  /* Until every head reached every socket, or 2 s without any. */
+  while (received < (long)count * heads) {
+    int n = epoll_wait(ep, evs, 256, 2000);
+    if (n <= 0) break;
+    for (int i = 0; i < n; i++) on_readable(ep, &conns[evs[i].data.u32]);
+  }
+  getrusage(RUSAGE_SELF, &r1);
+  command("r");
+  printf("cpu %.3f %.3f\n", (cpu_ms(&r1.ru_utime) - cpu_ms(&r0.ru_utime)) / heads,
+         (cpu_ms(&r1.ru_stime) - cpu_ms(&r0.ru_stime)) / heads);
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv) {
   struct rlimit rl;
   getrlimit(RLIMIT_NOFILE, &rl);
   rl.rlim_cur = rl.rlim_max;
   setrlimit(RLIMIT_NOFILE, &rl);
+  if (argc == 4 && strcmp(argv[1], "--floor") == 0) return floor_run(atoi(argv[2]), atoi(argv[3]));
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s PORT PATH COUNT | --floor COUNT HEADS\n", argv[0]);
+    return 2;
+  }
+  int port = atoi(argv[1]), count = atoi(argv[3]);
+  const char *path = argv[2];
   conns = calloc(count, sizeof *conns);
   int ep = epoll_create1(0);
   struct epoll_event sev = {.events = EPOLLIN, .data.u32 = 0xffffffffu};

@@ -437,6 +437,44 @@ class CClient implements DeliveryClient {
   }
 }
 
+/**
+ * The machine's floor for the same fan-out without the gateway (ws-client.c --floor): a C sender writes
+ * one head frame to `count` loopback sockets, read by the C reader. On loopback the sender's write also
+ * runs the receiving socket's TCP input and wakes the reader, so this is what any gateway pays here.
+ */
+async function runFloor(binary: string, count: number, heads: number): Promise<WsFloor> {
+  const proc = spawn(binary, ["--floor", String(count), String(heads)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  proc.stdout!.setEncoding("utf8");
+  proc.stdout!.on("data", (d: string) => {
+    out += d;
+  });
+  const code = await new Promise<number | null>((r) => proc.once("exit", r));
+  const lines = out.trim().split("\n");
+  const sender = lines.pop()?.split(" ") ?? [];
+  const cpu = lines.pop()?.split(" ") ?? [];
+  if (code !== 0 || sender[0] !== "sender" || cpu[0] !== "cpu")
+    throw new Error(`ws bench: floor run failed (${code})`);
+  const delays = lines.slice(1).map(Number);
+  delays.sort((a, b) => a - b);
+  return {
+    sockets: count,
+    heads,
+    notificationsDelivered: delays.length,
+    deliveryDelayMs: {
+      p50: round(percentile(delays, 50)),
+      p90: round(percentile(delays, 90)),
+      p99: round(percentile(delays, 99)),
+      max: round(delays[delays.length - 1] ?? Number.NaN),
+    },
+    fanoutMs: { mean: round(Number(sender[1])), max: round(Number(sender[2])) },
+    senderCpuMsPerHead: { user: round(Number(sender[3])), system: round(Number(sender[4])) },
+    readerCpuMsPerHead: { user: round(Number(cpu[1])), system: round(Number(cpu[2])) },
+  };
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -487,6 +525,18 @@ export interface WsDelivery {
   clientCpuMsPerHead: { user: number; system: number };
 }
 
+/** The same fan-out with no gateway: a C sender straight to the C reader (see runFloor). */
+export interface WsFloor {
+  sockets: number;
+  heads: number;
+  notificationsDelivered: number;
+  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  /** Time to write one head to every socket. */
+  fanoutMs: { mean: number; max: number };
+  senderCpuMsPerHead: { user: number; system: number };
+  readerCpuMsPerHead: { user: number; system: number };
+}
+
 export interface WsBenchResult {
   connections: number;
   /** The harness of the top-level delivery figures (c-epoll when gcc built it); `deliveries` has each. */
@@ -500,6 +550,8 @@ export interface WsBenchResult {
   /** Gateway-internal time to fan one head out to every client (from its /metrics). */
   gatewayFanoutMs: { mean: number; max: number };
   deliveries: WsDelivery[];
+  /** Null without gcc. */
+  floor: WsFloor | null;
   /** 1-minute load average at the start: the figures above are only as quiet as the machine was. */
   loadAverage1m: number;
   throughput: {
@@ -673,6 +725,11 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
       await gatewayIdle(gw.baseUrl);
     }
 
+    const floor =
+      cBinary === undefined
+        ? null
+        : await runFloor(cBinary, connections, Math.round(measureMs / HEAD_INTERVAL_MS));
+
     loader = forkChild();
     const l = loader;
     const load = (kind: "ws" | "http", ms = loadMs) =>
@@ -706,6 +763,7 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
       deliveryDelayMs: main.deliveryDelayMs,
       gatewayFanoutMs: main.gatewayFanoutMs,
       deliveries,
+      floor,
       loadAverage1m,
       throughput: {
         method,
@@ -772,6 +830,14 @@ export function printWsBench(r: WsBenchResult): void {
       `    delivery delay (upstream emission -> client): p50 ${d.deliveryDelayMs.p50} ms, p90 ${d.deliveryDelayMs.p90} ms, p99 ${d.deliveryDelayMs.p99} ms, max ${d.deliveryDelayMs.max} ms over ${d.notificationsDelivered} notifications (${d.heads} heads, ${d.closedEarly} sockets closed)`,
       `    gateway fan-out of one head to all clients: mean ${d.gatewayFanoutMs.mean} ms (max since start ${d.gatewayFanoutMs.max} ms)`,
       `    CPU per head: gateway ${d.gatewayCpuMsPerHead.user} ms user + ${d.gatewayCpuMsPerHead.system} ms sys, clients ${d.clientCpuMsPerHead.user} ms user + ${d.clientCpuMsPerHead.system} ms sys`,
+    );
+  }
+  const f = r.floor;
+  if (f !== null) {
+    lines.push(
+      `  [floor: no gateway, a C sender writing each head to ${f.sockets} loopback sockets, read by the C reader]`,
+      `    delivery delay: p50 ${f.deliveryDelayMs.p50} ms, p90 ${f.deliveryDelayMs.p90} ms, p99 ${f.deliveryDelayMs.p99} ms, max ${f.deliveryDelayMs.max} ms over ${f.notificationsDelivered} notifications (${f.heads} heads)`,
+      `    sender's fan-out of one head: mean ${f.fanoutMs.mean} ms, max ${f.fanoutMs.max} ms; CPU per head: sender ${f.senderCpuMsPerHead.user} ms user + ${f.senderCpuMsPerHead.system} ms sys, reader ${f.readerCpuMsPerHead.user} ms user + ${f.readerCpuMsPerHead.system} ms sys`,
     );
   }
   lines.push(

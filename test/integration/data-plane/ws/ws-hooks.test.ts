@@ -96,6 +96,27 @@ describe("WebSocket hooks (limits / usage seams)", function () {
     }
   });
 
+  it("notified() counts a published notification once per key with its number of clients", async () => {
+    const other = await seeder.putKey({ workspaceId: "ws-other", appId: "app-other" });
+    const url = `ws://127.0.0.1:${plane.port}/eth/rpc?apikey=`;
+    const cs = await Promise.all([key, key, key, other].map((k) => TestWsClient.open(`${url}${k}`)));
+    try {
+      const ids = new Set<string>();
+      for (const c of cs) ids.add((await c.call("eth_subscribe", ["newHeads"])).result);
+      assert.equal(ids.size, 1, "one shared id");
+      const sub = [...ids][0]!;
+      notified.length = 0;
+      stub.emitHead();
+      for (const c of cs) await c.until(() => c.notifications(sub).length === 1);
+      const byApp = new Map(notified.map((n) => [n.session.key?.record.appId, n.count]));
+      assert.equal(notified.length, 2, "one call per key");
+      assert.equal(byApp.get("app-hooks"), 3);
+      assert.equal(byApp.get("app-other"), 1);
+    } finally {
+      for (const c of cs) c.terminate();
+    }
+  });
+
   it("route() serves a custom endpoint (how the dedicated-node endpoint plugs in): own handler + subscriptions", async () => {
     const seen: string[] = [];
     plane.ws.route("/custom-nodes/:nodeId/:key", (info) => {

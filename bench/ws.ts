@@ -294,7 +294,7 @@ async function httpLoad(o: { url: string; method: string; connections: number; m
  * Builds bench/ws-client.c with gcc into a temp dir; undefined (with the reason on stderr) when gcc or
  * the source is missing, and the bench then measures with the node clients only.
  */
-function buildCClient(): string | undefined {
+export function buildCClient(): string | undefined {
   const src = resolve(__dirname, "../../bench/ws-client.c");
   if (!existsSync(src)) {
     process.stderr.write(`ws bench: ${src} missing; node clients only\n`);
@@ -376,7 +376,7 @@ class NodeClient implements DeliveryClient {
 }
 
 /** The C epoll reader (bench/ws-client.c): line commands on stdin, line answers on stdout. */
-class CClient implements DeliveryClient {
+export class CClient implements DeliveryClient {
   private readonly proc: ChildProcess;
   private rest = "";
   private readonly lines: string[] = [];
@@ -442,7 +442,7 @@ class CClient implements DeliveryClient {
  * one head frame to `count` loopback sockets, read by the C reader. On loopback the sender's write also
  * runs the receiving socket's TCP input and wakes the reader, so this is what any gateway pays here.
  */
-async function runFloor(binary: string, count: number, heads: number): Promise<WsFloor> {
+export async function runFloor(binary: string, count: number, heads: number): Promise<WsFloor> {
   const proc = spawn(binary, ["--floor", String(count), String(heads)], {
     stdio: ["ignore", "pipe", "inherit"],
   });

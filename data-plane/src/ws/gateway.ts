@@ -933,7 +933,7 @@ export class WsGateway {
     });
     new Counter({
       name: "rpcgw_ws_fanout_seconds_total",
-      help: "Time spent fanning upstream notifications out to clients",
+      help: "Time spent fanning upstream notifications out to clients, until uWS has written the published messages",
       registers,
       collect() {
         this.reset();

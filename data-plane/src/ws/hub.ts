@@ -144,8 +144,8 @@ function groupOf(session: WsSession): string {
 
 /**
  * A network's subscriptions: a few persistent upstream WebSockets (ids rewritten), identical
- * subscriptions merged into one upstream subscription and fanned out with the client's own ids, and
- * transparent re-subscription when an upstream socket drops.
+ * subscriptions merged into one upstream subscription whose clients share its id and one published
+ * message (see FanoutSink), and transparent re-subscription when an upstream socket drops.
  */
 export class NetworkSubscriptions {
   private readonly slots: Slot[] = [];

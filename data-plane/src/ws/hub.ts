@@ -42,8 +42,9 @@ export interface SubscriptionTarget {
 
 /**
  * How notifications reach clients; the gateway owns the sockets, sending and slow-consumer policing.
- * Clients sharing an upstream subscription share its id and get one message, built once and published
- * to a uWS topic (written by uWS after the current event-loop turn, in native code); the others (not yet
+ * The clients of one key on a merged upstream subscription share an id (each key its own, so an id
+ * never tells a tenant that another subscribed to the same thing) and get one message, built once per key
+ * and published to that key's uWS topic (written by uWS after the current event-loop turn, in native code); the others (not yet
  * answered, a second identical subscription on one socket, unmerged ones) get their own framing.
  */
 export interface FanoutSink {
@@ -87,8 +88,13 @@ class UpSub {
   joined = 0;
   /** The session's entry holding the shared id (one per session: a second one gets its own id). */
   readonly sharers = new Map<WsSession, ClientEntry>();
-  /** The id every sharing client gets (merged subscriptions only). */
-  readonly sharedId: string | undefined;
+  /**
+   * The id the clients of one key share (merged subscriptions only), and how many hold it: scoped to the
+   * key so that no tenant can tell from an id that another one subscribed to the same thing. The key's
+   * topic is `<topic>:<id>`.
+   */
+  readonly shares = new Map<string, { id: string; holders: number }>();
+  readonly merged: boolean;
   readonly topic: string;
   /** Clients per tenant (their share of this upstream subscription). */
   readonly tenants = new Map<string, number>();
@@ -108,7 +114,7 @@ class UpSub {
     readonly params: unknown,
     readonly spec: SubscribeSpec,
   ) {
-    this.sharedId = spec.merged ? newSubscriptionId(spec.evm) : undefined;
+    this.merged = spec.merged;
     // Unique in this thread's uWS app (every hub and network share its topic tree).
     this.topic = `s${++topicCounter}`;
   }
@@ -144,8 +150,8 @@ function groupOf(session: WsSession): string {
 
 /**
  * A network's subscriptions: a few persistent upstream WebSockets (ids rewritten), identical
- * subscriptions merged into one upstream subscription whose clients share its id and one published
- * message (see FanoutSink), and transparent re-subscription when an upstream socket drops.
+ * subscriptions merged into one upstream subscription whose clients share one id and one published
+ * message per key (see FanoutSink), and transparent re-subscription when an upstream socket drops.
  */
 export class NetworkSubscriptions {
   private readonly slots: Slot[] = [];
@@ -243,8 +249,8 @@ export class NetworkSubscriptions {
     }
     // The shared id unless this socket already holds it (two identical subscriptions on one socket must
     // stay apart: unsubscribing one must not end the other).
-    const shared = sub.sharedId !== undefined && !sub.sharers.has(session);
-    const id = shared ? sub.sharedId! : newSubscriptionId(spec.evm);
+    const shared = sub.merged && !sub.sharers.has(session);
+    const id = shared ? this.sharedIdOf(sub, session, spec.evm) : newSubscriptionId(spec.evm);
     const entry: ClientEntry = { id, idJson: JSON.stringify(id), session, queue: [], shared, joined: false };
     this.addClient(sub, entry);
     if (created) sub.ready = this.establish(sub, false);
@@ -278,9 +284,22 @@ export class NetworkSubscriptions {
         }
         // Sent directly so far; from now on the published message (a publish earlier in this turn is
         // not written to a socket that joins after it, and the queue held it).
-        if (entry.shared && s.clients.has(entry) && this.sink.join(session, s.topic)) this.join(s, entry);
+        if (entry.shared && s.clients.has(entry) && this.sink.join(session, `${s.topic}:${entry.id}`)) {
+          this.join(s, entry);
+        }
       },
     };
+  }
+
+  /** The id the session's key shares on `sub`, made for its first holder (addClient counts holders). */
+  private sharedIdOf(sub: UpSub, session: WsSession, evm: boolean): string {
+    const g = groupOf(session);
+    let share = sub.shares.get(g);
+    if (share === undefined) {
+      share = { id: newSubscriptionId(evm), holders: 0 };
+      sub.shares.set(g, share);
+    }
+    return share.id;
   }
 
   private join(sub: UpSub, entry: ClientEntry): void {
@@ -311,7 +330,10 @@ export class NetworkSubscriptions {
   private addClient(sub: UpSub, entry: ClientEntry): void {
     sub.clients.add(entry);
     sub.direct.add(entry);
-    if (entry.shared) sub.sharers.set(entry.session, entry);
+    if (entry.shared) {
+      sub.sharers.set(entry.session, entry);
+      sub.shares.get(groupOf(entry.session))!.holders++;
+    }
     const t = entry.session.tenant;
     const n = sub.tenants.get(t) ?? 0;
     sub.tenants.set(t, n + 1);
@@ -321,7 +343,12 @@ export class NetworkSubscriptions {
   private removeClient(sub: UpSub, c: ClientEntry): boolean {
     if (!sub.clients.delete(c)) return false;
     sub.direct.delete(c);
-    if (c.shared) sub.sharers.delete(c.session);
+    if (c.shared) {
+      sub.sharers.delete(c.session);
+      const g = groupOf(c.session);
+      const share = sub.shares.get(g);
+      if (share !== undefined && --share.holders === 0) sub.shares.delete(g);
+    }
     if (c.joined) {
       c.joined = false;
       sub.joined--;
@@ -329,7 +356,7 @@ export class NetworkSubscriptions {
       const set = sub.groups.get(g);
       set?.delete(c);
       if (set?.size === 0) sub.groups.delete(g);
-      this.sink.leave(c.session, sub.topic);
+      this.sink.leave(c.session, `${sub.topic}:${c.id}`);
     }
     const t = c.session.tenant;
     const n = (sub.tenants.get(t) ?? 1) - 1;
@@ -459,10 +486,11 @@ export class NetworkSubscriptions {
     const tail = `","result":${resultJson}}}`;
     if (sub.direct.size > 0) this.fanoutDirect(sub, n.method, head, tail);
     if (sub.joined > 0) {
-      // One message for every client on the topic; usage and served units counted per key, in bulk.
-      this.sink.publish(sub.topic, `${head}${sub.sharedId}${tail}`);
+      // One message per key, for every client of that key on its topic; usage and served units counted
+      // per key, in bulk.
       for (const set of sub.groups.values()) {
         const first = set.values().next().value as ClientEntry;
+        this.sink.publish(`${sub.topic}:${first.id}`, `${head}${first.id}${tail}`);
         this.sink.delivered(first.session, n.method, set.size);
       }
       this.delivered += sub.joined;

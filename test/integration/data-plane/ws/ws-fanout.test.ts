@@ -58,23 +58,36 @@ describe("WebSocket fan-out with shared subscription ids", function () {
     await node?.close();
   });
 
-  it("shares one id across keys; unsubscribing with it ends only that client's; other params get another id and none of these notifications", async () => {
+  it("one key's clients share one id; another key gets its own (no tenant can see another's subscription); unsubscribing ends only that client's; other params get another id and none of these notifications", async () => {
     const c1 = await open();
-    const c2 = await open(`/eth/rpc?apikey=${otherKey}`);
+    const c2 = await open();
+    const other = await open(`/eth/rpc?apikey=${otherKey}`);
     const c3 = await open();
     const s1 = (await c1.call("eth_subscribe", ["newHeads"])).result;
     const s2 = (await c2.call("eth_subscribe", ["newHeads"])).result;
+    const so = (await other.call("eth_subscribe", ["newHeads"])).result;
     const s3 = (await c3.call("eth_subscribe", ["newPendingTransactions"])).result;
     assert.match(s1, /^0x[0-9a-f]{32}$/);
-    assert.equal(s2, s1);
+    assert.equal(s2, s1, "one key's clients share the id");
+    assert.match(so, /^0x[0-9a-f]{32}$/);
+    assert.notEqual(so, s1, "another key's client gets another id for the same upstream subscription");
     assert.notEqual(s3, s1);
-    assert.equal(upstreamSubs(), 2);
+    assert.equal(upstreamSubs(), 2, "newHeads is still one upstream subscription for both keys");
 
     up.emitHead();
     up.emitHead();
     await c1.until(() => c1.notifications(s1).length === 2);
     await c2.until(() => c2.notifications(s1).length === 2);
+    await other.until(() => other.notifications(so).length === 2);
     assert.deepEqual(c1.notifications(s1), c2.notifications(s1), "the same message to both");
+    assert.deepEqual(
+      other.notifications(so).map((n) => n.params.result),
+      c1.notifications(s1).map((n) => n.params.result),
+      "the other key's client gets the same heads under its own id",
+    );
+    assert.equal(other.notifications(s1).length, 0, "never a message carrying the first key's id");
+    // Naming the first key's id from the other key ends nothing.
+    assert.equal((await other.call("eth_unsubscribe", [s1])).result, false);
 
     // c2 cannot end c1's by naming the shared id: only its own goes.
     assert.equal((await c2.call("eth_unsubscribe", [s1])).result, true);
@@ -82,6 +95,7 @@ describe("WebSocket fan-out with shared subscription ids", function () {
     assert.equal(upstreamSubs(), 2, "c1 still holds the upstream subscription");
     up.emitHead();
     await c1.until(() => c1.notifications(s1).length === 3, 5000, "c1 keeps receiving");
+    await other.until(() => other.notifications(so).length === 3, 5000, "the other key keeps receiving");
     await sleep(150);
     assert.equal(c2.notifications(s1).length, 2, "c2 gets nothing after its unsubscribe");
     const heads = c3.messages.filter((m) => !Array.isArray(m) && m.method === "eth_subscription");
@@ -89,7 +103,24 @@ describe("WebSocket fan-out with shared subscription ids", function () {
 
     // The last one out ends it upstream.
     assert.equal((await c1.call("eth_unsubscribe", [s1])).result, true);
+    assert.equal(upstreamSubs(), 2, "the other key still holds it");
+    assert.equal((await other.call("eth_unsubscribe", [so])).result, true);
     await c1.until(() => upstreamSubs() === 1, 3000, "newHeads ended upstream");
+  });
+
+  it("a key whose last client left gets a fresh id next time (its shared id is not kept)", async () => {
+    const c1 = await open();
+    const keep = await open(`/eth/rpc?apikey=${otherKey}`);
+    const sk = (await keep.call("eth_subscribe", ["newHeads"])).result;
+    const s1 = (await c1.call("eth_subscribe", ["newHeads"])).result;
+    assert.equal((await c1.call("eth_unsubscribe", [s1])).result, true);
+    const again = (await c1.call("eth_subscribe", ["newHeads"])).result;
+    assert.notEqual(again, s1);
+    assert.notEqual(again, sk);
+    up.emitHead();
+    await c1.until(() => c1.notifications(again).length === 1);
+    await keep.until(() => keep.notifications(sk).length === 1);
+    assert.equal(c1.notifications(s1).length, 0);
   });
 
   it("a second identical subscription on one socket gets its own id: each gets every head, and unsubscribing one leaves the other", async () => {

@@ -13,7 +13,8 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
  * into Redis under a prefix unique to the run (`cleanup()` deletes them).
  */
 
-export const GATEWAY_MAIN = `${__dirname}/../data-plane/src/main.js`;
+/** `BENCH_GATEWAY_MAIN` runs another build of the data plane (an A/B against a copy of an older `dist/`). */
+export const GATEWAY_MAIN = process.env.BENCH_GATEWAY_MAIN || `${__dirname}/../data-plane/src/main.js`;
 export const BENCH_NETWORK = "eth-bench";
 
 /**

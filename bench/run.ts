@@ -658,6 +658,15 @@ async function main(): Promise<void> {
           ws && ws.throughput.httpReqPerSec > 0
             ? Number((ws.throughput.wsReqPerSec / ws.throughput.httpReqPerSec).toFixed(3))
             : null,
+        /**
+         * WS fan-out of one head to every client: the gateway's mean time / the floor's (a C sender writing
+         * the same frame to as many loopback sockets), and the same for CPU per head (user + sys).
+         */
+        wsFanoutVsFloor:
+          ws?.floor && ws.floor.fanoutMs.mean > 0
+            ? Number((ws.gatewayFanoutMs.mean / ws.floor.fanoutMs.mean).toFixed(3))
+            : null,
+        wsFanoutCpuVsFloor: ws?.floor ? wsCpuVsFloor(ws) : null,
         /** eth_getLogs over 50,000 blocks: time sent whole to one node / time split across two. */
         logsSplitSpeedup: logsSplit?.speedup ?? null,
         /** Request log on (1% sample) / off, cache-miss req/s (bench/request-log.ts). */
@@ -689,12 +698,26 @@ async function main(): Promise<void> {
       );
     if (rss)
       log(`gateway RSS with ${rss.keys.toLocaleString("en-US")} cached keys: ${fmt(rss.withKeysMiB, 1)} MiB`);
+    if (ws?.floor)
+      log(
+        `WS fan-out / the machine's floor: time ${rt.wsFanoutVsFloor ?? "-"}, CPU per head ${rt.wsFanoutCpuVsFloor ?? "-"}`,
+      );
     if (hedging) log(`p99 with hedging / fast node alone: ${rt.hedgingP99VsFastNode ?? "-"} (target < 2)`);
     log(`\nwrote ${RESULTS}`);
   } finally {
     await stopAll();
     await redis.cleanup().catch(() => undefined);
   }
+}
+
+/** Gateway CPU per head over the floor sender's (user + sys), on the harness kept for the figures. */
+function wsCpuVsFloor(ws: WsBenchResult): number | null {
+  const d = ws.deliveries.find((x) => x.harness === ws.harness);
+  const f = ws.floor;
+  if (d === undefined || f === null) return null;
+  const floor = f.senderCpuMsPerHead.user + f.senderCpuMsPerHead.system;
+  if (!(floor > 0)) return null;
+  return Number(((d.gatewayCpuMsPerHead.user + d.gatewayCpuMsPerHead.system) / floor).toFixed(3));
 }
 
 main().then(

@@ -19,7 +19,10 @@
  */
 
 import uWS from "uWebSockets.js";
-import { type ChildProcess, fork } from "node:child_process";
+import { type ChildProcess, execFileSync, fork, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { Redis } from "ioredis";
 import { Pool } from "undici";
 import WebSocket from "ws";
@@ -40,28 +43,14 @@ export interface WsBenchOptions {
   method?: string;
   /** Extra environment for the gateway process (e.g. UPSTREAM_WS_CONNECTIONS, WS_MAX_BUFFERED_BYTES). */
   gatewayEnv?: NodeJS.ProcessEnv;
+  /** Processes of the C reader (default BENCH_WS_C_CLIENT_PROCS, 1). */
+  cClientProcs?: number;
+  /** `both` (default: node clients, then the C reader), `node` or `c` (BENCH_WS_HARNESS). */
+  harness?: "both" | "node" | "c";
+  /** The gateway's DATA_PLANE_THREADS (default BENCH_WS_THREADS, 1). */
+  threads?: number;
   /** Node flags for the gateway (e.g. `--cpu-prof`); default BENCH_WS_GATEWAY_NODE_ARGS, space-separated. */
   gatewayNodeArgs?: string[];
-}
-
-export interface WsBenchResult {
-  connections: number;
-  subscribed: number;
-  connectSeconds: number;
-  gatewayRssMiB: { idle: number; connected: number; steady: number; peak: number };
-  heads: number;
-  notificationsDelivered: number;
-  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
-  /** Gateway-internal time to fan one head out to every client (from its /metrics). */
-  gatewayFanoutMs: { mean: number; max: number };
-  throughput: {
-    method: string;
-    connections: number;
-    wsReqPerSec: number;
-    httpReqPerSec: number;
-    wsErrors: number;
-    httpErrors: number;
-  };
 }
 
 const NETWORK = "eth-ws-bench";
@@ -299,7 +288,42 @@ async function httpLoad(o: { url: string; method: string; connections: number; m
   return { requests, errors, seconds };
 }
 
+// ---------------------------------------------------------------- C epoll reader
+
+/**
+ * Builds bench/ws-client.c with gcc into a temp dir; undefined (with the reason on stderr) when gcc or
+ * the source is missing, and the bench then measures with the node clients only.
+ */
+export function buildCClient(): string | undefined {
+  const src = resolve(__dirname, "../../bench/ws-client.c");
+  if (!existsSync(src)) {
+    process.stderr.write(`ws bench: ${src} missing; node clients only\n`);
+    return undefined;
+  }
+  const out = join(mkdtempSync(join(tmpdir(), "rgbench-wsc-")), "ws-client");
+  const r = spawnSync("gcc", ["-O2", "-o", out, src], { encoding: "utf8" });
+  if (r.status !== 0) {
+    process.stderr.write(
+      `ws bench: gcc could not build the C client (${r.error?.message ?? r.stderr}); node clients only\n`,
+    );
+    return undefined;
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- orchestration
+
+type Report = { delays: number[]; received: number; closedEarly: number };
+
+/** One client process of a delivery run, whichever harness it is. */
+interface DeliveryClient {
+  readonly pid: number;
+  subscribed(): Promise<{ ok: number; failed: number }>;
+  measure(on: boolean): void;
+  report(): Promise<Report>;
+  close(): Promise<void>;
+  kill(): void;
+}
 
 class Child {
   private readonly waiting: ((m: FromChild) => void)[] = [];
@@ -314,6 +338,143 @@ class Child {
   }
 }
 
+function forkChild(): Child {
+  return new Child(fork(__filename, ["--client"], { stdio: ["ignore", "inherit", "inherit", "ipc"] }));
+}
+
+/** A node child process with `ws` clients (the original harness). */
+class NodeClient implements DeliveryClient {
+  private readonly child = forkChild();
+  constructor(
+    private readonly url: string,
+    private readonly count: number,
+  ) {}
+  get pid(): number {
+    return this.child.proc.pid!;
+  }
+  async subscribed() {
+    const r = await this.child.ask<{ ev: "subscribed"; ok: number; failed: number }>({
+      cmd: "subscribe",
+      url: this.url,
+      count: this.count,
+    });
+    return { ok: r.ok, failed: r.failed };
+  }
+  measure(on: boolean): void {
+    this.child.proc.send({ cmd: "measure", on });
+  }
+  async report(): Promise<Report> {
+    const r = await this.child.ask<{ ev: "report" } & Report>({ cmd: "report" });
+    return { delays: r.delays, received: r.received, closedEarly: r.closedEarly };
+  }
+  async close(): Promise<void> {
+    await this.child.ask({ cmd: "closeAll" });
+  }
+  kill(): void {
+    this.child.proc.kill();
+  }
+}
+
+/** The C epoll reader (bench/ws-client.c): line commands on stdin, line answers on stdout. */
+export class CClient implements DeliveryClient {
+  private readonly proc: ChildProcess;
+  private rest = "";
+  private readonly lines: string[] = [];
+  private next = 0;
+  private wake: (() => void) | undefined;
+  private exited = false;
+
+  constructor(binary: string, port: number, path: string, count: number) {
+    this.proc = spawn(binary, [String(port), path, String(count)], { stdio: ["pipe", "pipe", "inherit"] });
+    this.proc.stdout!.setEncoding("utf8");
+    this.proc.stdout!.on("data", (d: string) => {
+      const parts = (this.rest + d).split("\n");
+      this.rest = parts.pop()!;
+      for (const l of parts) this.lines.push(l);
+      this.wake?.();
+    });
+    this.proc.once("exit", () => {
+      this.exited = true;
+      this.wake?.();
+    });
+  }
+  get pid(): number {
+    return this.proc.pid!;
+  }
+  private async line(): Promise<string> {
+    while (this.next >= this.lines.length) {
+      if (this.exited) throw new Error("ws bench: the C client exited");
+      await new Promise<void>((r) => {
+        this.wake = r;
+      });
+    }
+    return this.lines[this.next++]!;
+  }
+  async subscribed() {
+    const [, ok, failed] = (await this.line()).split(" ");
+    return { ok: Number(ok), failed: Number(failed) };
+  }
+  measure(on: boolean): void {
+    this.proc.stdin!.write(on ? "m1\n" : "m0\n");
+  }
+  async report(): Promise<Report> {
+    this.proc.stdin!.write("r\n");
+    const [, n, received, closedEarly] = (await this.line()).split(" ");
+    const delays: number[] = [];
+    for (let i = 0; i < Number(n); i++) delays.push(Number(await this.line()));
+    this.lines.length = 0;
+    this.next = 0;
+    return { delays, received: Number(received), closedEarly: Number(closedEarly) };
+  }
+  async close(): Promise<void> {
+    if (this.exited) return;
+    const gone = new Promise((r) => this.proc.once("exit", r));
+    this.proc.stdin!.write("q\n");
+    await gone;
+  }
+  kill(): void {
+    if (!this.exited) this.proc.kill();
+  }
+}
+
+/**
+ * The machine's floor for the same fan-out without the gateway (ws-client.c --floor): a C sender writes
+ * one head frame to `count` loopback sockets, read by the C reader. On loopback the sender's write also
+ * runs the receiving socket's TCP input and wakes the reader, so this is what any gateway pays here.
+ */
+export async function runFloor(binary: string, count: number, heads: number): Promise<WsFloor> {
+  const proc = spawn(binary, ["--floor", String(count), String(heads)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  proc.stdout!.setEncoding("utf8");
+  proc.stdout!.on("data", (d: string) => {
+    out += d;
+  });
+  const code = await new Promise<number | null>((r) => proc.once("exit", r));
+  const lines = out.trim().split("\n");
+  const sender = lines.pop()?.split(" ") ?? [];
+  const cpu = lines.pop()?.split(" ") ?? [];
+  if (code !== 0 || sender[0] !== "sender" || cpu[0] !== "cpu")
+    throw new Error(`ws bench: floor run failed (${code})`);
+  const delays = lines.slice(1).map(Number);
+  delays.sort((a, b) => a - b);
+  return {
+    sockets: count,
+    heads,
+    notificationsDelivered: delays.length,
+    deliveryDelayMs: {
+      p50: round(percentile(delays, 50)),
+      p90: round(percentile(delays, 90)),
+      p99: round(percentile(delays, 99)),
+      max: round(delays[delays.length - 1] ?? Number.NaN),
+    },
+    fanoutMs: { mean: round(Number(sender[1])), max: round(Number(sender[2])) },
+    senderCpuMsPerHead: { user: round(Number(sender[3])), system: round(Number(sender[4])) },
+    readerCpuMsPerHead: { user: round(Number(cpu[1])), system: round(Number(cpu[2])) },
+  };
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -322,14 +483,105 @@ function percentile(sorted: number[], p: number): number {
 const round = (n: number, d = 2) => Math.round(n * 10 ** d) / 10 ** d;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+let clockTicks = 0;
+/** User and system CPU seconds a process has used so far (/proc/PID/stat). */
+function processCpu(pid: number): { user: number; system: number } {
+  if (clockTicks === 0)
+    clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" })) || 100;
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { user: Number(f[11]) / clockTicks, system: Number(f[12]) / clockTicks };
+}
+
+function cpuOf(pids: number[]): { user: number; system: number } {
+  let user = 0;
+  let system = 0;
+  for (const p of pids) {
+    const c = processCpu(p);
+    user += c.user;
+    system += c.system;
+  }
+  return { user, system };
+}
+
+/** Which harness a delivery measurement used. */
+export type WsHarness = "node-ws" | "c-epoll";
+
+/** One delivery measurement: N clients of one harness subscribed, heads timed for `measureMs`. */
+export interface WsDelivery {
+  harness: WsHarness;
+  clientProcs: number;
+  subscribed: number;
+  connectSeconds: number;
+  heads: number;
+  notificationsDelivered: number;
+  /** Client sockets that closed during the run (a slow-consumer close would show here). */
+  closedEarly: number;
+  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  /** Gateway-internal time to fan one head out to every client: mean in this window, max since start. */
+  gatewayFanoutMs: { mean: number; max: number };
+  /** CPU per head in this window (/proc/PID/stat, 10 ms ticks), ms: the gateway, and the client processes. */
+  gatewayCpuMsPerHead: { user: number; system: number };
+  clientCpuMsPerHead: { user: number; system: number };
+}
+
+/** The same fan-out with no gateway: a C sender straight to the C reader (see runFloor). */
+export interface WsFloor {
+  sockets: number;
+  heads: number;
+  notificationsDelivered: number;
+  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  /** Time to write one head to every socket. */
+  fanoutMs: { mean: number; max: number };
+  senderCpuMsPerHead: { user: number; system: number };
+  readerCpuMsPerHead: { user: number; system: number };
+}
+
+export interface WsBenchResult {
+  connections: number;
+  /** The harness of the top-level delivery figures (c-epoll when gcc built it); `deliveries` has each. */
+  harness: WsHarness;
+  subscribed: number;
+  connectSeconds: number;
+  gatewayRssMiB: { idle: number; connected: number; steady: number; peak: number };
+  heads: number;
+  notificationsDelivered: number;
+  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  /** Gateway-internal time to fan one head out to every client (from its /metrics). */
+  gatewayFanoutMs: { mean: number; max: number };
+  deliveries: WsDelivery[];
+  /** Null without gcc. */
+  floor: WsFloor | null;
+  /** 1-minute load average at the start: the figures above are only as quiet as the machine was. */
+  loadAverage1m: number;
+  throughput: {
+    method: string;
+    connections: number;
+    wsReqPerSec: number;
+    httpReqPerSec: number;
+    wsErrors: number;
+    httpErrors: number;
+  };
+}
+
 export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResult> {
   const connections = opts.connections ?? Number(process.env.BENCH_WS_CONNECTIONS ?? 10_000);
   const procs = Math.max(1, opts.clientProcs ?? Number(process.env.BENCH_WS_CLIENT_PROCS ?? 2));
+  const cProcs = Math.max(1, opts.cClientProcs ?? Number(process.env.BENCH_WS_C_CLIENT_PROCS ?? 1));
+  const harnessWanted = opts.harness ?? process.env.BENCH_WS_HARNESS ?? "both";
   const measureMs = opts.measureMs ?? Number(process.env.BENCH_WS_MEASURE_MS ?? 10_000);
   const loadConnections = opts.loadConnections ?? Number(process.env.BENCH_WS_LOAD_CONNECTIONS ?? 64);
   const loadMs = opts.loadMs ?? Number(process.env.BENCH_WS_LOAD_MS ?? 5_000);
   const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
   const method = opts.method ?? "net_version";
+  const loadAverage1m = round(loadavg()[0] ?? 0);
+  const threads = opts.threads ?? Number(process.env.BENCH_WS_THREADS ?? 1);
+
+  const harnesses: WsHarness[] = [];
+  if (harnessWanted !== "c") harnesses.push("node-ws");
+  const cBinary = harnessWanted === "node" ? undefined : buildCClient();
+  if (cBinary !== undefined) harnesses.push("c-epoll");
+  if (harnesses.length === 0) harnesses.push("node-ws");
 
   const stub = await startWsStub();
   const prefix = `rgbenchws:${Date.now().toString(36)}:`;
@@ -386,60 +638,102 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
       WS_MAX_CONNECTIONS_PER_KEY: String(connections + loadConnections + 64),
       WS_MAX_CONNECTIONS_PER_IP: String(connections + loadConnections + 64),
       LOG_LEVEL: "warn",
+      DATA_PLANE_THREADS: String(threads),
       ...opts.gatewayEnv,
     },
   });
-  const children: Child[] = [];
+  const live: DeliveryClient[] = [];
+  let loader: Child | undefined;
   try {
     const pid = gw.proc.child.pid!;
-    const wsUrl = `ws://127.0.0.1:${gw.port}/${NETWORK}/rpc?apikey=${key}`;
-    const httpUrl = `${gw.baseUrl}/${NETWORK}/rpc?apikey=${key}`;
+    const path = `/${NETWORK}/rpc?apikey=${key}`;
+    const wsUrl = `ws://127.0.0.1:${gw.port}${path}`;
+    const httpUrl = `${gw.baseUrl}${path}`;
     const idle = processMemory(pid).rssMiB;
-    for (let i = 0; i < procs; i++) {
-      children.push(
-        new Child(fork(__filename, ["--client"], { stdio: ["ignore", "inherit", "inherit", "ipc"] })),
-      );
-    }
-    const t0 = performance.now();
-    const per = Math.ceil(connections / procs);
-    const subs = await Promise.all(
-      children.map((c, i) =>
-        c.ask<{ ev: "subscribed"; ok: number; failed: number }>({
-          cmd: "subscribe",
-          url: wsUrl,
-          count: Math.min(per, connections - i * per),
-        }),
-      ),
-    );
-    const connectSeconds = (performance.now() - t0) / 1000;
-    const subscribed = subs.reduce((a, s) => a + s.ok, 0);
-    await sleep(1000);
-    const connected = processMemory(pid).rssMiB;
-    for (const c of children) c.proc.send({ cmd: "measure", on: true });
-    const headsBefore = stub.heads();
+    let connected = 0;
     let steady = 0;
-    const sampler = setInterval(() => {
-      steady = Math.max(steady, processMemory(pid).rssMiB);
-    }, 500);
-    await sleep(measureMs);
-    clearInterval(sampler);
-    for (const c of children) c.proc.send({ cmd: "measure", on: false });
-    const heads = stub.heads() - headsBefore;
-    const fanout = await gatewayFanout(gw.baseUrl);
-    const reports = await Promise.all(
-      children.map((c) =>
-        c.ask<{ ev: "report"; delays: number[]; received: number; closedEarly: number }>({ cmd: "report" }),
-      ),
-    );
-    const all: number[] = [];
-    for (const r of reports) for (const d of r.delays) all.push(d);
-    all.sort((a, b) => a - b);
-    await Promise.all(children.map((c) => c.ask({ cmd: "closeAll" })));
-    await sleep(500);
+    const deliveries: WsDelivery[] = [];
+    for (const harness of harnesses) {
+      const n = harness === "node-ws" ? procs : cProcs;
+      const per = Math.ceil(connections / n);
+      const clients: DeliveryClient[] = [];
+      for (let i = 0; i < n; i++) {
+        const count = Math.min(per, connections - i * per);
+        clients.push(
+          harness === "node-ws" ? new NodeClient(wsUrl, count) : new CClient(cBinary!, gw.port, path, count),
+        );
+      }
+      live.push(...clients);
+      const t0 = performance.now();
+      const subs = await Promise.all(clients.map((c) => c.subscribed()));
+      const connectSeconds = (performance.now() - t0) / 1000;
+      await sleep(1000);
+      connected = Math.max(connected, processMemory(pid).rssMiB);
+      const before = await gatewayFanout(gw.baseUrl);
+      const gwCpu0 = processCpu(pid);
+      const clientPids = clients.map((c) => c.pid);
+      const clCpu0 = cpuOf(clientPids);
+      const headsBefore = stub.heads();
+      for (const c of clients) c.measure(true);
+      const sampler = setInterval(() => {
+        steady = Math.max(steady, processMemory(pid).rssMiB);
+      }, 500);
+      await sleep(measureMs);
+      clearInterval(sampler);
+      for (const c of clients) c.measure(false);
+      const heads = stub.heads() - headsBefore;
+      const gwCpu1 = processCpu(pid);
+      const clCpu1 = cpuOf(clientPids);
+      const after = await gatewayFanout(gw.baseUrl);
+      const reports = await Promise.all(clients.map((c) => c.report()));
+      const all: number[] = [];
+      for (const r of reports) for (const d of r.delays) all.push(d);
+      all.sort((a, b) => a - b);
+      const perHead = (a: number, b: number) => round(((b - a) * 1000) / Math.max(1, heads));
+      deliveries.push({
+        harness,
+        clientProcs: n,
+        subscribed: subs.reduce((a, s) => a + s.ok, 0),
+        connectSeconds: round(connectSeconds),
+        heads,
+        notificationsDelivered: all.length,
+        closedEarly: reports.reduce((a, r) => a + r.closedEarly, 0),
+        deliveryDelayMs: {
+          p50: round(percentile(all, 50)),
+          p90: round(percentile(all, 90)),
+          p99: round(percentile(all, 99)),
+          max: round(all[all.length - 1] ?? Number.NaN),
+        },
+        gatewayFanoutMs: {
+          mean: round(
+            ((after.seconds - before.seconds) / Math.max(1, after.fanouts - before.fanouts)) * 1000,
+          ),
+          max: round(after.maxSeconds * 1000),
+        },
+        gatewayCpuMsPerHead: {
+          user: perHead(gwCpu0.user, gwCpu1.user),
+          system: perHead(gwCpu0.system, gwCpu1.system),
+        },
+        clientCpuMsPerHead: {
+          user: perHead(clCpu0.user, clCpu1.user),
+          system: perHead(clCpu0.system, clCpu1.system),
+        },
+      });
+      await Promise.all(clients.map((c) => c.close()));
+      for (const c of clients) c.kill();
+      live.length = 0;
+      await gatewayIdle(gw.baseUrl);
+    }
 
-    const loader = children[0]!;
+    const floor =
+      cBinary === undefined
+        ? null
+        : await runFloor(cBinary, connections, Math.round(measureMs / HEAD_INTERVAL_MS));
+
+    loader = forkChild();
+    const l = loader;
     const load = (kind: "ws" | "http", ms = loadMs) =>
-      loader.ask<{ ev: "load"; requests: number; errors: number; seconds: number }>({
+      l.ask<{ ev: "load"; requests: number; errors: number; seconds: number }>({
         cmd: "load",
         kind,
         url: kind === "ws" ? wsUrl : httpUrl,
@@ -452,25 +746,25 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
     const ws = await load("ws");
     const http = await load("http");
     const mem = processMemory(pid);
+    const main = deliveries[deliveries.length - 1]!;
     const result: WsBenchResult = {
       connections,
-      subscribed,
-      connectSeconds: round(connectSeconds),
+      harness: main.harness,
+      subscribed: main.subscribed,
+      connectSeconds: main.connectSeconds,
       gatewayRssMiB: {
         idle: round(idle, 1),
         connected: round(connected, 1),
         steady: round(steady, 1),
         peak: round(mem.hwmMiB, 1),
       },
-      heads,
-      notificationsDelivered: all.length,
-      deliveryDelayMs: {
-        p50: round(percentile(all, 50)),
-        p90: round(percentile(all, 90)),
-        p99: round(percentile(all, 99)),
-        max: round(all[all.length - 1] ?? Number.NaN),
-      },
-      gatewayFanoutMs: fanout,
+      heads: main.heads,
+      notificationsDelivered: main.notificationsDelivered,
+      deliveryDelayMs: main.deliveryDelayMs,
+      gatewayFanoutMs: main.gatewayFanoutMs,
+      deliveries,
+      floor,
+      loadAverage1m,
       throughput: {
         method,
         connections: loadConnections,
@@ -482,7 +776,8 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
     };
     return result;
   } finally {
-    for (const c of children) c.proc.kill();
+    for (const c of live) c.kill();
+    loader?.proc.kill();
     await gw.proc.stop();
     stub.close();
     let cursor = "0";
@@ -495,24 +790,59 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
   }
 }
 
-async function gatewayFanout(base: string): Promise<{ mean: number; max: number }> {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  const v = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(text)?.[1] ?? Number.NaN);
-  const n = v("rpcgw_ws_fanouts_total");
+async function metricsText(base: string): Promise<string> {
+  return (await fetch(`${base}/metrics`)).text();
+}
+
+function metric(text: string, name: string): number {
+  return Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+}
+
+async function gatewayFanout(
+  base: string,
+): Promise<{ seconds: number; fanouts: number; maxSeconds: number }> {
+  const text = await metricsText(base);
   return {
-    mean: round((v("rpcgw_ws_fanout_seconds_total") / n) * 1000),
-    max: round(v("rpcgw_ws_fanout_max_seconds") * 1000),
+    seconds: metric(text, "rpcgw_ws_fanout_seconds_total"),
+    fanouts: metric(text, "rpcgw_ws_fanouts_total"),
+    maxSeconds: metric(text, "rpcgw_ws_fanout_max_seconds"),
   };
+}
+
+/** Waits (up to 15 s) for the gateway to have closed one harness's sockets before the next starts. */
+async function gatewayIdle(base: string): Promise<void> {
+  const deadline = performance.now() + 15_000;
+  while (performance.now() < deadline) {
+    if (metric(await metricsText(base), "rpcgw_ws_connections") === 0) break;
+    await sleep(200);
+  }
+  await sleep(500);
 }
 
 export function printWsBench(r: WsBenchResult): void {
   const lines = [
-    `WS bench: ${r.subscribed}/${r.connections} connections subscribed to newHeads in ${r.connectSeconds} s`,
+    `WS bench: ${r.connections} connections subscribed to newHeads (load average ${r.loadAverage1m} at the start)`,
     `  gateway RSS: idle ${r.gatewayRssMiB.idle} MiB, connected ${r.gatewayRssMiB.connected} MiB, steady ${r.gatewayRssMiB.steady} MiB, peak ${r.gatewayRssMiB.peak} MiB`,
-    `  delivery delay (upstream emission -> client): p50 ${r.deliveryDelayMs.p50} ms, p90 ${r.deliveryDelayMs.p90} ms, p99 ${r.deliveryDelayMs.p99} ms, max ${r.deliveryDelayMs.max} ms over ${r.notificationsDelivered} notifications (${r.heads} heads)`,
-    `  gateway fan-out of one head to all clients: mean ${r.gatewayFanoutMs.mean} ms, max ${r.gatewayFanoutMs.max} ms`,
-    `  ${r.throughput.method} with ${r.throughput.connections} connections: WS ${r.throughput.wsReqPerSec} req/s (${r.throughput.wsErrors} errors), HTTP ${r.throughput.httpReqPerSec} req/s (${r.throughput.httpErrors} errors)`,
   ];
+  for (const d of r.deliveries) {
+    lines.push(
+      `  [${d.harness} clients, ${d.clientProcs} process(es)${d.harness === r.harness ? ", the figure kept" : ""}] ${d.subscribed} subscribed in ${d.connectSeconds} s`,
+      `    delivery delay (upstream emission -> client): p50 ${d.deliveryDelayMs.p50} ms, p90 ${d.deliveryDelayMs.p90} ms, p99 ${d.deliveryDelayMs.p99} ms, max ${d.deliveryDelayMs.max} ms over ${d.notificationsDelivered} notifications (${d.heads} heads, ${d.closedEarly} sockets closed)`,
+      `    gateway fan-out of one head to all clients: mean ${d.gatewayFanoutMs.mean} ms (max since start ${d.gatewayFanoutMs.max} ms)`,
+      `    CPU per head: gateway ${d.gatewayCpuMsPerHead.user} ms user + ${d.gatewayCpuMsPerHead.system} ms sys, clients ${d.clientCpuMsPerHead.user} ms user + ${d.clientCpuMsPerHead.system} ms sys`,
+    );
+  }
+  const f = r.floor;
+  if (f !== null) {
+    lines.push(
+      `  [floor: no gateway, a C sender writing each head to ${f.sockets} loopback sockets, read by the C reader]`,
+      `    delivery delay: p50 ${f.deliveryDelayMs.p50} ms, p90 ${f.deliveryDelayMs.p90} ms, p99 ${f.deliveryDelayMs.p99} ms, max ${f.deliveryDelayMs.max} ms over ${f.notificationsDelivered} notifications (${f.heads} heads)`,
+      `    sender's fan-out of one head: mean ${f.fanoutMs.mean} ms, max ${f.fanoutMs.max} ms; CPU per head: sender ${f.senderCpuMsPerHead.user} ms user + ${f.senderCpuMsPerHead.system} ms sys, reader ${f.readerCpuMsPerHead.user} ms user + ${f.readerCpuMsPerHead.system} ms sys`,
+    );
+  }
+  lines.push(
+    `  ${r.throughput.method} with ${r.throughput.connections} connections: WS ${r.throughput.wsReqPerSec} req/s (${r.throughput.wsErrors} errors), HTTP ${r.throughput.httpReqPerSec} req/s (${r.throughput.httpErrors} errors)`,
+  );
   process.stdout.write(`${lines.join("\n")}\n`);
 }
 

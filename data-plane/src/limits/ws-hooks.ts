@@ -40,9 +40,9 @@ export function limitsWsHooks(gate: LimitsGate, base?: WsHooks): WsHooks {
       gate.recordServed(session.key, 1);
       base?.answered(session, method, category, seconds);
     },
-    notified(session, method) {
-      gate.recordServed(session.key, 1);
-      base?.notified(session, method);
+    notified(session, method, count) {
+      gate.recordServed(session.key, count);
+      base?.notified(session, method, count);
     },
     rejected(session, method, category) {
       base?.rejected?.(session, method, category);

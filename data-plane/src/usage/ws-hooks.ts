@@ -13,13 +13,14 @@ import type { UsageRecorder } from "./recorder";
  *
  * - `answered`: one row unit per request object answered, with its method, category and latency.
  * - `rejected`: one per request object refused before being forwarded (parse error, 429, in-flight cap).
- * - `notified`: one per subscription notification delivered (one response unit), category Success,
+ * - `notified`: one per subscription notification delivered (one response unit; a published message
+ *   counts its clients of one key in one call), category Success,
  *   latency 0 (a push has no request to time), method = the notification method (`eth_subscription`...).
  *
  * Workspace and app come from `session.key` (undefined on the public endpoint: null, null).
  */
 export function usageWsHooks(recorder: UsageRecorder): WsHooks {
-  const record = (s: WsSession, method: string, category: string, latencyMs: number) => {
+  const record = (s: WsSession, method: string, category: string, latencyMs: number, units = 1) => {
     const rec = s.key?.record;
     let network: string;
     if (s.pool !== undefined) network = s.pool.slug;
@@ -32,6 +33,7 @@ export function usageWsHooks(recorder: UsageRecorder): WsHooks {
       method,
       category: category as ErrorCategory,
       latencyMs,
+      units,
     });
   };
   return {
@@ -42,8 +44,8 @@ export function usageWsHooks(recorder: UsageRecorder): WsHooks {
     rejected(s, method, category) {
       record(s, method, category, 0);
     },
-    notified(s, method) {
-      record(s, method, ErrorCategory.Success, 0);
+    notified(s, method, count) {
+      record(s, method, ErrorCategory.Success, 0, count);
     },
   };
 }

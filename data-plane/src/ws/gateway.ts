@@ -30,7 +30,7 @@ import { errorJson, nextRequestId, replyJson, STATUS } from "../server/respond";
 import { type NetworkPool } from "../upstream/network-pool";
 import type { CallResult } from "../upstream/reply";
 import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
-import { SubscriptionHubs } from "./hub";
+import { type FanoutSink, SubscriptionHubs } from "./hub";
 import { isSubscriptionMethod, SUBSCRIBE, UNSUBSCRIBE } from "./methods";
 import { type CustomSessionInit, type SessionInit, type UserData, WsClose, WsSession } from "./session";
 
@@ -140,7 +140,7 @@ export class WsGateway {
         maxQueued: 256,
         maxUpstreamPerTenant: c.WS_MAX_UPSTREAM_SUBSCRIPTIONS_PER_WORKSPACE,
       },
-      (session, data, method) => this.deliver(session, data, method),
+      this.fanoutSink(),
       ctx.logger,
     );
     this.sweepTimer = setInterval(() => this.sweepExpired(), 250);
@@ -398,7 +398,40 @@ export class WsGateway {
       this.end(s, WsClose.SlowConsumer);
     }
     this.notifications++;
-    this.hooks.notified(s, method);
+    this.hooks.notified(s, method, 1);
+  }
+
+  /**
+   * The hubs' way to the sockets. A published message is written by uWS after the current event-loop
+   * turn; a client whose backlog then passed WS_MAX_BUFFERED_BYTES is closed (4008) right after that
+   * write (`police`), before any later message, as a direct send closes it. uWS drops a message for a
+   * socket past maxBackpressure (twice the limit and more): such a socket has passed the limit and is
+   * closed in the same turn, so a client never sees a gap followed by later notifications.
+   */
+  private fanoutSink(): FanoutSink {
+    const limit = this.ctx.config.WS_MAX_BUFFERED_BYTES;
+    return {
+      deliver: (s, data, method) => this.deliver(s, data, method),
+      delivered: (s, method, count) => {
+        this.notifications += count;
+        this.hooks.notified(s, method, count);
+      },
+      join: (s, topic) => {
+        if (s.closed || s.ending || s.ws === undefined) return false;
+        s.ws.subscribe(topic);
+        return true;
+      },
+      leave: (s, topic) => {
+        // A closed socket's handle is invalid, and uWS has already taken it off every topic.
+        if (!s.closed && s.ws !== undefined) s.ws.unsubscribe(topic);
+      },
+      publish: (topic, text) => {
+        this.app.publish(topic, text, false);
+      },
+      police: (s) => {
+        if (!s.closed && !s.ending && s.ws!.getBufferedAmount() > limit) this.end(s, WsClose.SlowConsumer);
+      },
+    };
   }
 
   /** Closes a session with a code: graceful close frame, then a hard close if it does not complete. */
@@ -900,7 +933,7 @@ export class WsGateway {
     });
     new Counter({
       name: "rpcgw_ws_fanout_seconds_total",
-      help: "Time spent fanning upstream notifications out to clients",
+      help: "Time spent fanning upstream notifications out to clients, until uWS has written the published messages",
       registers,
       collect() {
         this.reset();

@@ -20,10 +20,11 @@ export interface WsHooks {
   /** One request object answered (usage recording): method, dashboard category, latency in seconds. */
   answered(session: WsSession, method: string, category: string, seconds: number): void;
   /**
-   * One subscription notification delivered to this client (one response unit). `method` is the
-   * notification method (`eth_subscription`, `chain_newHead`, ...).
+   * `count` subscription notifications delivered (one response unit each): to this client, or, for a
+   * message published to every client sharing a subscription, to `count` clients with this client's key.
+   * `method` is the notification method (`eth_subscription`, `chain_newHead`, ...).
    */
-  notified(session: WsSession, method: string): void;
+  notified(session: WsSession, method: string, count: number): void;
   /**
    * One request object answered with an error before anything was forwarded (unparsable message, refusal
    * from `admit`, in-flight cap): usage recording only, never counted as served. `method` is "" when the

@@ -40,8 +40,26 @@ export interface SubscriptionTarget {
   describe(): readonly { id: string; breakerOpen: boolean }[];
 }
 
-/** Hands a notification (JSON text) to a client; the gateway owns sending and slow-consumer policing. */
-export type Deliver = (session: WsSession, data: string | Buffer, method: string) => void;
+/**
+ * How notifications reach clients; the gateway owns the sockets, sending and slow-consumer policing.
+ * The clients of one key on a merged upstream subscription share an id (each key its own, so an id
+ * never tells a tenant that another subscribed to the same thing) and get one message, built once per key
+ * and published to that key's uWS topic (written by uWS after the current event-loop turn, in native code); the others (not yet
+ * answered, a second identical subscription on one socket, unmerged ones) get their own framing.
+ */
+export interface FanoutSink {
+  /** One message to one client, sent now; counted and policed like any notification. */
+  deliver(session: WsSession, data: string | Buffer, method: string): void;
+  /** `count` notifications published to clients accounted as `session` (same key): usage, served units. */
+  delivered(session: WsSession, method: string, count: number): void;
+  /** Subscribes the client's socket to `topic`; false when the socket is closing or gone. */
+  join(session: WsSession, topic: string): boolean;
+  /** Leaves `topic` (nothing to do once the socket closed: uWS drops its topics itself). */
+  leave(session: WsSession, topic: string): void;
+  publish(topic: string, text: string): void;
+  /** After a publish was written: closes the client if its unsent backlog passed the limit (4008). */
+  police(session: WsSession): void;
+}
 
 export type SubscribeOutcome =
   | { ok: true; id: string; activate: () => void }
@@ -52,11 +70,32 @@ type Establish = { ok: true } | { ok: false; row: ErrorRow } | { ok: false; tail
 
 interface ClientEntry extends ClientSub {
   readonly idJson: string;
+  /** Holds the subscription's shared id (else its own, framed for it alone). */
+  readonly shared: boolean;
+  /** Subscribed to the subscription's topic: gets the published message. */
+  joined: boolean;
 }
+
+let topicCounter = 0;
 
 /** One upstream subscription shared by every client with the same method + params. */
 class UpSub {
-  readonly clients = new Map<string, ClientEntry>();
+  readonly clients = new Set<ClientEntry>();
+  /** Clients that get their own message: not answered yet (queue), or not sharing the id. */
+  readonly direct = new Set<ClientEntry>();
+  /** Clients on the topic, by accounting identity (key hash, "" for the public endpoint). */
+  readonly groups = new Map<string, Set<ClientEntry>>();
+  joined = 0;
+  /** The session's entry holding the shared id (one per session: a second one gets its own id). */
+  readonly sharers = new Map<WsSession, ClientEntry>();
+  /**
+   * The id the clients of one key share (merged subscriptions only), and how many hold it: scoped to the
+   * key so that no tenant can tell from an id that another one subscribed to the same thing. The key's
+   * topic is `<topic>:<id>`.
+   */
+  readonly shares = new Map<string, { id: string; holders: number }>();
+  readonly merged: boolean;
+  readonly topic: string;
   /** Clients per tenant (their share of this upstream subscription). */
   readonly tenants = new Map<string, number>();
   state: "pending" | "active" | "closed" = "pending";
@@ -74,7 +113,11 @@ class UpSub {
     readonly method: string,
     readonly params: unknown,
     readonly spec: SubscribeSpec,
-  ) {}
+  ) {
+    this.merged = spec.merged;
+    // Unique in this thread's uWS app (every hub and network share its topic tree).
+    this.topic = `s${++topicCounter}`;
+  }
 }
 
 /** One persistent upstream socket slot (reconnects, possibly to another upstream). */
@@ -98,9 +141,17 @@ function extrinsicFinal(result: unknown): boolean {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 /**
+ * Whose usage and served units a published notification counts to: sessions with one key account
+ * alike (the key's workspace and app, the network), so each key's clients are counted in one call.
+ */
+function groupOf(session: WsSession): string {
+  return session.key?.hash ?? "";
+}
+
+/**
  * A network's subscriptions: a few persistent upstream WebSockets (ids rewritten), identical
- * subscriptions merged into one upstream subscription and fanned out with the client's own ids, and
- * transparent re-subscription when an upstream socket drops.
+ * subscriptions merged into one upstream subscription whose clients share one id and one published
+ * message per key (see FanoutSink), and transparent re-subscription when an upstream socket drops.
  */
 export class NetworkSubscriptions {
   private readonly slots: Slot[] = [];
@@ -113,15 +164,20 @@ export class NetworkSubscriptions {
   private closed = false;
   /** Notifications fanned out (client deliveries), for metrics. */
   delivered = 0;
-  /** Upstream notifications fanned out, and the time spent doing it (seconds), for metrics. */
+  /**
+   * Upstream notifications fanned out, and the time spent doing it (seconds), for metrics. A turn that
+   * published is timed from its first notification to after uWS wrote the published messages.
+   */
   fanouts = 0;
   fanoutSeconds = 0;
   fanoutMaxSeconds = 0;
+  /** This event-loop turn's publishes, finished (timed, policed) once uWS has written them. */
+  private turn: { started: number; fanouts: number; subs: Set<UpSub> } | undefined;
 
   constructor(
     private readonly pool: SubscriptionTarget,
     private readonly opts: HubOptions,
-    private readonly deliver: Deliver,
+    private readonly sink: FanoutSink,
     private readonly logger: Logger,
   ) {}
 
@@ -191,24 +247,27 @@ export class NetworkSubscriptions {
       this.byKey.set(key, sub);
       created = true;
     }
-    const id = newSubscriptionId(spec.evm);
-    const entry: ClientEntry = { id, idJson: JSON.stringify(id), session, queue: [] };
+    // The shared id unless this socket already holds it (two identical subscriptions on one socket must
+    // stay apart: unsubscribing one must not end the other).
+    const shared = sub.merged && !sub.sharers.has(session);
+    const id = shared ? this.sharedIdOf(sub, session, spec.evm) : newSubscriptionId(spec.evm);
+    const entry: ClientEntry = { id, idJson: JSON.stringify(id), session, queue: [], shared, joined: false };
     this.addClient(sub, entry);
     if (created) sub.ready = this.establish(sub, false);
     if (sub.state === "pending" && sub.ready !== undefined) {
       const r = await sub.ready;
       if (!r.ok) {
-        this.removeClient(sub, id);
+        this.removeClient(sub, entry);
         if (this.byKey.get(key) === sub && sub.clients.size === 0) this.byKey.delete(key);
         return r;
       }
     }
-    if (session.closed || !sub.clients.has(id)) {
-      this.detach(sub, id);
+    if (session.closed || !sub.clients.has(entry)) {
+      this.detach(sub, entry);
       return { ok: false, row: GatewayError.Internal };
     }
     const s = sub;
-    session.subs.set(id, { family: spec.family, unsubscribe: () => this.detach(s, id) });
+    session.subs.set(id, { family: spec.family, unsubscribe: () => this.detach(s, entry) });
     return {
       ok: true,
       id,
@@ -218,13 +277,42 @@ export class NetworkSubscriptions {
         if (session.closed || q === undefined) return;
         if (q.length === 0) {
           if (s.spec.replayLast && s.lastResult !== undefined && s.lastMethod !== undefined) {
-            this.deliver(session, this.text(s.lastMethod, entry, s.lastResult), s.lastMethod);
+            this.sink.deliver(session, this.text(s.lastMethod, entry, s.lastResult), s.lastMethod);
           }
-          return;
+        } else {
+          for (const [t, m] of q) this.sink.deliver(session, t, m);
         }
-        for (const [t, m] of q) this.deliver(session, t, m);
+        // Sent directly so far; from now on the published message (a publish earlier in this turn is
+        // not written to a socket that joins after it, and the queue held it).
+        if (entry.shared && s.clients.has(entry) && this.sink.join(session, `${s.topic}:${entry.id}`)) {
+          this.join(s, entry);
+        }
       },
     };
+  }
+
+  /** The id the session's key shares on `sub`, made for its first holder (addClient counts holders). */
+  private sharedIdOf(sub: UpSub, session: WsSession, evm: boolean): string {
+    const g = groupOf(session);
+    let share = sub.shares.get(g);
+    if (share === undefined) {
+      share = { id: newSubscriptionId(evm), holders: 0 };
+      sub.shares.set(g, share);
+    }
+    return share.id;
+  }
+
+  private join(sub: UpSub, entry: ClientEntry): void {
+    sub.direct.delete(entry);
+    entry.joined = true;
+    sub.joined++;
+    const g = groupOf(entry.session);
+    let set = sub.groups.get(g);
+    if (set === undefined) {
+      set = new Set();
+      sub.groups.set(g, set);
+    }
+    set.add(entry);
   }
 
   private text(methodJson: string, c: ClientEntry, resultJson: string): string {
@@ -232,26 +320,44 @@ export class NetworkSubscriptions {
   }
 
   /** Removes one client from a shared subscription; the last one out ends it upstream. */
-  private detach(sub: UpSub, id: string): void {
-    const c = this.removeClient(sub, id);
-    if (c === undefined) return;
-    c.session.subs.delete(id);
+  private detach(sub: UpSub, entry: ClientEntry): void {
+    if (!this.removeClient(sub, entry)) return;
+    entry.session.subs.delete(entry.id);
     if (sub.clients.size === 0) this.release(sub, true);
   }
 
   /** Every client joins and leaves through these two, so the tenants' shares stay exact. */
   private addClient(sub: UpSub, entry: ClientEntry): void {
-    sub.clients.set(entry.id, entry);
+    sub.clients.add(entry);
+    sub.direct.add(entry);
+    if (entry.shared) {
+      sub.sharers.set(entry.session, entry);
+      sub.shares.get(groupOf(entry.session))!.holders++;
+    }
     const t = entry.session.tenant;
     const n = sub.tenants.get(t) ?? 0;
     sub.tenants.set(t, n + 1);
     if (n === 0) this.byTenant.set(t, (this.byTenant.get(t) ?? 0) + 1);
   }
 
-  private removeClient(sub: UpSub, id: string): ClientEntry | undefined {
-    const c = sub.clients.get(id);
-    if (c === undefined) return undefined;
-    sub.clients.delete(id);
+  private removeClient(sub: UpSub, c: ClientEntry): boolean {
+    if (!sub.clients.delete(c)) return false;
+    sub.direct.delete(c);
+    if (c.shared) {
+      sub.sharers.delete(c.session);
+      const g = groupOf(c.session);
+      const share = sub.shares.get(g);
+      if (share !== undefined && --share.holders === 0) sub.shares.delete(g);
+    }
+    if (c.joined) {
+      c.joined = false;
+      sub.joined--;
+      const g = groupOf(c.session);
+      const set = sub.groups.get(g);
+      set?.delete(c);
+      if (set?.size === 0) sub.groups.delete(g);
+      this.sink.leave(c.session, `${sub.topic}:${c.id}`);
+    }
     const t = c.session.tenant;
     const n = (sub.tenants.get(t) ?? 1) - 1;
     if (n > 0) {
@@ -262,13 +368,13 @@ export class NetworkSubscriptions {
       if (m > 0) this.byTenant.set(t, m);
       else this.byTenant.delete(t);
     }
-    return c;
+    return true;
   }
 
   /** Drops every client of a subscription (it ended upstream); their sessions forget it. */
   private dropClients(sub: UpSub, each?: (c: ClientEntry) => void): void {
-    for (const c of [...sub.clients.values()]) {
-      this.removeClient(sub, c.id);
+    for (const c of [...sub.clients]) {
+      this.removeClient(sub, c);
       c.session.subs.delete(c.id);
       each?.(c);
     }
@@ -376,20 +482,55 @@ export class NetworkSubscriptions {
         sub.lastResult = resultJson;
       }
     }
-    const max = this.opts.maxQueued;
-    // One encoded message for everyone: only the subscription id differs, and the gateway's ids all have
-    // the same length, so each client's id is written over the previous one in place (the socket copies
-    // the bytes on send). No per-client string building or UTF-8 encoding of the result.
     const head = `{"jsonrpc":"2.0","method":${methodJson},"params":{"subscription":"`;
     const tail = `","result":${resultJson}}}`;
+    if (sub.direct.size > 0) this.fanoutDirect(sub, n.method, head, tail);
+    if (sub.joined > 0) {
+      // One message per key, for every client of that key on its topic; usage and served units counted
+      // per key, in bulk.
+      for (const set of sub.groups.values()) {
+        const first = set.values().next().value as ClientEntry;
+        this.sink.publish(`${sub.topic}:${first.id}`, `${head}${first.id}${tail}`);
+        this.sink.delivered(first.session, n.method, set.size);
+      }
+      this.delivered += sub.joined;
+    }
+    resultJson = "";
+    if (sub.joined > 0) {
+      if (this.turn === undefined) {
+        this.turn = { started, fanouts: 0, subs: new Set() };
+        // Node's immediates run after uWS has written this turn's publishes (its check handle first).
+        setImmediate(() => this.afterPublish());
+      }
+      this.turn.fanouts++;
+      this.turn.subs.add(sub);
+    } else {
+      this.timed(1, (performance.now() - started) / 1000);
+    }
+    // An extrinsic watch ends with its final status (the node ends it too).
+    if (sub.spec.family === "extrinsic" && extrinsicFinal(n.result)) {
+      this.dropClients(sub);
+      this.release(sub, false);
+    }
+  }
+
+  /**
+   * Clients framed one by one. They all get the same bytes except the subscription id, and the
+   * gateway's ids all have the same length, so each id is written over the previous one in one buffer
+   * (the socket copies the bytes on send).
+   */
+  private fanoutDirect(sub: UpSub, method: string, head: string, tail: string): void {
+    const max = this.opts.maxQueued;
     let buf: Buffer | undefined;
     let idAt = 0;
     let idLen = -1;
-    for (const c of sub.clients.values()) {
+    let sent = 0;
+    for (const c of sub.direct) {
       if (c.queue !== undefined) {
-        if (c.queue.length < max) c.queue.push([`${head}${c.id}${tail}`, n.method]);
+        if (c.queue.length < max) c.queue.push([`${head}${c.id}${tail}`, method]);
         continue;
       }
+      sent++;
       if (buf === undefined) {
         idLen = c.id.length;
         idAt = Buffer.byteLength(head);
@@ -400,22 +541,29 @@ export class NetworkSubscriptions {
       }
       if (c.id.length === idLen) {
         buf.write(c.id, idAt, "latin1");
-        this.deliver(c.session, buf, n.method);
+        this.sink.deliver(c.session, buf, method);
       } else {
-        this.deliver(c.session, `${head}${c.id}${tail}`, n.method);
+        this.sink.deliver(c.session, `${head}${c.id}${tail}`, method);
       }
     }
-    this.delivered += sub.clients.size;
-    resultJson = "";
-    const secs = (performance.now() - started) / 1000;
-    this.fanouts++;
+    this.delivered += sent;
+  }
+
+  /** After uWS wrote this turn's publishes: the turn is timed, and clients left behind are closed. */
+  private afterPublish(): void {
+    const t = this.turn;
+    this.turn = undefined;
+    if (t === undefined) return;
+    for (const sub of t.subs) {
+      for (const set of sub.groups.values()) for (const c of set) this.sink.police(c.session);
+    }
+    this.timed(t.fanouts, (performance.now() - t.started) / 1000);
+  }
+
+  private timed(fanouts: number, secs: number): void {
+    this.fanouts += fanouts;
     this.fanoutSeconds += secs;
     if (secs > this.fanoutMaxSeconds) this.fanoutMaxSeconds = secs;
-    // An extrinsic watch ends with its final status (the node ends it too).
-    if (sub.spec.family === "extrinsic" && extrinsicFinal(n.result)) {
-      this.dropClients(sub);
-      this.release(sub, false);
-    }
   }
 
   /** An open upstream socket with the fewest subscriptions; waits for one while all are (re)connecting. */
@@ -549,7 +697,7 @@ export class NetworkSubscriptions {
     if (sub.spec.family === "extrinsic") {
       // A watch cannot be re-attached on another node: tell the client it was dropped.
       this.dropClients(sub, (c) =>
-        this.deliver(
+        this.sink.deliver(
           c.session,
           this.text('"author_extrinsicUpdate"', c, '"dropped"'),
           "author_extrinsicUpdate",
@@ -577,14 +725,14 @@ export class SubscriptionHubs {
 
   constructor(
     private readonly opts: HubOptions,
-    private readonly deliver: Deliver,
+    private readonly sink: FanoutSink,
     private readonly logger: Logger,
   ) {}
 
   for(pool: SubscriptionTarget): NetworkSubscriptions {
     let hub = this.hubs.get(pool.slug);
     if (hub === undefined) {
-      hub = new NetworkSubscriptions(pool, this.opts, this.deliver, this.logger);
+      hub = new NetworkSubscriptions(pool, this.opts, this.sink, this.logger);
       this.hubs.set(pool.slug, hub);
     }
     return hub;

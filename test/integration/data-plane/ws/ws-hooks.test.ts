@@ -20,7 +20,7 @@ describe("WebSocket hooks (limits / usage seams)", function () {
   let refuse = false;
   const admitted: number[] = [];
   const answered: string[] = [];
-  const notified: { session: WsSession; method: string }[] = [];
+  const notified: { session: WsSession; method: string; count: number }[] = [];
   const hooks: WsHooks = {
     admit(_s, n) {
       admitted.push(n);
@@ -29,8 +29,8 @@ describe("WebSocket hooks (limits / usage seams)", function () {
     answered(_s, method) {
       answered.push(method);
     },
-    notified(session, method) {
-      notified.push({ session, method });
+    notified(session, method, count) {
+      notified.push({ session, method, count });
     },
   };
 
@@ -85,11 +85,35 @@ describe("WebSocket hooks (limits / usage seams)", function () {
       stub.emitHead();
       stub.emitHead();
       await c.until(() => c.notifications(sub).length === 2);
-      assert.equal(notified.length, 2);
+      assert.equal(
+        notified.reduce((n, x) => n + x.count, 0),
+        2,
+      );
       assert.equal(notified[0]!.method, "eth_subscription");
       assert.equal(notified[0]!.session.key?.record.appId, "app-hooks");
     } finally {
       c.terminate();
+    }
+  });
+
+  it("notified() counts a published notification once per key with its number of clients", async () => {
+    const other = await seeder.putKey({ workspaceId: "ws-other", appId: "app-other" });
+    const url = `ws://127.0.0.1:${plane.port}/eth/rpc?apikey=`;
+    const cs = await Promise.all([key, key, key, other].map((k) => TestWsClient.open(`${url}${k}`)));
+    try {
+      const ids: string[] = [];
+      for (const c of cs) ids.push((await c.call("eth_subscribe", ["newHeads"])).result);
+      assert.equal(new Set(ids.slice(0, 3)).size, 1, "one shared id for the key's three clients");
+      assert.notEqual(ids[3], ids[0], "the other key's own id");
+      notified.length = 0;
+      stub.emitHead();
+      for (const [i, c] of cs.entries()) await c.until(() => c.notifications(ids[i]!).length === 1);
+      const byApp = new Map(notified.map((n) => [n.session.key?.record.appId, n.count]));
+      assert.equal(notified.length, 2, "one call per key");
+      assert.equal(byApp.get("app-hooks"), 3);
+      assert.equal(byApp.get("app-other"), 1);
+    } finally {
+      for (const c of cs) c.terminate();
     }
   });
 

@@ -67,19 +67,20 @@ describe("data-plane: usage wiring", () => {
     assert.deepEqual(counts, [1, 4]);
   });
 
-  it("usageWsHooks: answered / rejected / notified with the key's workspace and app; public -> null; node endpoints under node-{id}; other custom endpoints skipped", () => {
+  it("usageWsHooks: answered / rejected / notified (with its count as units) with the key's workspace and app; public -> null; node endpoints under node-{id}; other custom endpoints skipped", () => {
     const rec = new CapturingRecorder();
     const hooks = usageWsHooks(rec);
     assert.equal(hooks.admit(session({ key }), 3), undefined);
     hooks.answered(session({ key }), "eth_call", ErrorCategory.NodeError, 0.0125);
     hooks.rejected?.(session({ key }), "eth_call", ErrorCategory.TooManyRequests);
-    hooks.notified(session({}), "eth_subscription");
+    hooks.notified(session({}), "eth_subscription", 1);
     hooks.answered(session({ key, pool: false }), "eth_call", ErrorCategory.Success, 1);
     const nodeKey = {
       hash: "n",
       record: { kind: "node", workspaceId: WS, appId: null, nodeId: "ABC-1" },
     } as unknown as VerifiedKey;
-    hooks.notified(session({ key: nodeKey, pool: false }), "eth_subscription");
+    // A message published to 3 clients of one key: one record of 3 units.
+    hooks.notified(session({ key: nodeKey, pool: false }), "eth_subscription", 3);
     assert.deepEqual(rec.seen, [
       {
         workspaceId: WS,
@@ -88,6 +89,7 @@ describe("data-plane: usage wiring", () => {
         method: "eth_call",
         category: ErrorCategory.NodeError,
         latencyMs: 12.5,
+        units: 1,
       },
       {
         workspaceId: WS,
@@ -96,6 +98,7 @@ describe("data-plane: usage wiring", () => {
         method: "eth_call",
         category: ErrorCategory.TooManyRequests,
         latencyMs: 0,
+        units: 1,
       },
       {
         workspaceId: null,
@@ -104,6 +107,7 @@ describe("data-plane: usage wiring", () => {
         method: "eth_subscription",
         category: ErrorCategory.Success,
         latencyMs: 0,
+        units: 1,
       },
       {
         workspaceId: WS,
@@ -112,6 +116,7 @@ describe("data-plane: usage wiring", () => {
         method: "eth_subscription",
         category: ErrorCategory.Success,
         latencyMs: 0,
+        units: 3,
       },
     ]);
   });

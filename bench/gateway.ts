@@ -147,3 +147,14 @@ export function processMemory(pid: number): { rssMiB: number; hwmMiB: number } {
     Number.parseInt(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? "0", 10);
   return { rssMiB: kb("VmRSS") / 1024, hwmMiB: kb("VmHWM") / 1024 };
 }
+
+/** Linux reports /proc/PID/stat CPU times in clock ticks of 1/100 s (USER_HZ) on every mainstream arch. */
+const USER_HZ = 100;
+
+/** A process's CPU time so far (user + system, every thread), in µs, from /proc/PID/stat. */
+export function processCpuUs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces): utime is the 14th field, stime the 15th.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(rest[11]) + Number(rest[12])) / USER_HZ) * 1e6;
+}

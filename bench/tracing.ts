@@ -5,6 +5,11 @@
  * round-robin over BENCH_REPEATS rounds (median kept) so a burst of load from elsewhere hits both alike.
  * A third variant at 100% shows the cost of a span tree per request (the worst case).
  *
+ * Also the gateway's CPU time per request (user + system, /proc/PID/stat) of each run: on a loaded
+ * machine req/s swings with whatever else runs, and cache-miss CPU per request with it (fewer calls per
+ * coalesced upstream batch at a lower rate), so the rows are medians of interleaved rounds and
+ * `cpuOnVsOff` is the figure to compare (> 1 = tracing costs CPU).
+ *
  * `node dist/bench/tracing.js` runs it alone and writes the `tracing` section of bench/results.json;
  * `npm run bench` runs it too (BENCH_TRACING=0 skips it). Environment: BENCH_DURATION_S (10),
  * BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS, BENCH_REPEATS (3 here), REDIS_URL.
@@ -16,7 +21,7 @@ import os from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
-import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
+import { BENCH_NETWORK, BenchRedis, type Gateway, processCpuUs, startGateway } from "./gateway";
 import { type Body, runLoad, which } from "./load";
 import { writeResultsSection } from "./results-file";
 
@@ -38,6 +43,8 @@ export interface TracingVariant {
   p99Ms: number;
   /** Every round's req/s, worst first (the row is the median). */
   runsRequestsPerSec: number[];
+  /** The gateway's CPU (user + system) per request, median of the rounds. */
+  cpuUsPerRequest: number;
   failed: number;
 }
 
@@ -51,6 +58,9 @@ export interface TracingBenchResult {
   onVsOff: number | null;
   /** The same with every request traced (100%). */
   allVsOff: number | null;
+  /** Gateway CPU per request with tracing on at 1% / off (1.05 = 5% more CPU per request). */
+  cpuOnVsOff: number | null;
+  cpuAllVsOff: number | null;
   /** Spans the sink received per variant in its last round (export requests and bytes). */
   exported: Record<string, { requests: number; bytes: number }>;
 }
@@ -137,7 +147,7 @@ export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBe
       gateways.push({ v, gw });
     }
     const body: Body = { kind: "unique-eth-call" };
-    const runs = new Map<string, { rps: number; p50: number; p99: number; failed: number }[]>(
+    const runs = new Map<string, { rps: number; p50: number; p99: number; failed: number; cpu: number }[]>(
       VARIANTS.map((v) => [v.label, []]),
     );
     const exported: Record<string, { requests: number; bytes: number }> = {};
@@ -154,24 +164,35 @@ export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBe
         // The warm-up's last export (every OTEL_BSP_SCHEDULE_DELAY, 5 s by default) lands before the count.
         await new Promise((res) => setTimeout(res, 5_500));
         const r0 = { ...sink.counts };
+        const cpu0 = processCpuUs(gw.proc.pid);
         const r = await runLoad({ ...base, durationS: o.durationS, label: `${v.label}.${round + 1}` }, tool);
+        const cpu = (processCpuUs(gw.proc.pid) - cpu0) / Math.max(1, r.requests);
         await new Promise((res) => setTimeout(res, 5_500));
         exported[v.label] = {
           requests: sink.counts.requests - r0.requests,
           bytes: sink.counts.bytes - r0.bytes,
         };
-        runs
-          .get(v.label)!
-          .push({ rps: r.requestsPerSec, p50: r.p50Ms, p99: r.p99Ms, failed: r.non2xx + r.socketErrors });
+        runs.get(v.label)!.push({
+          rps: r.requestsPerSec,
+          p50: r.p50Ms,
+          p99: r.p99Ms,
+          failed: r.non2xx + r.socketErrors,
+          cpu,
+        });
         o.log(
           `  ${`${v.label}.${round + 1}`.padEnd(26)} ${Math.round(r.requestsPerSec).toLocaleString("en-US").padStart(8)} req/s` +
-            `  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  exports ${exported[v.label]!.requests} (${exported[v.label]!.bytes} B)`,
+            `  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  CPU ${cpu.toFixed(1)} µs/req` +
+            `  exports ${exported[v.label]!.requests} (${exported[v.label]!.bytes} B)`,
         );
       }
     }
     const variants: TracingVariant[] = VARIANTS.map((v) => {
       const sorted = [...runs.get(v.label)!].sort((a, b) => a.rps - b.rps);
       const m = sorted[Math.floor((sorted.length - 1) / 2)]!;
+      const cpus = runs
+        .get(v.label)!
+        .map((r) => r.cpu)
+        .sort((a, b) => a - b);
       return {
         label: v.label,
         env: v.env,
@@ -179,10 +200,12 @@ export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBe
         p50Ms: m.p50,
         p99Ms: m.p99,
         runsRequestsPerSec: sorted.map((r) => Math.round(r.rps)),
+        cpuUsPerRequest: Number(cpus[Math.floor((cpus.length - 1) / 2)]!.toFixed(1)),
         failed: m.failed,
       };
     });
     const rps = (label: string) => variants.find((x) => x.label === label)!.requestsPerSec;
+    const cpu = (label: string) => variants.find((x) => x.label === label)!.cpuUsPerRequest;
     const ratio = (a: number, b: number) => (b > 0 ? Number((a / b).toFixed(3)) : null);
     return {
       tool,
@@ -192,6 +215,8 @@ export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBe
       variants,
       onVsOff: ratio(rps("tracing-on-1pct"), rps("tracing-off")),
       allVsOff: ratio(rps("tracing-on-100pct"), rps("tracing-off")),
+      cpuOnVsOff: ratio(cpu("tracing-on-1pct"), cpu("tracing-off")),
+      cpuAllVsOff: ratio(cpu("tracing-on-100pct"), cpu("tracing-off")),
       exported,
     };
   } finally {
@@ -203,10 +228,12 @@ export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBe
 export function printTracingBench(r: TracingBenchResult, log: (s: string) => void): void {
   for (const v of r.variants)
     log(
-      `  ${v.label.padEnd(24)} ${v.requestsPerSec.toLocaleString("en-US").padStart(8)} req/s (median of ${v.runsRequestsPerSec.join(", ")})`,
+      `  ${v.label.padEnd(24)} ${v.requestsPerSec.toLocaleString("en-US").padStart(8)} req/s (median of ${v.runsRequestsPerSec.join(", ")}), ${v.cpuUsPerRequest} µs CPU/req`,
     );
   log(`tracing on (1%) / off cache-miss req/s:   ${r.onVsOff ?? "-"}`);
   log(`tracing on (100%) / off cache-miss req/s: ${r.allVsOff ?? "-"}`);
+  log(`gateway CPU per request, on (1%) / off:   ${r.cpuOnVsOff ?? "-"}`);
+  log(`gateway CPU per request, on (100%) / off: ${r.cpuAllVsOff ?? "-"}`);
 }
 
 export function tracingOptionsFromEnv(log: (s: string) => void): TracingBenchOptions {

@@ -1,6 +1,8 @@
 import { createLogger } from "../../shared/src/log/logger";
+import { loadTelemetryConfig } from "../../shared/src/telemetry/config";
 import { type DataPlaneConfig, dataPlaneThreads, loadDataPlaneConfig, shutdownBudgetMs } from "./config";
 import { tuneHeap } from "./memory/heap-tuning";
+import { DATA_PLANE_SERVICE } from "./telemetry/create";
 import { installFaultPolicy } from "./threads/fault-policy";
 import { runThreads } from "./threads/supervisor";
 
@@ -11,6 +13,9 @@ import { runThreads } from "./threads/supervisor";
  */
 async function main(): Promise<void> {
   const config = loadDataPlaneConfig();
+  // Each thread starts its own SDK from the same OTEL_*: checked here first, so that an invalid value
+  // fails the process once, before any thread, like any other setting.
+  loadTelemetryConfig(DATA_PLANE_SERVICE);
   // V8 flags are process-wide: set here, before any worker thread's heap exists, it applies to every one.
   tuneHeap(config.V8_HEAP_GROWING_PERCENT);
   const threads = dataPlaneThreads(config);

@@ -8,8 +8,17 @@ export interface ResponseCache {
   readonly enabled: boolean;
   get(key: string): Reply | undefined;
   set(key: string, reply: Reply, ttlMs: number | undefined): void;
-  /** Runs `load` unless an identical call (same key) is already in flight, whose result is shared. */
-  merge(key: string, load: () => Promise<CallResult>): Promise<CallResult>;
+  /**
+   * Runs `load` unless an identical call (same key) is already in flight, whose result is shared.
+   * `traceparent`: a sampled call's upstream span (data-plane/src/telemetry), kept while it is in flight
+   * so that a sampled call joining it can link to it (`joining`).
+   */
+  merge(key: string, load: () => Promise<CallResult>, traceparent?: string): Promise<CallResult>;
+  /**
+   * For a sampled call about to `merge`: undefined when no identical call is in flight (it will lead),
+   * else the traceparent the one in flight was merged with ("" = none: not sampled).
+   */
+  joining(key: string): string | undefined;
   /**
    * Drops the live entries that were set with a TTL (the per-block ones) and whose key `match`es; returns
    * how many. Walks about one TTL's worth of keys: for rare events (a reorg), not per request.
@@ -34,6 +43,8 @@ export class LruResponseCache implements ResponseCache {
   readonly enabled = true;
   private readonly lru: LRUCache<string, Reply>;
   private readonly inFlight = new InFlightMap<string, Promise<CallResult>>();
+  /** The traceparents of the in-flight calls of sampled requests (only those: unsampled ones add nothing). */
+  private readonly inFlightTraces = new Map<string, string>();
   /**
    * Keys set with a TTL, in the order they expire (one TTL per call site, so insertion order), as
    * parallel arrays from `expiryHead`. lru-cache only drops an expired entry when it is read or evicted
@@ -112,21 +123,29 @@ export class LruResponseCache implements ResponseCache {
     return dropped;
   }
 
-  merge(key: string, load: () => Promise<CallResult>): Promise<CallResult> {
+  merge(key: string, load: () => Promise<CallResult>, traceparent?: string): Promise<CallResult> {
     const existing = this.inFlight.get(key);
     if (existing !== undefined) return existing;
     const p = load().then(
       (r) => {
         this.inFlight.delete(key);
+        if (traceparent !== undefined) this.inFlightTraces.delete(key);
         return r;
       },
       (err: unknown) => {
         this.inFlight.delete(key);
+        if (traceparent !== undefined) this.inFlightTraces.delete(key);
         throw err;
       },
     );
     this.inFlight.set(key, p);
+    if (traceparent !== undefined) this.inFlightTraces.set(key, traceparent);
     return p;
+  }
+
+  joining(key: string): string | undefined {
+    if (this.inFlight.get(key) === undefined) return undefined;
+    return this.inFlightTraces.get(key) ?? "";
   }
 
   clear(): void {
@@ -155,6 +174,9 @@ export class NoopResponseCache implements ResponseCache {
   set(): void {}
   merge(_key: string, load: () => Promise<CallResult>): Promise<CallResult> {
     return load();
+  }
+  joining(): string | undefined {
+    return undefined;
   }
   dropTimed(): number {
     return 0;

@@ -9,7 +9,7 @@ import type { Metrics } from "../metrics/metrics";
 import type { MethodPolicy } from "../policy/method-policy";
 import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../server/respond";
-import type { RequestTrace } from "../telemetry/tracing";
+import type { ChildSpan, RequestTrace, SpanAttributes } from "../telemetry/tracing";
 import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import { verbatimEligible } from "./verbatim";
@@ -136,7 +136,7 @@ async function sendCall(
   trace: RequestTrace | undefined,
 ): Promise<CallOutcome> {
   let result: CallResult;
-  const span = trace?.child("upstream.call", { "rpc.method": call.method, "network.slug": pool.record.slug });
+  const span = trace === undefined ? undefined : upstreamSpan(trace, deps.cache, pool, call, key);
   try {
     result = await fetchCall(
       span === undefined ? call : { method: call.method, params: call.params, traceparent: span.traceparent },
@@ -151,6 +151,25 @@ async function sendCall(
   store(deps, pool, key, result);
   observe(pool, call.method, result);
   return { kind: Outcome.Forwarded, result, cacheable: key !== "" };
+}
+
+/**
+ * A sampled call's upstream span. A call that joins an identical one already in flight (the cache's
+ * in-flight merge) sends nothing itself: its span says so (`gateway.merged`) and links to the upstream
+ * span of the call it waits on when that one was sampled too (its traceparent is the one the node got).
+ */
+function upstreamSpan(
+  trace: RequestTrace,
+  cache: ResponseCache,
+  pool: NetworkPool,
+  call: RpcCall,
+  key: string,
+): ChildSpan {
+  const joined = key === "" ? undefined : cache.joining(key);
+  const attributes: SpanAttributes = { "rpc.method": call.method, "network.slug": pool.record.slug };
+  if (joined === undefined) return trace.child("upstream.call", attributes);
+  attributes["gateway.merged"] = true;
+  return trace.child("upstream.call", attributes, joined === "" ? undefined : joined);
 }
 
 /** What forwardPlan did with a batch plan's forwarded elements. */
@@ -339,7 +358,7 @@ export function fetchCall(
 ): Promise<CallResult> {
   if (key === "") return pool.call(call);
   const params = paramsFromKey(key, pool.record.slug, call.method);
-  return cache.merge(key, () => pool.call(call, params));
+  return cache.merge(key, () => pool.call(call, params), call.traceparent);
 }
 
 /**

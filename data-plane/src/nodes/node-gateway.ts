@@ -22,6 +22,7 @@ import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import type { RequestLog } from "../requestlog/recorder";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson } from "../server/respond";
+import type { RequestTrace } from "../telemetry/tracing";
 import type { PoolOptions } from "../upstream/network-pool";
 import type { CallResult } from "../upstream/reply";
 import type { UsageRecorder } from "../usage/recorder";
@@ -145,9 +146,14 @@ export class NodeGateway {
     clientIp?: () => string | null,
     /** Over the node's WebSocket: records carry HTTP status 0 (no HTTP response per message). */
     overWs = false,
+    /**
+     * The request's span when sampled (data-plane/src/telemetry): gets the limits step and, through the
+     * forwarding core, the cache and upstream spans. The transport ends it.
+     */
+    trace?: RequestTrace,
   ): Promise<NodeReply> {
     const sink: LogSink = { rows: undefined };
-    const reply = await this.answer(auth, text, requestId, sink);
+    const reply = await this.answer(auth, text, requestId, sink, trace);
     const rows = sink.rows;
     if (rows !== undefined) {
       const ip = clientIp?.() ?? null;
@@ -165,6 +171,7 @@ export class NodeGateway {
     text: string,
     requestId: string,
     sink: LogSink,
+    trace: RequestTrace | undefined,
   ): Promise<NodeReply> {
     const started = performance.now();
     const node = (await this.current(auth.node.nodeId).catch(() => auth.node)) ?? auth.node;
@@ -215,7 +222,15 @@ export class NodeGateway {
     const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
     const methods = items.map((it) => (isItemError(it) ? OTHER_METHOD : it.method));
     const wholeId = parsed.batch ? "null" : (parsed.call.idText ?? "null");
+    const t0 = trace === undefined ? 0 : performance.now();
     const admission = this.opts.limits?.admit(auth.key, undefined, items.length);
+    if (trace !== undefined) {
+      trace.step("limits.admit", t0, {
+        "limits.admitted": admission === undefined || admission.ok,
+        "rpc.request_objects": items.length,
+      });
+      trace.set(parsed.batch ? { "rpc.batch.size": items.length } : { "rpc.method": parsed.call.method });
+    }
     if (admission !== undefined && !admission.ok) {
       usage(methods, () => admission.row.category);
       return {
@@ -257,7 +272,7 @@ export class NodeGateway {
     const deps = this.opts.forward;
     if (!parsed.batch) {
       const call = parsed.call;
-      let out = forwardCall(deps, pool, policy, flight, call);
+      let out = forwardCall(deps, pool, policy, flight, call, undefined, trace);
       if (out instanceof Promise) out = await out;
       const idText = call.idText;
       switch (out.kind) {
@@ -295,7 +310,7 @@ export class NodeGateway {
     const cats = plan.categories;
     // Sent as the client's text unless an answer must be read here (author_rotateKeys: afterCall).
     const verbatim = plan.forward.every((c) => c.method !== "author_rotateKeys") ? text : undefined;
-    const done = await forwardPlan(deps, pool, flight, plan, requestId, verbatim);
+    const done = await forwardPlan(deps, pool, flight, plan, requestId, verbatim, trace);
     if (done.overCap !== undefined) {
       const r = done.overCap;
       usage(methods, () => r.row.category);

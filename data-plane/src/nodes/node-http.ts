@@ -6,6 +6,7 @@ import { rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import type { HandlerGuard } from "../server/guard";
 import { errorJson, nextRequestId, STATUS } from "../server/respond";
+import { endByStatus, NO_TRACING, type RequestTrace, type RequestTracing } from "../telemetry/tracing";
 import type { NodeGateway } from "./node-gateway";
 
 export interface NodeHttpTracker {
@@ -26,7 +27,9 @@ export function serveNodeHttp(
   res: HttpResponse,
   req: HttpRequest,
   keyInPath: boolean,
+  tracing: RequestTracing = NO_TRACING,
 ): void {
+  const startedAt = performance.now();
   const requestId = nextRequestId();
   const nodeId = req.getParameter(0) ?? "";
   const apiKey = keyInPath
@@ -36,9 +39,15 @@ export function serveNodeHttp(
   const method = req.getMethod();
   let aborted = false;
   let done = false;
+  /** The request's span when sampled (started once it is a POST to forward), ended by its answer. */
+  let trace: RequestTrace | undefined;
   tracker.begin();
   res.onAborted(() => {
     aborted = true;
+    if (trace !== undefined) {
+      trace.end({ "http.response.status_code": 499 }, "aborted");
+      trace = undefined;
+    }
     finish();
   });
   function finish() {
@@ -68,6 +77,10 @@ export function serveNodeHttp(
     }
   }
   function send(status: number, body: string, retryAfterSeconds?: number, rate?: RateLimitResult) {
+    if (trace !== undefined) {
+      endByStatus(trace, status);
+      trace = undefined;
+    }
     answer(() => {
       res.writeStatus(STATUS[status] ?? `${status} Error`);
       res.writeHeader("x-request-id", requestId);
@@ -125,12 +138,31 @@ export function serveNodeHttp(
     return;
   }
 
+  // The span starts with the request (its key check included) once it is a POST worth forwarding.
+  if (tracing.enabled) {
+    trace = tracing.start(
+      keyInPath ? "POST /nodes/{nodeId}/{key}" : "POST /nodes/{nodeId}",
+      req.getHeader("traceparent"),
+      startedAt,
+      "http",
+      `node:${nodeId}`,
+      requestId,
+    );
+  }
   // A rejected step answers 500 Internal (logged and counted by the guard) unless already answered.
   const pipelineError = (err: unknown) => {
     guard.report("node.pipeline", err, requestId);
     failWith(GatewayError.Internal);
   };
+  const t0 = trace === undefined ? 0 : performance.now();
   const auth = gateway.authorize(nodeId, apiKey);
+  if (trace !== undefined) {
+    const t = trace;
+    auth.then(
+      (a) => t.step("key.verify", t0, { "key.valid": a.ok }),
+      () => {},
+    );
+  }
   // Awaited once the body is in; handled here too so a failed lookup of an aborted request is not an
   // unhandled rejection.
   auth.catch(() => {});
@@ -148,11 +180,18 @@ export function serveNodeHttp(
         const a = await auth;
         if (aborted) return;
         if (!a.ok) return failWith(a.error);
-        const reply = await gateway.handle(a, text, requestId, () => {
-          if (aborted) return null;
-          const addr = parseIp(Buffer.from(res.getRemoteAddressAsText()).toString("latin1"));
-          return addr === undefined ? null : logAddressPrefix(addr);
-        });
+        const reply = await gateway.handle(
+          a,
+          text,
+          requestId,
+          () => {
+            if (aborted) return null;
+            const addr = parseIp(Buffer.from(res.getRemoteAddressAsText()).toString("latin1"));
+            return addr === undefined ? null : logAddressPrefix(addr);
+          },
+          false,
+          trace,
+        );
         send(reply.status, reply.body, reply.retryAfterSeconds, reply.rate);
       })().catch(pipelineError);
     } catch (err) {

@@ -2,6 +2,7 @@ import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors"
 import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import { errorJson } from "../server/respond";
+import { endByStatus } from "../telemetry/tracing";
 import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
 import type { SubscriptionTarget } from "../ws/hub";
 import type { CustomSessionInit } from "../ws/session";
@@ -90,12 +91,20 @@ export function registerNodeWsRoutes(
         slug: target.slug,
         key: a.key,
         subscriptions: target,
-        async handle(text, requestId) {
+        async handle(text, requestId, trace) {
+          const t0 = trace === undefined ? 0 : performance.now();
           const cur = await gateway.authorize(nodeId, apiKey);
+          trace?.step("key.verify", t0, { "key.valid": cur.ok });
           // The key stopped working: the gateway is closing this socket (4001); answer meanwhile.
-          if (!cur.ok) return errorJson(cur.error, "null", { requestId });
+          if (!cur.ok) {
+            if (trace !== undefined) endByStatus(trace, cur.error.httpStatus, true);
+            return errorJson(cur.error, "null", { requestId });
+          }
           target.update(cur.node.wsUrl);
-          return (await gateway.handle(cur, text, requestId, logIp, true)).body;
+          const reply = await gateway.handle(cur, text, requestId, logIp, true, trace);
+          // The status the answer would have had over HTTP: a WebSocket message has none of its own.
+          if (trace !== undefined) endByStatus(trace, reply.status, true);
+          return reply.body;
         },
       };
     };

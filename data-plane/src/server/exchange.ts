@@ -120,20 +120,14 @@ export class RpcExchange {
   }
 
   private startTrace(traceparent: string): void {
-    const t = this.ctx.tracing.start(
+    this.trace = this.ctx.tracing.start(
       this.endpoint === Endpoint.App ? "POST /{network}/rpc" : "POST /{network}/public",
       traceparent,
       this.startedAt,
+      "http",
+      this.pool.record.slug,
+      this.requestId,
     );
-    if (t === undefined) return;
-    this.trace = t;
-    t.set({
-      "http.request.method": "POST",
-      "network.slug": this.pool.record.slug,
-      "rpc.system": "jsonrpc",
-      "gateway.request_id": this.requestId,
-      "gateway.transport": "http",
-    });
   }
 
   /** The key lookup as a span of a sampled request, from `t0` to when it settled. */

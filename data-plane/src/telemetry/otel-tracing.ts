@@ -11,7 +11,7 @@ import {
 import type { SamplerConfig } from "../../../shared/src/telemetry/config";
 import type { Telemetry } from "../../../shared/src/telemetry/telemetry";
 import { formatTraceparent, type ParentContext, parseTraceparent } from "./traceparent";
-import type { ChildSpan, RequestTrace, RequestTracing, SpanAttributes } from "./tracing";
+import type { ChildSpan, RequestTrace, RequestTracing, SpanAttributes, Transport } from "./tracing";
 
 /**
  * Request tracing over the OpenTelemetry SDK of this thread (started with `presampled`: the decision is
@@ -27,7 +27,14 @@ export class OtelTracing implements RequestTracing {
     this.sampler = telemetry.config.sampler;
   }
 
-  start(name: string, traceparent: string, startedAt: number): RequestTrace | undefined {
+  start(
+    name: string,
+    traceparent: string,
+    startedAt: number,
+    transport: Transport,
+    network: string,
+    requestId: string,
+  ): RequestTrace | undefined {
     // The common case first: no incoming context and not drawn: nothing parsed, nothing built.
     if (traceparent === "" && !rootSampled(this.sampler)) return undefined;
     const parent = traceparent === "" ? undefined : parseTraceparent(traceparent);
@@ -41,7 +48,22 @@ export class OtelTracing implements RequestTracing {
             traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
             isRemote: true,
           });
-    const root = this.tracer.startSpan(name, { kind: SpanKind.SERVER, startTime: startedAt }, parentCtx);
+    const root = this.tracer.startSpan(
+      name,
+      {
+        kind: SpanKind.SERVER,
+        startTime: startedAt,
+        attributes: {
+          "network.slug": network,
+          "rpc.system": "jsonrpc",
+          "gateway.request_id": requestId,
+          "gateway.transport": transport,
+        },
+      },
+      parentCtx,
+    );
+    // Only POSTs carry JSON-RPC (an OPTIONS preflight is answered before any span).
+    if (transport === "http") root.setAttribute("http.request.method", "POST");
     return new OtelRequestTrace(this.tracer, root);
   }
 
@@ -77,8 +99,28 @@ class OtelRequestTrace implements RequestTrace {
     this.tracer.startSpan(name, { startTime: startedAt, attributes }, this.ctx).end();
   }
 
-  child(name: string, attributes?: SpanAttributes): ChildSpan {
-    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, this.ctx);
+  child(name: string, attributes?: SpanAttributes, link?: string): ChildSpan {
+    const linked = link === undefined ? undefined : parseTraceparent(link);
+    const span = this.tracer.startSpan(
+      name,
+      {
+        kind: SpanKind.CLIENT,
+        attributes,
+        links:
+          linked === undefined
+            ? undefined
+            : [
+                {
+                  context: {
+                    traceId: linked.traceId,
+                    spanId: linked.spanId,
+                    traceFlags: TraceFlags.SAMPLED,
+                  },
+                },
+              ],
+      },
+      this.ctx,
+    );
     const c = span.spanContext();
     return {
       traceparent: formatTraceparent(c.traceId, c.spanId),

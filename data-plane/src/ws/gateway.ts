@@ -27,6 +27,7 @@ import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/
 import { Endpoint, type GatewayContext } from "../server/context";
 import { HandlerGuard } from "../server/guard";
 import { errorJson, nextRequestId, replyJson, STATUS } from "../server/respond";
+import { endByCategories, endByCategory, type RequestTrace } from "../telemetry/tracing";
 import { type NetworkPool } from "../upstream/network-pool";
 import type { CallResult } from "../upstream/reply";
 import { NOOP_WS_HOOKS, type WsHooks } from "./hooks";
@@ -52,6 +53,11 @@ export interface UpgradeInfo {
   readonly forwardedFor: string;
   /** Client address (X-Forwarded-For only from TRUSTED_PROXIES). */
   readonly ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined;
+  /**
+   * The upgrade request's `traceparent` ("" when absent, or not read: tracing off): the parent of every
+   * message's span on this connection (data-plane/src/telemetry).
+   */
+  readonly traceparent: string;
 }
 
 /**
@@ -161,6 +167,8 @@ export class WsGateway {
    */
   route(pattern: string, authorize: Authorize): void {
     const paramCount = (pattern.match(/\/:/g) ?? []).length;
+    // A message's span is named after the route, its parameters as placeholders (`WS /{network}/rpc`).
+    const spanName = `WS ${pattern.replace(/:(\w+)/g, "{$1}")}`;
     const c = this.ctx.config;
     const maxMessage = c.MAX_BODY_BYTES;
     this.app.ws<UserData>(
@@ -174,7 +182,7 @@ export class WsGateway {
         sendPingsAutomatically: true,
         maxBackpressure: c.WS_MAX_BUFFERED_BYTES * 2 + 64 * 1024,
         closeOnBackpressureLimit: 0,
-        upgrade: (res, req, context) => this.upgrade(res, req, context, paramCount, authorize),
+        upgrade: (res, req, context) => this.upgrade(res, req, context, paramCount, authorize, spanName),
         open: (ws) => this.onOpen(ws),
         message: (ws, message, isBinary) =>
           message.byteLength > maxMessage ? this.tooBig(ws) : this.onMessage(ws, message, isBinary),
@@ -231,6 +239,7 @@ export class WsGateway {
     context: uWS.us_socket_context_t,
     paramCount: number,
     authorize: Authorize,
+    spanName: string,
   ): void {
     // Everything needed from req is copied now: it is invalid once this handler returns.
     const secKey = req.getHeader("sec-websocket-key");
@@ -249,6 +258,7 @@ export class WsGateway {
       jwt: bearerToken(req.getHeader("authorization")) || (req.getQuery("jwt") ?? ""),
       forwardedFor,
       ip: clientIp(peer, forwardedFor, this.ctx.trustedProxies),
+      traceparent: this.ctx.tracing.enabled ? req.getHeader("traceparent") : "",
     };
     let aborted = false;
     res.onAborted(() => {
@@ -289,6 +299,8 @@ export class WsGateway {
         return;
       }
       const session = new WsSession(d, info.ip);
+      session.spanName = spanName;
+      session.traceparent = info.traceparent;
       this.meta.set(session, { info, authorize });
       res.cork(() => {
         res.upgrade<UserData>({ session }, secKey, secProtocol, secExtensions, context);
@@ -474,20 +486,30 @@ export class WsGateway {
       this.refuseShuttingDown(s, parsed, requestId);
       return;
     }
+    // A message that parsed is a request: its span (when sampled) runs until its answer is sent.
+    const trace = this.ctx.tracing.enabled
+      ? this.ctx.tracing.start(s.spanName, s.traceparent, performance.now(), "ws", s.slug, requestId)
+      : undefined;
     const custom = s.custom;
     if (
       custom !== undefined &&
       (parsed.batch || s.target === undefined || !isSubscriptionMethod(parsed.call.method))
     ) {
-      this.handleCustom(s, custom, text, requestId);
+      this.handleCustom(s, custom, text, requestId, trace);
       return;
     }
     const items: BatchItem[] = parsed.batch ? parsed.items : [parsed.call];
     const n = items.length;
+    const t0 = trace === undefined ? 0 : performance.now();
     let refusal: { row: ErrorRow; retryAfterMs?: number; limit?: number; message?: string } | undefined =
       this.hooks.admit(s, n);
     if (refusal === undefined && s.inFlight + n > this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION) {
       refusal = { row: WsLimitError.InFlight, limit: this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION };
+    }
+    if (trace !== undefined) {
+      trace.step("limits.admit", t0, { "limits.admitted": refusal === undefined, "rpc.request_objects": n });
+      trace.set(parsed.batch ? { "rpc.batch.size": n } : { "rpc.method": parsed.call.method });
+      if (refusal !== undefined) endByCategory(trace, refusal.row.category, refusal.row.reason);
     }
     if (refusal !== undefined) {
       const r = refusal;
@@ -514,11 +536,15 @@ export class WsGateway {
     s.inFlight += n;
     this.inFlightTotal += n;
     const work = parsed.batch
-      ? this.batch(s, items, requestId, text)
-      : this.single(s, parsed.call, requestId);
+      ? this.batch(s, items, requestId, text, trace)
+      : this.single(s, parsed.call, requestId, trace);
     work
       .catch((err: unknown) => {
-        this.ctx.logger.error({ err, requestId }, "unhandled error in websocket pipeline");
+        this.ctx.logger.error(
+          { err, requestId, ...trace?.logFields() },
+          "unhandled error in websocket pipeline",
+        );
+        if (trace !== undefined) endByCategory(trace, ErrorCategory.ServiceError, "internal");
         this.send(s, errorText(GatewayError.Internal, "null", { requestId }));
       })
       .finally(() => this.settled(s, n));
@@ -546,22 +572,34 @@ export class WsGateway {
   }
 
   /** A custom endpoint's own answer (its handler does its own limits and accounting). */
-  private handleCustom(s: WsSession, custom: CustomSessionInit, text: string, requestId: string): void {
+  private handleCustom(
+    s: WsSession,
+    custom: CustomSessionInit,
+    text: string,
+    requestId: string,
+    trace: RequestTrace | undefined,
+  ): void {
     const cap = this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION;
     if (s.inFlight >= cap) {
+      if (trace !== undefined)
+        endByCategory(trace, WsLimitError.InFlight.category, WsLimitError.InFlight.reason);
       this.send(s, errorText(WsLimitError.InFlight, "null", { requestId, limit: cap }));
       return;
     }
     s.inFlight++;
     this.inFlightTotal++;
     custom
-      .handle(text, requestId)
+      .handle(text, requestId, trace)
       .then(
         (body) => {
           if (body !== undefined && body !== "") this.send(s, body);
         },
         (err: unknown) => {
-          this.ctx.logger.error({ err, requestId }, "unhandled error in websocket endpoint handler");
+          this.ctx.logger.error(
+            { err, requestId, ...trace?.logFields() },
+            "unhandled error in websocket endpoint handler",
+          );
+          if (trace !== undefined) endByCategory(trace, ErrorCategory.ServiceError, "internal");
           this.send(s, errorText(GatewayError.Internal, "null", { requestId }));
         },
       )
@@ -578,9 +616,15 @@ export class WsGateway {
     }
   }
 
-  private async single(s: WsSession, call: RpcCall, requestId: string): Promise<void> {
+  private async single(
+    s: WsSession,
+    call: RpcCall,
+    requestId: string,
+    trace: RequestTrace | undefined,
+  ): Promise<void> {
     const started = performance.now();
-    const a = await this.answer(s, call, requestId);
+    const a = await this.answer(s, call, requestId, trace);
+    if (trace !== undefined) endByCategory(trace, a.category);
     if (a.text !== undefined && call.idText !== undefined) this.send(s, a.text);
     a.after?.();
     const secs = (performance.now() - started) / 1000;
@@ -623,7 +667,13 @@ export class WsGateway {
   }
 
   /** `text`: the message, which may go upstream as it is (forward/verbatim.ts). */
-  private async batch(s: WsSession, items: BatchItem[], requestId: string, text: string): Promise<void> {
+  private async batch(
+    s: WsSession,
+    items: BatchItem[],
+    requestId: string,
+    text: string,
+    trace: RequestTrace | undefined,
+  ): Promise<void> {
     const started = performance.now();
     const n = items.length;
     const pool = s.pool!;
@@ -641,7 +691,7 @@ export class WsGateway {
     for (const i of plan.localIdx) {
       const it = items[i] as RpcCall;
       pending.push(
-        this.answer(s, it, requestId).then((a) => {
+        this.answer(s, it, requestId, undefined).then((a) => {
           setElement(plan, i, it.idText === undefined ? undefined : a.text, a.category);
           after[i] = a.after;
         }),
@@ -649,7 +699,7 @@ export class WsGateway {
     }
     if (plan.forward.length > 0) {
       pending.push(
-        forwardPlan(this.ctx, pool, this.flightId(s), plan, requestId, text).then((done) => {
+        forwardPlan(this.ctx, pool, this.flightId(s), plan, requestId, text, trace).then((done) => {
           if (done.overCap === undefined) return;
           // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
           this.recordConcurrencyRefusal(s, plan.forward.length);
@@ -658,6 +708,7 @@ export class WsGateway {
       );
     }
     await Promise.all(pending);
+    if (trace !== undefined) endByCategories(trace, plan.categories);
     const body = planBody(plan);
     if (body !== "") this.send(s, body);
     const secs = (performance.now() - started) / 1000;
@@ -676,7 +727,13 @@ export class WsGateway {
   }
 
   /** One request object: policy, subscriptions, else cache + upstream pool (as over HTTP). */
-  private async answer(s: WsSession, call: RpcCall, requestId: string): Promise<Answer> {
+  /** `trace`: a sampled single call's span (a batch's local elements get none of their own). */
+  private async answer(
+    s: WsSession,
+    call: RpcCall,
+    requestId: string,
+    trace: RequestTrace | undefined,
+  ): Promise<Answer> {
     const idText = call.idText ?? "null";
     const pool = s.pool;
     const spec = SUBSCRIBE.get(call.method);
@@ -732,7 +789,7 @@ export class WsGateway {
         category: ErrorCategory.ServiceError,
       };
     }
-    const r = await this.forward(s, pool, call, requestId);
+    const r = await this.forward(s, pool, call, requestId, trace);
     return "ok" in r ? this.fromResult(call, r, requestId) : r;
   }
 
@@ -759,9 +816,10 @@ export class WsGateway {
     pool: NetworkPool,
     call: RpcCall,
     requestId: string,
+    trace: RequestTrace | undefined,
   ): Promise<CallResult | Answer> {
     const rules = s.key?.access?.methods;
-    let out = forwardCall(this.ctx, pool, s.policy ?? this.ctx.policy, this.flightId(s), call, rules);
+    let out = forwardCall(this.ctx, pool, s.policy ?? this.ctx.policy, this.flightId(s), call, rules, trace);
     if (out instanceof Promise) out = await out;
     switch (out.kind) {
       case Outcome.Cached:

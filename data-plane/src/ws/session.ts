@@ -4,6 +4,7 @@ import { ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { Endpoint } from "../server/context";
+import type { RequestTrace } from "../telemetry/tracing";
 import type { NetworkPool } from "../upstream/network-pool";
 import type { SubscriptionTarget } from "./hub";
 
@@ -41,8 +42,12 @@ export interface CustomSessionInit {
   /** Label for metrics and the subscription hub (e.g. `node:<id>`). */
   readonly slug: string;
   readonly key: VerifiedKey | undefined;
-  /** Answers one text message (single or batch); `undefined` or "" = nothing to send. */
-  handle(text: string, requestId: string): Promise<string | undefined>;
+  /**
+   * Answers one text message (single or batch); `undefined` or "" = nothing to send. `trace`: the
+   * message's span when sampled (data-plane/src/telemetry), which `handle` ends once it has answered (a
+   * rejection leaves it to the caller).
+   */
+  handle(text: string, requestId: string, trace?: RequestTrace): Promise<string | undefined>;
   readonly subscriptions?: SubscriptionTarget;
 }
 
@@ -98,6 +103,9 @@ export class WsSession {
   closed = false;
   /** Ending (slow consumer, revoked, shutdown): nothing more is sent. */
   ending = false;
+  /** Its messages' span name (the route) and parent (the upgrade's traceparent, "" = none). */
+  spanName = "WS";
+  traceparent = "";
 
   constructor(init: SessionInit, ip: ipaddr.IPv4 | ipaddr.IPv6 | undefined) {
     if (init.pool !== undefined) {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { resolve } from "node:path";
 import { freePort } from "../../helpers/ports";
 import { createTestDatabase, type TestDatabase } from "../../helpers/postgres";
@@ -7,6 +8,7 @@ import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } fro
 import { evmNetwork, RedisSeeder } from "../../helpers/seed-redis";
 import { StubUpstream } from "../data-plane/stub-upstream";
 import { postFresh } from "../data-plane/threads/fixture";
+import { TestWsClient } from "../data-plane/ws/ws-client";
 import { OtlpReceiver, type ReceivedSpan } from "./otlp-receiver";
 
 const ROOT = resolve(__dirname, "../../../..");
@@ -34,6 +36,10 @@ function withoutOtel(): Record<string, string | undefined> {
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT = "00f067aa0ba902b7";
 const UNSAMPLED_TRACE = "0af7651916cd43dd8448eb211c80319c";
+const WS_TRACE = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
+const NODE_TRACE = "6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b";
+const NODE_WS_TRACE = "7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c";
+const NODE_ID = "3f1e2d4c-5b6a-4789-8abc-def012345678";
 
 async function startPlane(
   prefix: string,
@@ -73,6 +79,7 @@ describe("traces", function () {
   let stub: StubUpstream;
   let ns: TestRedisNamespace;
   let key = "";
+  let nodeKey = "";
 
   before(async () => {
     receiver = await new OtlpReceiver().start();
@@ -81,6 +88,21 @@ describe("traces", function () {
     const seeder = new RedisSeeder(ns.prefix, ns.redis);
     await seeder.putNetwork(evmNetwork("eth", [{ id: "stub", httpUrl: stub.url }]));
     key = await seeder.putKey();
+    // A dedicated node served by the same stub, and its own key.
+    nodeKey = await seeder.putKey({ kind: "node", appId: null, nodeId: NODE_ID, rpcMethods: "UNSAFE" });
+    const client = ns.redis.client();
+    await client.set(
+      seeder.names.node(NODE_ID),
+      JSON.stringify({
+        nodeId: NODE_ID,
+        workspaceId: "ws-traces",
+        protocol: "EVM",
+        httpUrl: stub.url,
+        wsUrl: null,
+        status: "SYNCED",
+      }),
+    );
+    await client.quit();
     await seeder.close();
   });
 
@@ -182,6 +204,130 @@ describe("traces", function () {
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(receiver.spans.filter((s) => s.traceId === UNSAMPLED_TRACE).length, 0);
       assert.equal(stub.traceparents.filter((t) => t.body.includes("stub_untraced")).length, 0);
+    });
+  });
+
+  describe("data plane, tracing on: WebSocket and dedicated-node endpoints", () => {
+    let plane: { proc: StartedProcess; port: number };
+    const clients: TestWsClient[] = [];
+
+    before(async () => {
+      plane = await startPlane(ns.prefix, otelEnv(receiver));
+    });
+
+    after(async () => {
+      for (const c of clients) c.terminate();
+      const code = await plane?.proc.stop();
+      assert.equal(code, 0, plane?.proc.output());
+    });
+
+    /** The spans of `traceId` once `root` and `children` are in, checked to hang off `root`. */
+    async function linkedTrace(traceId: string, rootName: string, children: string[]): Promise<ReceivedSpan> {
+      await receiver.waitFor((spans) => {
+        const t = spans.filter((s) => s.traceId === traceId);
+        return t.some((s) => s.name === rootName) && children.every((c) => t.some((s) => s.name === c));
+      });
+      const t = receiver.spans.filter((s) => s.traceId === traceId);
+      const root = t.find((s) => s.name === rootName)!;
+      assert.equal(root.parentSpanId, PARENT, "the caller's trace is continued");
+      assert.equal(root.service, "rpc-gateway-data-plane");
+      for (const name of children) {
+        const child = t.find((s) => s.name === name)!;
+        assert.equal(child.parentSpanId, root.spanId, `${name} is a child of ${rootName}`);
+      }
+      return root;
+    }
+
+    it("a WebSocket call is one trace under the upgrade's traceparent: limits, cache and upstream children", async () => {
+      stub.reset();
+      const c = await TestWsClient.open(`ws://127.0.0.1:${plane.port}/eth/rpc?apikey=${key}`, {
+        traceparent: `00-${WS_TRACE}-${PARENT}-01`,
+      });
+      clients.push(c);
+      // A fresh plane: eth_chainId (cacheable) is a miss in either thread's cache.
+      const a = await c.call("eth_chainId");
+      assert.equal(a.result, "0x7a69", JSON.stringify(a));
+      const root = await linkedTrace(WS_TRACE, "WS /{network}/rpc", [
+        "limits.admit",
+        "cache.lookup",
+        "upstream.call",
+      ]);
+      assert.equal(root.attributes["gateway.transport"], "ws");
+      assert.equal(root.attributes["rpc.method"], "eth_chainId");
+      assert.equal(root.attributes["gateway.category"], "Success");
+      const upstream = receiver.spans.find((s) => s.traceId === WS_TRACE && s.name === "upstream.call")!;
+      const sent = stub.traceparents.filter((t) => t.header.includes(WS_TRACE));
+      assert.equal(sent.length, 1, JSON.stringify(stub.traceparents));
+      assert.equal(sent[0]!.header, `00-${WS_TRACE}-${upstream.spanId}-01`);
+    });
+
+    it("a dedicated-node HTTP request is one trace: key check, limits, upstream children", async () => {
+      stub.reset();
+      const a = await postFresh(
+        plane.port,
+        `/nodes/${NODE_ID}/${encodeURIComponent(nodeKey)}`,
+        { jsonrpc: "2.0", id: 7, method: "stub_node_http" },
+        { traceparent: `00-${NODE_TRACE}-${PARENT}-01` },
+      );
+      assert.equal(a.status, 200, a.text);
+      const root = await linkedTrace(NODE_TRACE, "POST /nodes/{nodeId}/{key}", [
+        "key.verify",
+        "limits.admit",
+        "upstream.call",
+      ]);
+      assert.equal(root.attributes["network.slug"], `node:${NODE_ID}`);
+      assert.equal(root.attributes["http.response.status_code"], 200);
+      const upstream = receiver.spans.find((s) => s.traceId === NODE_TRACE && s.name === "upstream.call")!;
+      const sent = stub.traceparents.filter((t) => t.body.includes('"stub_node_http"'));
+      assert.equal(sent.length, 1, JSON.stringify(stub.traceparents));
+      assert.equal(sent[0]!.header, `00-${NODE_TRACE}-${upstream.spanId}-01`);
+    });
+
+    it("a dedicated-node WebSocket message is one trace too", async () => {
+      stub.reset();
+      const c = await TestWsClient.open(
+        `ws://127.0.0.1:${plane.port}/nodes/${NODE_ID}/${encodeURIComponent(nodeKey)}`,
+        {
+          traceparent: `00-${NODE_WS_TRACE}-${PARENT}-01`,
+        },
+      );
+      clients.push(c);
+      const a = await c.call("stub_node_ws");
+      assert.ok(a.result !== undefined, JSON.stringify(a));
+      const root = await linkedTrace(NODE_WS_TRACE, "WS /nodes/{nodeId}/{key}", [
+        "key.verify",
+        "limits.admit",
+        "upstream.call",
+      ]);
+      assert.equal(root.attributes["gateway.status"], 200);
+      const sent = stub.traceparents.filter((t) => t.body.includes('"stub_node_ws"'));
+      assert.equal(sent.length, 1, JSON.stringify(stub.traceparents));
+      assert.ok(sent[0]!.header.startsWith(`00-${NODE_WS_TRACE}-`), sent[0]!.header);
+    });
+  });
+
+  describe("data plane, invalid OTEL_*", () => {
+    it("fails once in the main thread, before any thread starts, with the variable named", async () => {
+      const r = spawnSync(process.execPath, [DATA_PLANE], {
+        env: {
+          ...withoutOtel(),
+          PATH: process.env.PATH,
+          DATA_PLANE_THREADS: "2",
+          DATA_PLANE_PORT: String(await freePort()),
+          DATA_PLANE_HOST: "127.0.0.1",
+          REDIS_URL: TEST_REDIS_URL,
+          REDIS_KEY_PREFIX: ns.prefix,
+          OTEL_TRACES_EXPORTER: "otlp",
+          OTEL_TRACES_SAMPLER: "sometimes",
+        } as NodeJS.ProcessEnv,
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      assert.equal(r.status, 1, `${r.stdout}${r.stderr}`);
+      const out = `${r.stdout}${r.stderr}`;
+      assert.match(out, /OTEL_TRACES_SAMPLER: expected one of .*got "sometimes"/);
+      assert.equal(out.split("OTEL_TRACES_SAMPLER:").length - 1, 1, `reported once:\n${out}`);
+      assert.doesNotMatch(out, /listening/);
     });
   });
 

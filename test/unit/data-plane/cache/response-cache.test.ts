@@ -131,5 +131,26 @@ describe("data-plane: response cache", () => {
       await c.merge("m", load);
       assert.equal(loads, 2);
     });
+
+    it("joining: whether a call is in flight, and the traceparent a sampled one was merged with", async () => {
+      const c = new LruResponseCache(1 << 20);
+      let release: () => void = () => {};
+      const load = (): Promise<CallResult> =>
+        new Promise((r) => {
+          release = () => r({ ok: true, reply: reply("m") });
+        });
+      assert.equal(c.joining("m"), undefined, "nothing in flight: the call leads");
+      const unsampled = c.merge("m", load);
+      assert.equal(c.joining("m"), "", "an unsampled call in flight");
+      release();
+      await unsampled;
+      assert.equal(c.joining("m"), undefined);
+      const tp = `00-${"a".repeat(32)}-${"b".repeat(16)}-01`;
+      const sampled = c.merge("m", load, tp);
+      assert.equal(c.joining("m"), tp);
+      release();
+      await sampled;
+      assert.equal(c.joining("m"), undefined, "forgotten once settled");
+    });
   });
 });

@@ -20,6 +20,7 @@ import { Acquired, ConcurrencyLimiter } from "../../../../data-plane/src/limits/
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
 import type { MethodPolicy } from "../../../../data-plane/src/policy/method-policy";
 import type { BatchItem, RpcCall } from "../../../../data-plane/src/rpc/parse";
+import type { RequestTrace, SpanAttributes } from "../../../../data-plane/src/telemetry/tracing";
 import type { NetworkPool, OutgoingCall } from "../../../../data-plane/src/upstream/network-pool";
 import { type CallResult, ReplyKind } from "../../../../data-plane/src/upstream/reply";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
@@ -140,6 +141,40 @@ describe("data-plane: forwarding core", () => {
     store(deps, asPool, key, a);
     assert.equal(lookup(deps, asPool, key)?.tail, ',"result":"0x1"}');
     assert.deepEqual(metrics.seen, [false, true]);
+  });
+
+  it("a sampled call's upstream span: its traceparent goes upstream; one that joins a call in flight links to it", async () => {
+    const { pool, asPool, deps } = setup();
+    const spans: { name: string; attributes?: SpanAttributes; link?: string; traceparent: string }[] = [];
+    const trace = (n: number): RequestTrace => ({
+      step: () => {},
+      set: () => {},
+      end: () => {},
+      logFields: () => ({ trace_id: "", span_id: "" }),
+      child: (name, attributes, link) => {
+        const traceparent = `00-${String(n).repeat(32)}-${String(n).repeat(16)}-01`;
+        spans.push({ name, attributes, link, traceparent });
+        return { traceparent, end: () => {} };
+      },
+    });
+    const c = call("eth_getBalance", ["0xab", "latest"]);
+    const unsampled = forwardCall(deps, asPool, blockDebug, "app:a", c);
+    const joinsUnsampled = forwardCall(deps, asPool, blockDebug, "app:b", c, undefined, trace(1));
+    await Promise.all([unsampled, joinsUnsampled]);
+    assert.equal(pool.calls.length, 1);
+    assert.equal(pool.calls[0]!.call.traceparent, undefined, "the leader was not sampled");
+    assert.deepEqual(spans[0]!.attributes?.["gateway.merged"], true);
+    assert.equal(spans[0]!.link, undefined, "no sampled span to link to");
+    deps.cache.clear();
+    const c2 = call("eth_getBalance", ["0xcd", "latest"]);
+    const leads = forwardCall(deps, asPool, blockDebug, "app:a", c2, undefined, trace(2));
+    const joins = forwardCall(deps, asPool, blockDebug, "app:b", c2, undefined, trace(3));
+    await Promise.all([leads, joins]);
+    assert.equal(pool.calls.length, 2, "still one upstream call for the two");
+    assert.equal(pool.calls[1]!.call.traceparent, spans[1]!.traceparent, "the leader's span went upstream");
+    assert.equal(spans[1]!.attributes?.["gateway.merged"], undefined);
+    assert.equal(spans[2]!.attributes?.["gateway.merged"], true);
+    assert.equal(spans[2]!.link, spans[1]!.traceparent, "the joiner links to the leader's upstream span");
   });
 
   it("stores only real results (not nulls, node errors or failures); no key = no merge", async () => {

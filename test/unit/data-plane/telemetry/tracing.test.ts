@@ -1,8 +1,21 @@
 import assert from "node:assert/strict";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { createTracing } from "../../../../data-plane/src/telemetry/create";
-import { sampled } from "../../../../data-plane/src/telemetry/otel-tracing";
+import { OtelTracing, sampled } from "../../../../data-plane/src/telemetry/otel-tracing";
 import { formatTraceparent, parseTraceparent } from "../../../../data-plane/src/telemetry/traceparent";
-import { NO_TRACING } from "../../../../data-plane/src/telemetry/tracing";
+import {
+  endByCategories,
+  endByCategory,
+  endByStatus,
+  NO_TRACING,
+} from "../../../../data-plane/src/telemetry/tracing";
+import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
+import type { SamplerConfig } from "../../../../shared/src/telemetry/config";
+import type { Telemetry } from "../../../../shared/src/telemetry/telemetry";
 
 describe("data-plane request tracing", () => {
   describe("traceparent", () => {
@@ -73,9 +86,104 @@ describe("data-plane request tracing", () => {
     const t = createTracing(0, {});
     assert.equal(t, NO_TRACING);
     assert.equal(t.enabled, false);
-    assert.equal(t.start("x", `00-${"a".repeat(32)}-${"b".repeat(16)}-01`, 0), undefined);
+    assert.equal(
+      t.start("x", `00-${"a".repeat(32)}-${"b".repeat(16)}-01`, 0, "http", "eth", "r1"),
+      undefined,
+    );
     const disabled = createTracing(0, { OTEL_TRACES_EXPORTER: "otlp", OTEL_SDK_DISABLED: "true" });
     assert.equal(disabled, NO_TRACING);
     await t.shutdown();
+  });
+
+  describe("OtelTracing (a real tracer, spans kept in memory)", () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const tracing = (root: SamplerConfig["root"] = "always_on") =>
+      new OtelTracing({
+        enabled: true,
+        config: { enabled: true, serviceName: "t", sampler: { root, parentBased: true, ratio: 1 } },
+        tracer: provider.getTracer("test"),
+        logFields: undefined,
+        shutdown: () => Promise.resolve(),
+      } satisfies Telemetry);
+    const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const SPAN = "00f067aa0ba902b7";
+    const byName = (name: string) => exporter.getFinishedSpans().find((s) => s.name === name)!;
+    beforeEach(() => exporter.reset());
+    after(() => provider.shutdown());
+
+    it("the root span carries every transport's attributes; children are its children", () => {
+      const t = tracing().start("WS /{network}/rpc", "", performance.now(), "ws", "eth", "req-1")!;
+      assert.ok(t);
+      t.step("limits.admit", performance.now(), { "limits.admitted": true });
+      t.child("upstream.call", { "rpc.method": "eth_call" }).end({ "upstream.id": "a" });
+      endByCategory(t, ErrorCategory.Success);
+      const root = byName("WS /{network}/rpc");
+      assert.deepEqual(
+        {
+          network: root.attributes["network.slug"],
+          transport: root.attributes["gateway.transport"],
+          id: root.attributes["gateway.request_id"],
+          category: root.attributes["gateway.category"],
+          method: root.attributes["http.request.method"],
+        },
+        { network: "eth", transport: "ws", id: "req-1", category: "Success", method: undefined },
+      );
+      assert.equal(root.status.code, 0, "unset: not failed");
+      for (const name of ["limits.admit", "upstream.call"]) {
+        const c = byName(name);
+        assert.equal(c.spanContext().traceId, root.spanContext().traceId);
+        assert.equal(c.parentSpanContext?.spanId, root.spanContext().spanId);
+      }
+    });
+
+    it("an HTTP request's span has its method; a 5xx or a service error marks a span failed", () => {
+      const a = tracing().start("POST /{network}/rpc", "", performance.now(), "http", "eth", "r")!;
+      endByStatus(a, 502);
+      const http = byName("POST /{network}/rpc");
+      assert.equal(http.attributes["http.request.method"], "POST");
+      assert.equal(http.attributes["http.response.status_code"], 502);
+      assert.equal(http.status.code, 2, "ERROR");
+      const b = tracing().start("WS /nodes/{nodeId}", "", performance.now(), "ws", "node:x", "r")!;
+      endByStatus(b, 200, true);
+      assert.equal(byName("WS /nodes/{nodeId}").attributes["gateway.status"], 200);
+      assert.equal(byName("WS /nodes/{nodeId}").status.code, 0);
+      const c = tracing().start("batch", "", performance.now(), "ws", "eth", "r")!;
+      endByCategories(c, [ErrorCategory.Success, ErrorCategory.ServiceError, ErrorCategory.ClientError]);
+      assert.equal(byName("batch").status.code, 2);
+      const d = tracing().start("client", "", performance.now(), "ws", "eth", "r")!;
+      endByCategory(d, ErrorCategory.ClientError);
+      assert.equal(byName("client").status.code, 0, "a client's mistake is not the gateway's failure");
+    });
+
+    it("continues an incoming trace; an unsampled or undrawn request builds nothing", () => {
+      const t = tracing("always_off").start(
+        "in",
+        `00-${TRACE}-${SPAN}-01`,
+        performance.now(),
+        "http",
+        "e",
+        "r",
+      )!;
+      t.end({});
+      assert.equal(byName("in").spanContext().traceId, TRACE);
+      assert.equal(byName("in").parentSpanContext?.spanId, SPAN);
+      assert.equal(tracing("always_off").start("x", "", 0, "http", "e", "r"), undefined);
+      assert.equal(tracing().start("x", `00-${TRACE}-${SPAN}-00`, 0, "http", "e", "r"), undefined);
+    });
+
+    it("a child with a link (a call that joined another in flight) links to that span", () => {
+      const t = tracing().start("root", "", performance.now(), "http", "e", "r")!;
+      const leader = `00-${TRACE}-${SPAN}-01`;
+      const c = t.child("upstream.call", { "gateway.merged": true }, leader);
+      assert.match(c.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      c.end();
+      t.end({});
+      const joined = byName("upstream.call");
+      assert.equal(joined.links.length, 1);
+      assert.equal(joined.links[0]!.context.traceId, TRACE);
+      assert.equal(joined.links[0]!.context.spanId, SPAN);
+      assert.equal(joined.attributes["gateway.merged"], true);
+    });
   });
 });

@@ -23,12 +23,11 @@
  * The load comes from this process (undici), so on a small machine the client, anvil and the gateway share
  * the CPUs: the figures are a comparison within one run, not capacity.
  */
-import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { Pool } from "undici";
 import { type Anvil, startAnvil } from "../test/helpers/anvil";
+import { envInt } from "./env";
 import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
+import { RESULTS_FILE, writeResultsSection } from "./results-file";
 
 export interface FinalityBenchOptions {
   redisUrl?: string;
@@ -278,23 +277,13 @@ export async function runFinalityBench(opts: FinalityBenchOptions = {}): Promise
 
 /** Standalone: runs, prints, and writes the `finality` section into the results file (the rest kept). */
 async function main(): Promise<void> {
-  const int = (name: string, def: number) => {
-    const v = Number.parseInt(process.env[name] ?? "", 10);
-    return Number.isFinite(v) && v >= 0 ? v : def;
-  };
   const result = await runFinalityBench({
-    blocks: int("BENCH_FINALITY_BLOCKS", 2000),
-    connections: int("BENCH_FINALITY_CONNECTIONS", 32),
-    durationS: int("BENCH_FINALITY_DURATION_S", int("BENCH_DURATION_S", 10)),
+    blocks: envInt("BENCH_FINALITY_BLOCKS", 2000),
+    connections: envInt("BENCH_FINALITY_CONNECTIONS", 32),
+    durationS: envInt("BENCH_FINALITY_DURATION_S", envInt("BENCH_DURATION_S", 10)),
   });
-  const file = process.env.BENCH_RESULTS || join(resolve(__dirname, "../../bench"), "results.json");
-  const results = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>) : {};
-  results.finality = { date: new Date().toISOString(), ...result };
-  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
-  // The committed results file is linted with the repo (`biome check .`), as bench/run.ts writes it.
-  const biome = require.resolve("@biomejs/biome/bin/biome");
-  spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
-  log(`\nwrote the finality section of ${file}`);
+  writeResultsSection("finality", { date: new Date().toISOString(), ...result });
+  log(`\nwrote the finality section of ${RESULTS_FILE}`);
 }
 
 if (require.main === module) {

@@ -25,6 +25,7 @@ import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
 import { type KeyRecord, KeyRecordSchema } from "../shared/src/redis/records";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
+import { envInt } from "./env";
 import { BENCH_NETWORK, BenchRedis, startGateway } from "./gateway";
 import { type Body, type LoadResult, runLoad, which } from "./load";
 
@@ -269,17 +270,13 @@ export async function runJwtBench(opts: JwtBenchOptions = {}): Promise<JwtBenchR
 
 /** Standalone: runs, prints, and writes the `jwt` section into the results file (the rest kept). */
 async function main(): Promise<void> {
-  const int = (name: string, def: number) => {
-    const v = Number.parseInt(process.env[name] ?? "", 10);
-    return Number.isFinite(v) && v >= 0 ? v : def;
-  };
   log("JWT bench (keyed cache miss, JWT required vs not):");
   const result = await runJwtBench({
-    durationS: int("BENCH_DURATION_S", 10),
-    warmupS: int("BENCH_WARMUP_S", 2),
-    connections: int("BENCH_CONNECTIONS", 64),
-    threads: process.env.BENCH_THREADS ? int("BENCH_THREADS", 1) : undefined,
-    repeats: int("BENCH_JWT_REPEATS", 3),
+    durationS: envInt("BENCH_DURATION_S", 10),
+    warmupS: envInt("BENCH_WARMUP_S", 2),
+    connections: envInt("BENCH_CONNECTIONS", 64),
+    threads: process.env.BENCH_THREADS ? envInt("BENCH_THREADS", 1) : undefined,
+    repeats: envInt("BENCH_JWT_REPEATS", 3),
     stubImpl: (process.env.BENCH_STUB_IMPL ?? "uws") as "uws" | "node",
   });
   const file = process.env.BENCH_RESULTS || join(resolve(__dirname, "../../bench"), "results.json");

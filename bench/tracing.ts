@@ -17,10 +17,10 @@
 import { mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import os from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
+import { sectionLoadFromEnv } from "./env";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processCpuUs, startGateway } from "./gateway";
 import { type Body, runLoad, which } from "./load";
 import { writeResultsSection } from "./results-file";
@@ -237,19 +237,7 @@ export function printTracingBench(r: TracingBenchResult, log: (s: string) => voi
 }
 
 export function tracingOptionsFromEnv(log: (s: string) => void): TracingBenchOptions {
-  const int = (name: string, def: number) => {
-    const n = Number.parseInt(process.env[name] ?? "", 10);
-    return Number.isFinite(n) && n >= 0 ? n : def;
-  };
-  return {
-    redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
-    durationS: Math.max(1, int("BENCH_DURATION_S", 10)),
-    warmupS: int("BENCH_WARMUP_S", 2),
-    connections: Math.max(1, int("BENCH_CONNECTIONS", 64)),
-    threads: Math.max(1, int("BENCH_THREADS", os.cpus().length <= 2 ? 1 : 2)),
-    repeats: Math.max(1, int("BENCH_REPEATS", 3)),
-    log,
-  };
+  return { ...sectionLoadFromEnv(), log };
 }
 
 if (require.main === module) {

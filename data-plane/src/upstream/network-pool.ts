@@ -15,7 +15,7 @@ import {
   mergeNeeds,
   type Need,
   Serves,
-  stateBlockOf,
+  stateBlockOfCall,
 } from "./capabilities";
 import { ChainWatch } from "./chain-watch";
 import { BY_HASH, emptyAnswerAsk, NOT_RETRIED } from "./empty-answer";
@@ -173,6 +173,8 @@ function isRateLimitTail(tail: string): boolean {
 export interface OutgoingCall {
   readonly method: string;
   readonly params: unknown;
+  /** The params' JSON text, when the parser kept it (rpc/parse.ts RpcCall). */
+  readonly paramsText?: string;
 }
 
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
@@ -339,7 +341,7 @@ export class NetworkPool {
    * family once any upstream declares families. Undefined (the usual case, no allocation): anything does.
    */
   need(c: OutgoingCall): Need | undefined {
-    const block = stateBlockOf(c.method, c.params);
+    const block = stateBlockOfCall(c);
     const families = this.familiesDeclared === 0 ? 0 : familyOf(c.method);
     if (block < 0 && families === 0) return undefined;
     return { block, families };
@@ -794,17 +796,21 @@ export class NetworkPool {
   /**
    * Forwards a client batch as its own text (forward/verbatim.ts: the caller checked it may, and that no
    * call is handled on its own: sendsApart) to one upstream, with failover like any exchange; the
-   * node's answer text comes back with each call's category.
+   * node's answer text comes back with each call's category. `text` may be its UTF-8 bytes (sent as
+   * they are, without encoding a string).
    */
   async callVerbatim(
-    text: string,
+    text: string | Uint8Array,
     calls: readonly RpcCall[],
   ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
     let kind: ExchangeKind = ExchangeKind.Light;
     let hedge = true;
+    let method: string | undefined;
     for (const c of calls) {
-      if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
-      if (!hedgeable(c.method)) hedge = false;
+      if (c.method === method) continue; // a run of one method: looked up once
+      method = c.method;
+      if (isHeavy(method)) kind = ExchangeKind.Heavy;
+      if (!hedgeable(method)) hedge = false;
     }
     return this.exchangeWithFailover(
       text,
@@ -916,7 +922,7 @@ export class NetworkPool {
    * (hedgedExchange); at most one copy per call.
    */
   private async exchangeWithFailover<T>(
-    body: string,
+    body: string | Uint8Array,
     first: Upstream | undefined,
     parse: (text: string) => T | typeof INVALID_REPLY | typeof NOT_BAD | typeof RATE_LIMITED,
     kind: ExchangeKind,
@@ -1024,7 +1030,7 @@ export class NetworkPool {
    */
   private hedgedExchange(
     u: Upstream,
-    body: string,
+    body: string | Uint8Array,
     parse: (text: string) => unknown,
     kind: ExchangeKind,
     tried: readonly Upstream[] | undefined,

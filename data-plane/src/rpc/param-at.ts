@@ -1,0 +1,92 @@
+/**
+ * One positional argument of a call, read from the params' text when the parser kept it (batch
+ * elements: RpcCall.paramsText) instead of building every params value: routing reads the block argument
+ * of each state call of a batch (upstream/capabilities.ts), which would otherwise cost a JSON.parse per
+ * element. The text is valid JSON (the parser checked it), so this only has to find the element.
+ */
+export function paramAt(
+  call: { readonly params: unknown; readonly paramsText?: string },
+  index: number,
+): unknown {
+  const t = call.paramsText;
+  if (t === undefined) {
+    const p = call.params;
+    return Array.isArray(p) ? p[index] : undefined;
+  }
+  // The text starts at its value: `[` an array, `{` by-name params (no positional argument).
+  if (t.charCodeAt(0) !== 0x5b) return undefined;
+  let i = skipWs(t, 1);
+  if (t.charCodeAt(i) === 0x5d) return undefined;
+  for (let k = 0; ; k++) {
+    const end = skipValue(t, i);
+    if (k === index) {
+      // The usual block argument is a plain string ("latest", "0x1b4"): no JSON.parse for it.
+      if (t.charCodeAt(i) === 0x22 && !hasBackslash(t, i + 1, end - 1)) {
+        if (end - i === 8 && t.startsWith(LATEST, i)) return "latest";
+        return t.slice(i + 1, end - 1);
+      }
+      return JSON.parse(t.slice(i, end));
+    }
+    i = skipWs(t, end);
+    if (t.charCodeAt(i) !== 0x2c /* , */) return undefined;
+    i = skipWs(t, i + 1);
+  }
+}
+
+const LATEST = '"latest"';
+
+function hasBackslash(t: string, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (t.charCodeAt(i) === 0x5c) return true;
+  return false;
+}
+
+function skipWs(t: string, i: number): number {
+  for (;;) {
+    const c = t.charCodeAt(i);
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+    else return i;
+  }
+}
+
+/** Index just past the string starting at `i` (valid JSON: it ends at the first unescaped quote). */
+function skipString(t: string, i: number): number {
+  let q = t.indexOf('"', i + 1);
+  for (;;) {
+    // A quote is escaped when an odd number of backslashes precede it.
+    let b = q - 1;
+    while (t.charCodeAt(b) === 0x5c) b--;
+    if ((q - 1 - b) % 2 === 0) return q + 1;
+    q = t.indexOf('"', q + 1);
+  }
+}
+
+/** Index just past the value starting at `i` (valid JSON). */
+function skipValue(t: string, i: number): number {
+  let depth = 0;
+  for (;;) {
+    const c = t.charCodeAt(i);
+    if (c === 0x22) {
+      i = skipString(t, i);
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      i++;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+      i++;
+    } else {
+      i++;
+      // A scalar (number, literal) or a separator: everything up to the next structural character.
+      if (depth === 0) {
+        while (i < t.length) {
+          const d = t.charCodeAt(i);
+          if (d === 0x2c || d === 0x5d || d === 0x7d || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09)
+            break;
+          i++;
+        }
+        return i;
+      }
+      continue;
+    }
+    if (depth === 0) return i;
+  }
+}

@@ -43,6 +43,12 @@ export function byteAt(b: Uint8Array, i: number): number {
 const IN_STRING = new Uint8Array(256);
 for (let c = 0; c < 256; c++) IN_STRING[c] = c < 0x20 || c >= 0x80 ? 3 : c === 0x22 ? 1 : c === 0x5c ? 2 : 0;
 
+/**
+ * Set (never cleared here) when a string scanned holds a backslash escape: a caller clears it before
+ * scanning what it wants to know about (its text then differs from its value).
+ */
+export const scanState = { escaped: false };
+
 /** The string starting at `i` (its opening quote). */
 export function scanString(b: Uint8Array, i: number): number {
   const n = b.length;
@@ -53,6 +59,7 @@ export function scanString(b: Uint8Array, i: number): number {
     const k = IN_STRING[b[i]!];
     if (k === 1) return i + 1;
     if (k !== 2) return -1; // a control character or a non-ASCII byte
+    scanState.escaped = true;
     const e = byteAt(b, i + 1);
     if (e === 0x75 /* u */) {
       if (!isHex(byteAt(b, i + 2)) || !isHex(byteAt(b, i + 3))) return -1;

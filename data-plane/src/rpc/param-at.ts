@@ -1,21 +1,26 @@
 /**
- * One positional argument of a call, read from the params' text when the parser kept it (batch
- * elements: RpcCall.paramsText) instead of building every params value: routing reads the block argument
- * of each state call of a batch (upstream/capabilities.ts), which would otherwise cost a JSON.parse per
- * element. The text is valid JSON (the parser checked it), so this only has to find the element.
+ * One positional argument of a call: params[index], undefined when the params are no array or shorter.
+ * A batch element the parser scanned reads it from the request text (ScannedCall.param, argAt) instead
+ * of building its whole params: routing reads the block argument of each state call of a batch
+ * (upstream/capabilities.ts), which would otherwise cost a JSON.parse per element.
  */
 export function paramAt(
-  call: { readonly params: unknown; readonly paramsText?: string },
+  call: { readonly params: unknown; param?(index: number): unknown },
   index: number,
 ): unknown {
-  const t = call.paramsText;
-  if (t === undefined) {
-    const p = call.params;
-    return Array.isArray(p) ? p[index] : undefined;
-  }
-  // The text starts at its value: `[` an array, `{` by-name params (no positional argument).
-  if (t.charCodeAt(0) !== 0x5b) return undefined;
-  let i = skipWs(t, 1);
+  if (call.param !== undefined) return call.param(index);
+  const p = call.params;
+  return Array.isArray(p) ? p[index] : undefined;
+}
+
+/**
+ * params[index] of the params value starting at `start` in `t`, which is valid JSON (the parser checked
+ * it): this only has to find the element.
+ */
+export function argAt(t: string, start: number, index: number): unknown {
+  // `[` an array, `{` by-name params (no positional argument).
+  if (t.charCodeAt(start) !== 0x5b) return undefined;
+  let i = skipWs(t, start + 1);
   if (t.charCodeAt(i) === 0x5d) return undefined;
   for (let k = 0; ; k++) {
     const end = skipValue(t, i);

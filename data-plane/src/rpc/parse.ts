@@ -1,6 +1,7 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { MAX_BATCH_SIZE } from "../../../shared/src/jsonrpc/types";
-import { byteAt, scanString, scanValue, skipWs } from "./json-scan";
+import { byteAt, scanState, scanString, scanValue, skipWs } from "./json-scan";
+import { argAt } from "./param-at";
 import { rawIds } from "./raw-id";
 
 /**
@@ -13,10 +14,10 @@ export interface RpcCall {
   readonly params: unknown;
   readonly idText: string | undefined;
   /**
-   * The params as the client wrote them (JSON text), when the parser kept them (batch elements): read
-   * through it (see paramAt), the params need not be built at all.
+   * params[index], read from the request text without building the params, when the parser kept them
+   * as text (batch elements); callers go through paramAt.
    */
-  readonly paramsText?: string;
+  param?(index: number): unknown;
 }
 
 /** A batch element that failed validation: answered with `id: null` (or its id when it had a valid one). */
@@ -146,17 +147,28 @@ class ScannedCall implements RpcCall {
   constructor(
     readonly method: string,
     readonly idText: string | undefined,
-    readonly paramsText: string | undefined,
+    /** The request text, and where the params' value starts and ends in it (-1: no params). */
+    private readonly text: string,
+    private readonly paramsStart: number,
+    private readonly paramsEnd: number,
   ) {}
 
   get params(): unknown {
     let v = this.parsed;
     if (v === UNREAD) {
       // Valid JSON (the scan checked it), so this cannot throw.
-      v = this.paramsText === undefined ? undefined : JSON.parse(this.paramsText);
+      v = this.paramsStart < 0 ? undefined : JSON.parse(this.text.slice(this.paramsStart, this.paramsEnd));
       this.parsed = v;
     }
     return v;
+  }
+
+  param(index: number): unknown {
+    if (this.parsed !== UNREAD || this.paramsStart < 0) {
+      const p = this.params;
+      return Array.isArray(p) ? p[index] : undefined;
+    }
+    return argAt(this.text, this.paramsStart, index);
   }
 }
 
@@ -175,6 +187,8 @@ const M_ESCAPED = -2;
 /** Value spans of the element being scanned: start (-1 = absent) and end per member (reused). */
 const starts = new Int32Array(4);
 const ends = new Int32Array(4);
+/** Per member: whether its value holds a backslash escape (anywhere, for a container). */
+const escapes = new Uint8Array(4);
 /** Whether the element scanMembers last read repeated one of the members above. */
 let repeated = false;
 /** The method of the batch's previous element and its span (with quotes); undefined at a batch's start. */
@@ -256,6 +270,7 @@ function scanMembers(b: Uint8Array, i: number): number {
   for (;;) {
     if (byteAt(b, i) !== 0x22) return -1;
     const keyStart = i;
+    scanState.escaped = false;
     i = scanString(b, i);
     if (i < 0) return -1;
     const member = memberOf(b, keyStart, i);
@@ -264,12 +279,14 @@ function scanMembers(b: Uint8Array, i: number): number {
     if (byteAt(b, i) !== 0x3a /* : */) return -1;
     i = skipWs(b, i + 1);
     const valueStart = i;
+    scanState.escaped = false;
     i = scanValue(b, i);
     if (i < 0) return -1;
     if (member >= 0) {
       if (starts[member] !== -1) repeated = true;
       starts[member] = valueStart;
       ends[member] = i;
+      escapes[member] = scanState.escaped ? 1 : 0;
     }
     i = skipWs(b, i);
     const c = byteAt(b, i);
@@ -280,8 +297,8 @@ function scanMembers(b: Uint8Array, i: number): number {
 }
 
 /**
- * Which read member the key b[start, end) (quotes included) names: an index, -1 for any other key,
- * M_ESCAPED for one with an escape (it may spell a member: "m\u0065thod" is "method").
+ * Which read member the key b[start, end) (quotes included, just scanned) names: an index, -1 for any
+ * other key, M_ESCAPED for one with an escape (it may spell a member: "m\u0065thod" is "method").
  */
 function memberOf(b: Uint8Array, start: number, end: number): number {
   const len = end - start - 2;
@@ -325,17 +342,12 @@ function memberOf(b: Uint8Array, start: number, end: number): number {
       return M_JSONRPC;
     }
   }
-  return hasBackslash(b, k, end - 1) ? M_ESCAPED : -1;
+  return scanState.escaped ? M_ESCAPED : -1;
 }
 
 function sameBytes(b: Uint8Array, a: number, c: number, len: number): boolean {
   for (let k = 0; k < len; k++) if (b[a + k] !== b[c + k]) return false;
   return true;
-}
-
-function hasBackslash(b: Uint8Array, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) if (b[i] === 0x5c) return true;
-  return false;
 }
 
 /**
@@ -350,7 +362,7 @@ function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
     const c = b[idStart]!;
     if (c === 0x22) {
       // Without escapes (and ASCII), JSON.stringify of the value is the text as written.
-      if (hasBackslash(b, idStart + 1, idEnd - 1)) return undefined;
+      if (escapes[M_ID] !== 0) return undefined;
       idText = text.slice(idStart, idEnd);
     } else if (c === 0x6e /* null */) {
       idText = NULL_ID;
@@ -371,14 +383,14 @@ function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
     b[rpcStart + 4] !== 0x22
   ) {
     // Not "2.0" as written; "2\u002e0" is, to JSON.parse.
-    if (rpcStart >= 0 && hasBackslash(b, rpcStart, ends[M_JSONRPC]!)) return undefined;
+    if (rpcStart >= 0 && escapes[M_JSONRPC] !== 0) return undefined;
     return { error: GatewayError.InvalidRequest, idText: orNull };
   }
   const methodStart = starts[M_METHOD]!;
   if (methodStart < 0 || b[methodStart] !== 0x22)
     return { error: GatewayError.InvalidRequest, idText: orNull };
   const methodEnd = ends[M_METHOD]!;
-  if (hasBackslash(b, methodStart + 1, methodEnd - 1)) return undefined;
+  if (escapes[M_METHOD] !== 0) return undefined;
   if (methodEnd - methodStart === 2) return { error: GatewayError.InvalidRequest, idText: orNull };
   // A batch mostly repeats its methods: the previous element's string when the bytes are the same.
   let method = prevMethod;
@@ -394,13 +406,11 @@ function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
     prevMethodEnd = methodEnd;
   }
   const paramsStart = starts[M_PARAMS]!;
-  let paramsText: string | undefined;
   if (paramsStart >= 0) {
     const c = b[paramsStart];
     if (c !== 0x5b && c !== 0x7b) return { error: GatewayError.InvalidRequest, idText: orNull };
-    paramsText = text.slice(paramsStart, ends[M_PARAMS]);
   }
-  return new ScannedCall(method, idText, paramsText);
+  return new ScannedCall(method, idText, text, paramsStart, ends[M_PARAMS]!);
 }
 
 /** Texts of the ids 0..SMALL_IDS-1 (clients number a batch's elements from 0 or 1): no string per id. */

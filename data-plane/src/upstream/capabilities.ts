@@ -83,7 +83,7 @@ export function stateBlockOf(method: string, params: unknown): number {
 export function stateBlockOfCall(c: {
   readonly method: string;
   readonly params: unknown;
-  readonly paramsText?: string;
+  param?(index: number): unknown;
 }): number {
   const arg = STATE_BLOCK_ARG.get(c.method);
   if (arg === undefined) return -1;

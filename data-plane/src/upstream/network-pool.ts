@@ -173,8 +173,8 @@ function isRateLimitTail(tail: string): boolean {
 export interface OutgoingCall {
   readonly method: string;
   readonly params: unknown;
-  /** The params' JSON text, when the parser kept it (rpc/parse.ts RpcCall). */
-  readonly paramsText?: string;
+  /** params[index] without building the params, when the parser can (rpc/parse.ts RpcCall). */
+  param?(index: number): unknown;
 }
 
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */

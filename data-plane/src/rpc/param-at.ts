@@ -1,6 +1,6 @@
 /**
  * One positional argument of a call: params[index], undefined when the params are no array or shorter.
- * A batch element the parser scanned reads it from the request text (ScannedCall.param, argAt) instead
+ * A batch element the parser scanned reads it from the request text (ScannedCall.param, valueAt) instead
  * of building its whole params: routing reads the block argument of each state call of a batch
  * (upstream/capabilities.ts), which would otherwise cost a JSON.parse per element.
  */
@@ -13,29 +13,15 @@ export function paramAt(
   return Array.isArray(p) ? p[index] : undefined;
 }
 
-/**
- * params[index] of the params value starting at `start` in `t`, which is valid JSON (the parser checked
- * it): this only has to find the element.
- */
-export function argAt(t: string, start: number, index: number): unknown {
-  // `[` an array, `{` by-name params (no positional argument).
-  if (t.charCodeAt(start) !== 0x5b) return undefined;
-  let i = skipWs(t, start + 1);
-  if (t.charCodeAt(i) === 0x5d) return undefined;
-  for (let k = 0; ; k++) {
-    const end = skipValue(t, i);
-    if (k === index) {
-      // The usual block argument is a plain string ("latest", "0x1b4"): no JSON.parse for it.
-      if (t.charCodeAt(i) === 0x22 && !hasBackslash(t, i + 1, end - 1)) {
-        if (end - i === 8 && t.startsWith(LATEST, i)) return "latest";
-        return t.slice(i + 1, end - 1);
-      }
-      return JSON.parse(t.slice(i, end));
-    }
-    i = skipWs(t, end);
-    if (t.charCodeAt(i) !== 0x2c /* , */) return undefined;
-    i = skipWs(t, i + 1);
+/** The value starting at `i` in `t`, which is valid JSON (the parser checked it). */
+export function valueAt(t: string, i: number): unknown {
+  const end = skipValue(t, i);
+  // The usual block argument is a plain string ("latest", "0x1b4"): no JSON.parse for it.
+  if (t.charCodeAt(i) === 0x22 && !hasBackslash(t, i + 1, end - 1)) {
+    if (end - i === 8 && t.startsWith(LATEST, i)) return "latest";
+    return t.slice(i + 1, end - 1);
   }
+  return JSON.parse(t.slice(i, end));
 }
 
 const LATEST = '"latest"';
@@ -43,14 +29,6 @@ const LATEST = '"latest"';
 function hasBackslash(t: string, start: number, end: number): boolean {
   for (let i = start; i < end; i++) if (t.charCodeAt(i) === 0x5c) return true;
   return false;
-}
-
-function skipWs(t: string, i: number): number {
-  for (;;) {
-    const c = t.charCodeAt(i);
-    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
-    else return i;
-  }
 }
 
 /** Index just past the string starting at `i` (valid JSON: it ends at the first unescaped quote). */

@@ -1,7 +1,7 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { MAX_BATCH_SIZE } from "../../../shared/src/jsonrpc/types";
 import { byteAt, scanState, scanString, scanValue, skipWs } from "./json-scan";
-import { argAt } from "./param-at";
+import { valueAt } from "./param-at";
 import { rawIds } from "./raw-id";
 
 /**
@@ -151,6 +151,10 @@ class ScannedCall implements RpcCall {
     private readonly text: string,
     private readonly paramsStart: number,
     private readonly paramsEnd: number,
+    /** Where the params' first three elements start (-1: none). */
+    private readonly arg0: number,
+    private readonly arg1: number,
+    private readonly arg2: number,
   ) {}
 
   get params(): unknown {
@@ -164,11 +168,12 @@ class ScannedCall implements RpcCall {
   }
 
   param(index: number): unknown {
-    if (this.parsed !== UNREAD || this.paramsStart < 0) {
+    if (this.parsed !== UNREAD || this.paramsStart < 0 || index >= ARGS) {
       const p = this.params;
       return Array.isArray(p) ? p[index] : undefined;
     }
-    return argAt(this.text, this.paramsStart, index);
+    const start = index === 0 ? this.arg0 : index === 1 ? this.arg1 : this.arg2;
+    return start < 0 ? undefined : valueAt(this.text, start);
   }
 }
 
@@ -189,6 +194,32 @@ const starts = new Int32Array(4);
 const ends = new Int32Array(4);
 /** Per member: whether its value holds a backslash escape (anywhere, for a container). */
 const escapes = new Uint8Array(4);
+/**
+ * Where the first ARGS positional params of the element start (-1: none): the block argument routing
+ * reads (index 0 to 2) is then found without walking the params text (ScannedCall.param).
+ */
+const ARGS = 3;
+const args = new Int32Array(ARGS);
+
+/** The params value at `i`, an array's first ARGS elements' starts recorded in `args`. */
+function scanParams(b: Uint8Array, i: number): number {
+  args[0] = -1;
+  args[1] = -1;
+  args[2] = -1;
+  if (byteAt(b, i) !== 0x5b /* [ */) return scanValue(b, i);
+  i = skipWs(b, i + 1);
+  if (byteAt(b, i) === 0x5d) return i + 1;
+  for (let k = 0; ; k++) {
+    if (k < ARGS) args[k] = i;
+    i = scanValue(b, i);
+    if (i < 0) return -1;
+    i = skipWs(b, i);
+    const c = byteAt(b, i);
+    if (c === 0x5d) return i + 1;
+    if (c !== 0x2c) return -1;
+    i = skipWs(b, i + 1);
+  }
+}
 /** Whether the element scanMembers last read repeated one of the members above. */
 let repeated = false;
 /** The method of the batch's previous element and its span (with quotes); undefined at a batch's start. */
@@ -264,6 +295,9 @@ function scanMembers(b: Uint8Array, i: number): number {
   starts[1] = -1;
   starts[2] = -1;
   starts[3] = -1;
+  args[0] = -1;
+  args[1] = -1;
+  args[2] = -1;
   repeated = false;
   i = skipWs(b, i + 1);
   if (byteAt(b, i) === 0x7d /* } */) return i + 1;
@@ -280,7 +314,7 @@ function scanMembers(b: Uint8Array, i: number): number {
     i = skipWs(b, i + 1);
     const valueStart = i;
     scanState.escaped = false;
-    i = scanValue(b, i);
+    i = member === M_PARAMS ? scanParams(b, i) : scanValue(b, i);
     if (i < 0) return -1;
     if (member >= 0) {
       if (starts[member] !== -1) repeated = true;
@@ -410,7 +444,7 @@ function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
     const c = b[paramsStart];
     if (c !== 0x5b && c !== 0x7b) return { error: GatewayError.InvalidRequest, idText: orNull };
   }
-  return new ScannedCall(method, idText, text, paramsStart, ends[M_PARAMS]!);
+  return new ScannedCall(method, idText, text, paramsStart, ends[M_PARAMS]!, args[0]!, args[1]!, args[2]!);
 }
 
 /** Texts of the ids 0..SMALL_IDS-1 (clients number a batch's elements from 0 or 1): no string per id. */

@@ -21,10 +21,26 @@ function plain(r: ParseResult): unknown {
   return r.batch ? { items: r.items.map(item) } : { call: item(r.call) };
 }
 
-/** The scanning parser gives what the JSON.parse one gives, whatever the text. */
+/**
+ * The scanning parser gives what the JSON.parse one gives, whatever the text: the same result, and the
+ * same positional params when they are read from the text before the params are built.
+ */
 function sameAsJsonParse(text: string): ParseResult {
+  const ref = parseViaJsonParse(text);
+  const fresh = parseRpcBody(text);
+  if (fresh.ok && fresh.batch && ref.ok && ref.batch) {
+    fresh.items.forEach((it, i) => {
+      const want = ref.items[i]!;
+      if (isItemError(it) || isItemError(want)) return;
+      const params = want.params;
+      for (let k = 0; k < 4; k++) {
+        const arg = Array.isArray(params) ? params[k] : undefined;
+        assert.deepEqual(paramAt(it, k), arg, `${JSON.stringify(text)} item ${i} arg ${k}`);
+      }
+    });
+  }
   const r = parseRpcBody(text);
-  assert.deepEqual(plain(r), plain(parseViaJsonParse(text)), JSON.stringify(text));
+  assert.deepEqual(plain(r), plain(ref), JSON.stringify(text));
   return r;
 }
 
@@ -40,6 +56,8 @@ const BATCHES = [
   `[${el("9007199254740993")},${el("123456789012345")},${el("1234567890123456")},${el("1E400")}]`,
   `[${el("true")},${el("false")},${el("{}")},${el("[1]")}]`,
   '[{"jsonrpc":"2.0","id":1,"method":"a","method":"b","params":[1],"params":{"x":[2]}}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":[2]},"params":[ "0x1" , {"b":"]"}, 7 ,"0x9"]}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":["latest","latest\\n","0x2"]}]',
   '[{"id":1,"jsonrpc":"2.0","jsonrpc":"1.0","method":"a"},{"id":2,"id":"z","jsonrpc":"2.0","method":"a"}]',
   '[{"jsonrpc":"2.0","id":1,"m\\u0065thod":"a"},{"jsonrpc":"2\\u002e0","id":2,"method":"b"}]',
   '[{"jsonrpc":"2.0","id":"a\\"b","method":"e\\u0074h_x"},{"jsonrpc":"2.0","id":"\\u0061","method":"x"}]',

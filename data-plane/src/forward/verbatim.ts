@@ -86,8 +86,8 @@ export type VerbatimRefusal = (typeof VerbatimRefusal)[keyof typeof VerbatimRefu
  * Checks a node's answer to a verbatim batch of `calls` and reads each call's category.
  *
  * Fast path (geth, anvil, reth, erigon, substrate write compact JSON): an array holding one
- * `"jsonrpc":"2.0"` per call with an id and no `"error"` anywhere: every call succeeded, nothing is
- * parsed. Otherwise the answer is parsed (so what is passed on is valid JSON) and each error element is
+ * `jsonrpc":"2.0"` per call with an id and no `rror"` anywhere (so no `"error"`): every call succeeded,
+ * nothing is parsed. Otherwise the answer is parsed (so what is passed on is valid JSON) and each error element is
  * matched to its call by id; a call with an id and no answer is upstream_bad_response, as on the usual
  * path (its answer stays missing from the array, which is the node's).
  */
@@ -97,7 +97,10 @@ export function readVerbatimReply(text: string, calls: readonly RpcCall[]): Verb
   for (let i = 0; i < n; i++) if (calls[i]!.idText !== undefined) answered++;
   const first = firstNonSpace(text);
   if (text.charCodeAt(first) === 0x5b /* [ */ && text.charCodeAt(lastNonSpace(text)) === 0x5d /* ] */) {
-    if (!text.includes('"error"') && occurrences(text, '"jsonrpc":"2.0"', answered + 1) === answered) {
+    // The needles leave out their opening quote: searches start at a memchr for the first character,
+    // and a quote is the commonest one in JSON (about 3x slower than from `r` / `j`). `rror"` matches
+    // wherever `"error"` would (and more: the safe side, the parsed path).
+    if (!text.includes('rror"') && occurrences(text, 'jsonrpc":"2.0"', answered + 1) === answered) {
       return { text, categories: new Array<string>(n).fill(ErrorCategory.Success) };
     }
   }

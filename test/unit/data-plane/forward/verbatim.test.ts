@@ -70,6 +70,17 @@ describe("data-plane: verbatim batches", () => {
       ErrorCategory.ClientError,
       ErrorCategory.Success,
     ]);
+    // "error" (or just `rror"`) anywhere, even inside a result, sends the answer the parsed way.
+    const lookalike = readVerbatimReply(
+      '[{"jsonrpc":"2.0","id":1,"result":"horror"},{"jsonrpc":"2.0","id":"x","error":{"code":3,"message":"reverted"}}]',
+      cs,
+    );
+    assert.ok(typeof lookalike === "object");
+    assert.deepEqual(lookalike.categories, [
+      ErrorCategory.Success,
+      ErrorCategory.NodeError,
+      ErrorCategory.Success,
+    ]);
     // One answer missing (the fast path's count does not match): that call is a bad answer.
     const missing = readVerbatimReply('[{"jsonrpc":"2.0","id":1,"result":1}]', cs);
     assert.ok(typeof missing === "object");

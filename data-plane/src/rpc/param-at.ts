@@ -15,10 +15,11 @@ export function paramAt(
 
 /** The value starting at `i` in `t`, which is valid JSON (the parser checked it). */
 export function valueAt(t: string, i: number): unknown {
+  // The string ends at its first quote: this one is "latest".
+  if (t.startsWith(LATEST, i)) return "latest";
   const end = skipValue(t, i);
   // The usual block argument is a plain string ("latest", "0x1b4"): no JSON.parse for it.
   if (t.charCodeAt(i) === 0x22 && !hasBackslash(t, i + 1, end - 1)) {
-    if (end - i === 8 && t.startsWith(LATEST, i)) return "latest";
     return t.slice(i + 1, end - 1);
   }
   return JSON.parse(t.slice(i, end));

@@ -303,18 +303,26 @@ function scanMembers(b: Uint8Array, i: number): number {
   if (byteAt(b, i) === 0x7d /* } */) return i + 1;
   for (;;) {
     if (byteAt(b, i) !== 0x22) return -1;
-    const keyStart = i;
-    scanState.escaped = false;
-    i = scanString(b, i);
-    if (i < 0) return -1;
-    const member = memberOf(b, keyStart, i);
-    if (member === M_ESCAPED) return -1;
-    i = skipWs(b, i);
-    if (byteAt(b, i) !== 0x3a /* : */) return -1;
-    i = skipWs(b, i + 1);
+    // The four names with their colon, as every client writes them (compact), are matched in one go.
+    let member = compactMember(b, i);
+    if (member >= 0) {
+      i = skipWs(b, i + MEMBER_KEY_LENGTHS[member]!);
+    } else {
+      const keyStart = i;
+      scanState.escaped = false;
+      i = scanString(b, i);
+      if (i < 0) return -1;
+      member = memberOf(b, keyStart, i);
+      if (member === M_ESCAPED) return -1;
+      i = skipWs(b, i);
+      if (byteAt(b, i) !== 0x3a /* : */) return -1;
+      i = skipWs(b, i + 1);
+    }
     const valueStart = i;
     scanState.escaped = false;
-    i = member === M_PARAMS ? scanParams(b, i) : scanValue(b, i);
+    if (member === M_PARAMS) i = scanParams(b, i);
+    else if (member === M_JSONRPC && isVersion(b, i)) i += 5;
+    else i = scanValue(b, i);
     if (i < 0) return -1;
     if (member >= 0) {
       if (starts[member] !== -1) repeated = true;
@@ -328,6 +336,66 @@ function scanMembers(b: Uint8Array, i: number): number {
     if (c !== 0x2c) return -1;
     i = skipWs(b, i + 1);
   }
+}
+
+/** Lengths of `"jsonrpc":`, `"id":`, `"method":`, `"params":` (by member index). */
+const MEMBER_KEY_LENGTHS = [10, 5, 9, 9];
+
+/**
+ * The member whose key and colon, written without spaces or escapes, are at `i` (an opening quote), -1
+ * for anything else (the general path reads it).
+ */
+function compactMember(b: Uint8Array, i: number): number {
+  if (i + 10 > b.length) return -1;
+  const c = b[i + 1];
+  if (c === 0x69 /* i */) return b[i + 2] === 0x64 && b[i + 3] === 0x22 && b[i + 4] === 0x3a ? M_ID : -1;
+  if (c === 0x6d /* m */) {
+    return b[i + 2] === 0x65 &&
+      b[i + 3] === 0x74 &&
+      b[i + 4] === 0x68 &&
+      b[i + 5] === 0x6f &&
+      b[i + 6] === 0x64 &&
+      b[i + 7] === 0x22 &&
+      b[i + 8] === 0x3a
+      ? M_METHOD
+      : -1;
+  }
+  if (c === 0x70 /* p */) {
+    return b[i + 2] === 0x61 &&
+      b[i + 3] === 0x72 &&
+      b[i + 4] === 0x61 &&
+      b[i + 5] === 0x6d &&
+      b[i + 6] === 0x73 &&
+      b[i + 7] === 0x22 &&
+      b[i + 8] === 0x3a
+      ? M_PARAMS
+      : -1;
+  }
+  if (c === 0x6a /* j */) {
+    return b[i + 2] === 0x73 &&
+      b[i + 3] === 0x6f &&
+      b[i + 4] === 0x6e &&
+      b[i + 5] === 0x72 &&
+      b[i + 6] === 0x70 &&
+      b[i + 7] === 0x63 &&
+      b[i + 8] === 0x22 &&
+      b[i + 9] === 0x3a
+      ? M_JSONRPC
+      : -1;
+  }
+  return -1;
+}
+
+/** Whether `"2.0"` is at `i`. */
+function isVersion(b: Uint8Array, i: number): boolean {
+  return (
+    i + 5 <= b.length &&
+    b[i] === 0x22 &&
+    b[i + 1] === 0x32 &&
+    b[i + 2] === 0x2e &&
+    b[i + 3] === 0x30 &&
+    b[i + 4] === 0x22
+  );
 }
 
 /**

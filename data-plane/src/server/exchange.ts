@@ -387,7 +387,13 @@ export class RpcExchange {
   private clientAddress() {
     if (this.aborted) return undefined;
     const peer = Buffer.from(this.res.getRemoteAddressAsText()).toString("latin1");
-    return clientIp(peer, this.forwardedFor, this.ctx.trustedProxies);
+    const fwd = this.forwardedFor;
+    const trusted = this.ctx.trustedProxies;
+    const last = lastClient;
+    if (last.peer === peer && last.forwardedFor === fwd && last.trusted === trusted) return last.addr;
+    const addr = clientIp(peer, fwd, trusted);
+    lastClient = { peer, forwardedFor: fwd, trusted, addr };
+    return addr;
   }
 
   private single(call: RpcCall): Pending {
@@ -595,6 +601,17 @@ export class RpcExchange {
     this.tracker.end();
   }
 }
+
+/**
+ * The last client address worked out (clientIp parses text with ipaddr.js): a connection's requests, and a
+ * busy client's connections, come from the same peer one after another. The address objects are only read.
+ */
+let lastClient: {
+  readonly peer: string;
+  readonly forwardedFor: string;
+  readonly trusted: GatewayContext["trustedProxies"] | undefined;
+  readonly addr: ReturnType<typeof clientIp>;
+} = { peer: "", forwardedFor: "", trusted: undefined, addr: undefined };
 
 /** Responses waiting for the end of the poll phase, in the order they were answered. */
 const ANSWERS: RpcExchange[] = [];

@@ -222,6 +222,8 @@ function scanParams(b: Uint8Array, i: number): number {
 }
 /** Whether the element scanMembers last read repeated one of the members above. */
 let repeated = false;
+/** Whether the id of the element elementItem last read is echoed as the client wrote it. */
+let idWritten = true;
 /** The method of the batch's previous element and its span (with quotes); undefined at a batch's start. */
 let prevMethod: string | undefined;
 let prevMethodStart = 0;
@@ -261,7 +263,7 @@ function scanBatch(text: string, b: Uint8Array): ParseResult | undefined {
       if (repeated) verbatim = false;
       const item = elementItem(text, b);
       if (item === undefined) return undefined;
-      if (item !== INVALID_NULL_ID && !idAsWritten(text, item.idText)) verbatim = false;
+      if (!idWritten) verbatim = false;
       items.push(item);
     } else {
       end = scanValue(b, i);
@@ -279,14 +281,6 @@ function scanBatch(text: string, b: Uint8Array): ParseResult | undefined {
   }
   if (skipWs(b, i + 1) !== b.length) return undefined;
   return { ok: true, batch: true, items, verbatim };
-}
-
-/** Whether the element's id (idText) is echoed as the client wrote it (its span in starts / ends). */
-function idAsWritten(text: string, idText: string | undefined): boolean {
-  const start = starts[M_ID]!;
-  if (start < 0 || idText === undefined) return true;
-  const end = ends[M_ID]!;
-  return end - start === idText.length && text.startsWith(idText, start);
 }
 
 /** The object at `i` (a batch element): records its members' value spans in starts / ends. */
@@ -457,6 +451,7 @@ function sameBytes(b: Uint8Array, a: number, c: number, len: number): boolean {
  * validate; undefined to leave the batch to JSON.parse (an id or method written with escapes).
  */
 function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
+  idWritten = true;
   let idText: string | undefined;
   const idStart = starts[M_ID]!;
   if (idStart >= 0) {
@@ -469,7 +464,12 @@ function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
     } else if (c === 0x6e /* null */) {
       idText = NULL_ID;
     } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-      idText = smallId(b, idStart, idEnd) ?? numberIdText(text.slice(idStart, idEnd));
+      idText = smallId(b, idStart, idEnd);
+      if (idText === undefined) {
+        const raw = text.slice(idStart, idEnd);
+        idText = numberIdText(raw);
+        idWritten = idText === raw;
+      }
     } else {
       return INVALID_NULL_ID;
     }

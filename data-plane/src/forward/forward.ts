@@ -187,7 +187,9 @@ const NOTHING_FORWARDED: PlanOutcome = Object.freeze({ results: [] });
 /**
  * The batch entry, after planBatch: forwards the plan's elements together (NetworkPool.callBatch spreads
  * them over upstreams and reassembles them in order), holding the tenant's slots while they run, and
- * settles their answers into the plan. A batch is never answered from the cache.
+ * settles their answers into the plan. A batch is never answered from the cache. `text`: the client's
+ * body (or its UTF-8 bytes), given only when the parser found it may go upstream as it is
+ * (ParseResult `verbatim`, forward/verbatim.ts).
  */
 export async function forwardPlan(
   deps: ForwardDeps,
@@ -195,7 +197,7 @@ export async function forwardPlan(
   flight: string,
   plan: BatchPlan,
   requestId: string,
-  text?: string,
+  text?: string | Uint8Array,
   trace?: RequestTrace,
 ): Promise<PlanOutcome> {
   const forward = plan.forward;
@@ -214,7 +216,7 @@ export async function forwardPlan(
     text !== undefined &&
     forward.length === plan.out.length &&
     pool.chunksFor(forward.length) === 1 &&
-    verbatimEligible(text, forward) &&
+    verbatimEligible(forward) &&
     !pool.sendsApart(forward)
   ) {
     let r: Awaited<ReturnType<NetworkPool["callVerbatim"]>>;
@@ -382,7 +384,17 @@ function observe(pool: NetworkPool, method: string, r: CallResult): void {
 /** Heavy calls among `calls` (eth_getLogs, debug_*, trace_*, ...), for MAX_HEAVY_IN_FLIGHT_PER_KEY. */
 function heavyCount(calls: readonly RpcCall[]): number {
   let heavy = 0;
-  for (const c of calls) if (isHeavy(c.method)) heavy++;
+  // A batch mostly repeats its methods: a run of one method is looked up once.
+  let method: string | undefined;
+  let is = false;
+  for (let i = 0; i < calls.length; i++) {
+    const m = calls[i]!.method;
+    if (m !== method) {
+      method = m;
+      is = isHeavy(m);
+    }
+    if (is) heavy++;
+  }
   return heavy;
 }
 
@@ -445,6 +457,8 @@ export interface BatchPlan {
 /**
  * Plans a batch: invalid elements and elements refused by `refuse` (see elementRefusal) are answered
  * here; elements `local` claims are left to the transport; the rest are to be forwarded together.
+ * As elementRefusal, `refuse` reads a call's params only for methods with a block range (hasLogsRange):
+ * a run of elements of one other method takes the run's first verdict.
  */
 export function planBatch(
   items: readonly BatchItem[],
@@ -458,6 +472,8 @@ export function planBatch(
   const forwardIdx: number[] = [];
   const forward: RpcCall[] = [];
   const localIdx: number[] = [];
+  let runMethod: string | undefined;
+  let runRefusal: ElementRefusal | undefined;
   for (let i = 0; i < n; i++) {
     const item = items[i]!;
     if (isItemError(item)) {
@@ -465,7 +481,14 @@ export function planBatch(
       categories[i] = item.error.category;
       continue;
     }
-    const refused = refuse(item);
+    let refused: ElementRefusal | undefined;
+    if (item.method === runMethod) {
+      refused = runRefusal;
+    } else {
+      refused = refuse(item);
+      runMethod = hasLogsRange(item.method) ? undefined : item.method;
+      runRefusal = refused;
+    }
     if (refused !== undefined) {
       categories[i] = refused.row.category;
       if (item.idText !== undefined) out[i] = refusalJson(refused, item.idText, requestId);

@@ -1,54 +1,43 @@
 import { categoryOfNodeError, ErrorCategory, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { givesHeadHint } from "../cache/policy";
-import { hasLogsRange } from "../limits/logs-range";
 import type { RpcCall } from "../rpc/parse";
 
 /**
  * Verbatim batches: a client batch whose every element is forwarded goes upstream as the client's own
- * text, and the node's answer comes back to the client as the node's text. The gateway still parses and
- * validates the batch (JSON.parse), polices and counts every element, and reads each element's category
- * from the answer; it skips what costs most per element on the usual path: re-serialising each call
- * with a rewritten id, parsing the answer and re-serialising each result. Ids are the client's own,
- * which is safe because each upstream exchange is its own HTTP request: no other client's ids share it.
+ * text, and the node's answer comes back to the client as the node's text. The gateway still validates
+ * the batch (rpc/parse.ts scans it as strictly as JSON.parse), polices and counts every element, and
+ * reads each element's category from the answer; it skips what costs most per element on the usual path:
+ * re-serialising each call with a rewritten id, parsing the answer and re-serialising each result. Ids
+ * are the client's own, which is safe because each upstream exchange is its own HTTP request: no other
+ * client's ids share it.
  *
- * What the node receives must be what the gateway checked. JSON.parse keeps the last of repeated keys,
- * and a node may keep the first, so a body whose elements could repeat `method` or `params` (the members
- * the policy and the range checks read) is not sent verbatim: every valid element has one literal
- * `"method"` key (with no `\u` escape anywhere in the body, a key cannot be spelt another way), so a body
- * with exactly n occurrences of `"method"` has no repeated method, and one with at most n of `"params"`
- * no repeated params (counted only when a range check reads them: each count is a scan of the body).
+ * What the node receives must be what the gateway checked: the parser lets a text go verbatim only when
+ * no element repeats a member (JSON.parse keeps the last of repeated keys, a node may keep the first) and
+ * every id is echoed as written (ParseResult `verbatim`); the transports pass the text to forwardPlan
+ * only then. What is left to check here is per call.
  */
 
-/** Whether `text`, a batch of `calls` (every element valid and forwarded), may go upstream as it is. */
-export function verbatimEligible(text: string, calls: readonly RpcCall[]): boolean {
+/** Whether a batch of `calls` (every element valid and forwarded, its text `verbatim`) may go upstream as it is. */
+export function verbatimEligible(calls: readonly RpcCall[]): boolean {
   const n = calls.length;
   let answered = 0;
-  let paramsRead = false;
+  let method: string | undefined;
   for (let i = 0; i < n; i++) {
     const c = calls[i]!;
     // Their answers feed the head tracking (and empty-answer handling), read per element on the usual path.
-    if (givesHeadHint(c.method)) return false;
+    if (c.method !== method) {
+      method = c.method;
+      if (givesHeadHint(method)) return false;
+    }
     const id = c.idText;
     if (id !== undefined) {
       if (!portableId(id)) return false;
       answered++;
     }
-    if (hasLogsRange(c.method)) paramsRead = true;
   }
   // A batch of notifications only gets no answer at all, which is no JSON-RPC batch answer.
-  if (answered === 0) return false;
-  if (text.includes("\\u") || NON_CANONICAL_ID.test(text)) return false;
-  if (occurrences(text, '"method"', n + 1) !== n) return false;
-  // Params are read before forwarding only by the range checks: only then can a repeat matter.
-  return !paramsRead || occurrences(text, '"params"', n + 1) <= n;
+  return answered > 0;
 }
-
-/**
- * A number id written in a form JSON.parse turns into another text (`1e3`, `1.0`, `-0`: idText holds
- * String(value)), or negative. Also matches `"id"` keys inside params, which only sends such a batch the
- * usual way.
- */
-const NON_CANONICAL_ID = /"id"\s*:\s*(?:-|[0-9]+[.eE])/;
 
 /**
  * Ids every node takes as they are: the usual path sends its own small integers, so the client's ids must
@@ -97,8 +86,8 @@ export type VerbatimRefusal = (typeof VerbatimRefusal)[keyof typeof VerbatimRefu
  * Checks a node's answer to a verbatim batch of `calls` and reads each call's category.
  *
  * Fast path (geth, anvil, reth, erigon, substrate write compact JSON): an array holding one
- * `"jsonrpc":"2.0"` per call with an id and no `"error"` anywhere: every call succeeded, nothing is
- * parsed. Otherwise the answer is parsed (so what is passed on is valid JSON) and each error element is
+ * `jsonrpc":"2.0"` per call with an id and no `rror"` anywhere (so no `"error"`): every call succeeded,
+ * nothing is parsed. Otherwise the answer is parsed (so what is passed on is valid JSON) and each error element is
  * matched to its call by id; a call with an id and no answer is upstream_bad_response, as on the usual
  * path (its answer stays missing from the array, which is the node's).
  */
@@ -108,7 +97,10 @@ export function readVerbatimReply(text: string, calls: readonly RpcCall[]): Verb
   for (let i = 0; i < n; i++) if (calls[i]!.idText !== undefined) answered++;
   const first = firstNonSpace(text);
   if (text.charCodeAt(first) === 0x5b /* [ */ && text.charCodeAt(lastNonSpace(text)) === 0x5d /* ] */) {
-    if (!text.includes('"error"') && occurrences(text, '"jsonrpc":"2.0"', answered + 1) === answered) {
+    // The needles leave out their opening quote: searches start at a memchr for the first character,
+    // and a quote is the commonest one in JSON (about 3x slower than from `r` / `j`). `rror"` matches
+    // wherever `"error"` would (and more: the safe side, the parsed path).
+    if (!text.includes('rror"') && occurrences(text, 'jsonrpc":"2.0"', answered + 1) === answered) {
       return { text, categories: new Array<string>(n).fill(ErrorCategory.Success) };
     }
   }

@@ -10,7 +10,12 @@ export function hasLogsRange(method: string): boolean {
   if (method === "eth_getLogs" || method === "eth_newFilter") return true;
   const c = method.charCodeAt(0);
   if ((c | 0x20) !== 0x65 && c > 0x20) return false;
-  if (method.length > 64) return false;
+  const n = method.length;
+  if (n > 64) return false;
+  // Printable ASCII at both ends: nothing to trim, so only the two names' lengths can match (this runs for
+  // every eth_* call: no trimmed, lowercased copy for them).
+  const last = method.charCodeAt(n - 1);
+  if (c > 0x20 && c < 0x7f && last > 0x20 && last < 0x7f && n !== 11 && n !== 13) return false;
   const m = method.trim().toLowerCase();
   return m === "eth_getlogs" || m === "eth_newfilter";
 }

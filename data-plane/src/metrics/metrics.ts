@@ -10,8 +10,11 @@ type SnapshotValue = SnapshotMetric["values"][number] & { metricName?: string };
 
 /** What the data plane measures. The hot path calls these; implementations must be cheap. */
 export interface Metrics {
-  /** One request object answered (a batch of 30 records 30), by network and dashboard category. */
-  request(network: string, category: string, seconds: number): void;
+  /**
+   * One request object answered (a batch of 30 records 30), by network and dashboard category; `count`
+   * request objects answered alike at once (a batch's run of elements with the same category).
+   */
+  request(network: string, category: string, seconds: number, count?: number): void;
   cache(network: string, hit: boolean): void;
   /** One upstream exchange; `cancelled`: a hedged read's exchange stopped because the other answered first. */
   upstreamRequest(network: string, upstream: string, outcome: UpstreamOutcome, seconds: number): void;
@@ -131,12 +134,13 @@ class HotHistogram {
   sum = 0;
   count = 0;
 
-  observe(v: number): void {
-    this.sum += v;
-    this.count++;
+  /** `n` observations of `v`. */
+  observe(v: number, n = 1): void {
+    this.sum += v * n;
+    this.count += n;
     for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
       if (v <= LATENCY_BUCKETS[i]!) {
-        this.counts[i]!++;
+        this.counts[i]! += n;
         return;
       }
     }
@@ -409,10 +413,10 @@ export class PromMetrics implements Metrics {
     return s;
   }
 
-  request(network: string, category: string, seconds: number): void {
+  request(network: string, category: string, seconds: number, count = 1): void {
     const s = this.network(network);
-    s.byCategory.set(category, (s.byCategory.get(category) ?? 0) + 1);
-    s.latency.observe(seconds);
+    s.byCategory.set(category, (s.byCategory.get(category) ?? 0) + count);
+    s.latency.observe(seconds, count);
   }
 
   cache(network: string, hit: boolean): void {

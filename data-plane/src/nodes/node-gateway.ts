@@ -309,7 +309,10 @@ export class NodeGateway {
     const plan = planBatch(items, requestId, (c) => elementRefusal(c, pool, policy));
     const cats = plan.categories;
     // Sent as the client's text unless an answer must be read here (author_rotateKeys: afterCall).
-    const verbatim = plan.forward.every((c) => c.method !== "author_rotateKeys") ? text : undefined;
+    const verbatim =
+      parsed.batch && parsed.verbatim && plan.forward.every((c) => c.method !== "author_rotateKeys")
+        ? text
+        : undefined;
     const done = await forwardPlan(deps, pool, flight, plan, requestId, verbatim, trace);
     if (done.overCap !== undefined) {
       const r = done.overCap;

@@ -61,6 +61,8 @@ export class RpcExchange {
   private done = false;
   private aborted = false;
   private chunks: Buffer[] | undefined;
+  /** The body's bytes when it may be a batch (see onData), else undefined. */
+  private bodyBytes: Buffer | undefined;
   private bytes = 0;
   private readonly apiKey: string;
   private readonly origin: string;
@@ -192,9 +194,14 @@ export class RpcExchange {
       let text: string;
       if (this.chunks === undefined) {
         text = UTF8.decode(chunk);
+        // A batch is scanned in its bytes and may go upstream as them (rpc/parse.ts, verbatim.ts): a copy,
+        // as uWS's memory is only valid during this callback.
+        if (looksLikeBatch(text)) this.bodyBytes = Buffer.from(new Uint8Array(chunk));
       } else {
         this.chunks.push(Buffer.from(chunk));
-        text = Buffer.concat(this.chunks).toString("utf8");
+        const whole = Buffer.concat(this.chunks);
+        text = whole.toString("utf8");
+        this.bodyBytes = whole;
         this.chunks = undefined;
       }
       // Synchronous up to the first upstream call (or key lookup): a cache hit creates no promise.
@@ -282,7 +289,7 @@ export class RpcExchange {
   }
 
   private admitted(key: VerifiedKey | undefined, text: string): Pending {
-    const parsed = parseRpcBody(text);
+    const parsed = parseRpcBody(text, this.bodyBytes);
     if (!parsed.ok) return this.fail(parsed.error, parsed.idText, parsed.limit);
     if (!parsed.batch) this.usageMethod = parsed.call.method;
     const t0 = this.trace === undefined ? 0 : performance.now();
@@ -307,7 +314,7 @@ export class RpcExchange {
     }
     this.key = key;
     this.publicIp = ip;
-    if (parsed.batch) return this.batch(parsed.items, text);
+    if (parsed.batch) return this.batch(parsed.items, parsed.verbatim ? (this.bodyBytes ?? text) : undefined);
     return this.single(parsed.call);
   }
 
@@ -344,8 +351,19 @@ export class RpcExchange {
     if (this.key !== undefined) this.ctx.limits.recordServed(this.key, units);
   }
 
-  /** One usage record (request object) for this request's app (or none) and network. */
-  private usage(method: string, category: string, elapsedSeconds: number, reason = "", item = 0): void {
+  /**
+   * Usage of `units` request objects (batch elements `item`.. `item + units - 1`) alike in method and
+   * category, for this request's app (or none) and network: one usage record of that many units, and
+   * each element's own request-log sampling.
+   */
+  private usage(
+    method: string,
+    category: string,
+    elapsedSeconds: number,
+    reason = "",
+    item = 0,
+    units = 1,
+  ): void {
     const rec = this.usageKey?.record;
     this.ctx.usage.record({
       workspaceId: rec?.workspaceId ?? null,
@@ -354,9 +372,22 @@ export class RpcExchange {
       method,
       category: category as ErrorCategory,
       latencyMs: elapsedSeconds * 1000,
+      units,
     });
     // Sampling first: an unsampled success allocates nothing.
-    if (!this.ctx.requestLog.wants(category)) return;
+    const log = this.ctx.requestLog;
+    for (let i = item; i < item + units; i++)
+      if (log.wants(category)) this.logRow(method, category, elapsedSeconds, reason, i);
+  }
+
+  private logRow(
+    method: string,
+    category: string,
+    elapsedSeconds: number,
+    reason: string,
+    item: number,
+  ): void {
+    const rec = this.usageKey?.record;
     if (this.logRows === undefined) this.logRows = [];
     this.logRows.push({
       time: Date.now(),
@@ -391,7 +422,13 @@ export class RpcExchange {
   private clientAddress() {
     if (this.aborted) return undefined;
     const peer = Buffer.from(this.res.getRemoteAddressAsText()).toString("latin1");
-    return clientIp(peer, this.forwardedFor, this.ctx.trustedProxies);
+    const fwd = this.forwardedFor;
+    const trusted = this.ctx.trustedProxies;
+    const last = lastClient;
+    if (last.peer === peer && last.forwardedFor === fwd && last.trusted === trusted) return last.addr;
+    const addr = clientIp(peer, fwd, trusted);
+    lastClient = { peer, forwardedFor: fwd, trusted, addr };
+    return addr;
   }
 
   private single(call: RpcCall): Pending {
@@ -442,23 +479,40 @@ export class RpcExchange {
     this.send(status, body);
   }
 
-  /** `text`: the request body, which may go upstream as it is (forward/verbatim.ts). */
-  private async batch(items: BatchItem[], text: string): Promise<void> {
+  /** `verbatim`: the request body (text or bytes), when it may go upstream as it is (forward/verbatim.ts). */
+  private async batch(items: BatchItem[], verbatim: string | Uint8Array | undefined): Promise<void> {
     const pool = this.pool;
     const n = items.length;
     const rules = this.key?.access?.methods;
     const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, this.ctx.policy, rules));
-    const done = await forwardPlan(this.ctx, pool, this.flightId(), plan, this.requestId, text, this.trace);
+    const done = await forwardPlan(
+      this.ctx,
+      pool,
+      this.flightId(),
+      plan,
+      this.requestId,
+      verbatim,
+      this.trace,
+    );
     if (this.aborted) return;
     if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
     // Every element was forwardable and none got an answer: the upstream side failed as a whole.
     const wholeFailure = plan.forward.length === n ? done.failure : undefined;
     const categories = plan.categories;
     const elapsed = this.elapsed();
-    for (let i = 0; i < n; i++) {
-      this.ctx.metrics.request(pool.record.slug, categories[i]!, elapsed);
-      const item = items[i]!;
-      this.usage(isItemError(item) ? "other" : item.method, categories[i]!, elapsed, "", i);
+    // Every element is counted, in runs of elements alike in method and category (a batch mostly repeats
+    // its methods): one metrics add and one usage record of the run's size instead of one per element.
+    const slug = pool.record.slug;
+    let start = 0;
+    let method = methodOf(items[0]!);
+    for (let i = 1; i <= n; i++) {
+      const next = i < n ? methodOf(items[i]!) : "";
+      if (i < n && next === method && categories[i] === categories[start]) continue;
+      const category = categories[start]!;
+      this.ctx.metrics.request(slug, category, elapsed, i - start);
+      this.usage(method, category, elapsed, "", start, i - start);
+      start = i;
+      method = next;
     }
     if (wholeFailure !== undefined) return this.fail(wholeFailure, "null", undefined, false);
     const body = planBody(plan);
@@ -597,6 +651,7 @@ export class RpcExchange {
 
   /** The tracker's bookkeeping, once per exchange: after its response is written, or on abort. */
   private release(): void {
+    this.bodyBytes = undefined;
     if (this.chunks !== undefined) {
       this.chunks = undefined;
       this.tracker.unwatchBody(this);
@@ -605,12 +660,37 @@ export class RpcExchange {
   }
 }
 
+/**
+ * The last client address worked out (clientIp parses text with ipaddr.js): a connection's requests, and a
+ * busy client's connections, come from the same peer one after another. The address objects are only read.
+ */
+let lastClient: {
+  readonly peer: string;
+  readonly forwardedFor: string;
+  readonly trusted: GatewayContext["trustedProxies"] | undefined;
+  readonly addr: ReturnType<typeof clientIp>;
+} = { peer: "", forwardedFor: "", trusted: undefined, addr: undefined };
+
 /** Responses waiting for the end of the poll phase, in the order they were answered. */
 const ANSWERS: RpcExchange[] = [];
 
 function flushAnswers(): void {
   const queued = ANSWERS.splice(0);
   for (const x of queued) x.writeQueued();
+}
+
+/** A batch element's method for usage records ("other" for an invalid element). */
+function methodOf(item: BatchItem): string {
+  return isItemError(item) ? "other" : item.method;
+}
+
+/** Whether the body's first non-blank character opens an array. */
+function looksLikeBatch(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return c === 0x5b;
+  }
+  return false;
 }
 
 function isJsonContentType(value: string): boolean {

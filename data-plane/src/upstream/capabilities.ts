@@ -4,6 +4,7 @@ import {
   type UpstreamMethodFamily,
   type UpstreamRecord,
 } from "../../../shared/src/redis/records";
+import { paramAt } from "../rpc/param-at";
 
 /**
  * What an upstream can serve (docs/contracts.md#upstream-capabilities): the oldest block whose state it
@@ -75,9 +76,18 @@ export function blockOfArg(v: unknown): number {
 
 /** The block whose state `method` reads with these params; -1 when it reads none or only the head's. */
 export function stateBlockOf(method: string, params: unknown): number {
-  const arg = STATE_BLOCK_ARG.get(method);
-  if (arg === undefined || !Array.isArray(params)) return -1;
-  const b = blockOfArg(params[arg.index]);
+  return stateBlockOfCall({ method, params });
+}
+
+/** stateBlockOf of a call, reading only its block argument (from its params' text when it has one). */
+export function stateBlockOfCall(c: {
+  readonly method: string;
+  readonly params: unknown;
+  param?(index: number): unknown;
+}): number {
+  const arg = STATE_BLOCK_ARG.get(c.method);
+  if (arg === undefined) return -1;
+  const b = blockOfArg(paramAt(c, arg.index));
   if (b < 0 || !arg.parent) return b;
   return b === 0 ? 0 : b - 1;
 }

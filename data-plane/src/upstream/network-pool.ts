@@ -15,7 +15,7 @@ import {
   mergeNeeds,
   type Need,
   Serves,
-  stateBlockOf,
+  stateBlockOfCall,
 } from "./capabilities";
 import { ChainWatch } from "./chain-watch";
 import { BY_HASH, emptyAnswerAsk, NOT_RETRIED } from "./empty-answer";
@@ -178,6 +178,8 @@ export interface OutgoingCall {
    * traceparent header, so such a call goes out alone (never coalesced with other requests' calls).
    */
   readonly traceparent?: string;
+  /** params[index] without building the params, when the parser can (rpc/parse.ts RpcCall). */
+  param?(index: number): unknown;
 }
 
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
@@ -344,7 +346,7 @@ export class NetworkPool {
    * family once any upstream declares families. Undefined (the usual case, no allocation): anything does.
    */
   need(c: OutgoingCall): Need | undefined {
-    const block = stateBlockOf(c.method, c.params);
+    const block = stateBlockOfCall(c);
     const families = this.familiesDeclared === 0 ? 0 : familyOf(c.method);
     if (block < 0 && families === 0) return undefined;
     return { block, families };
@@ -818,18 +820,22 @@ export class NetworkPool {
   /**
    * Forwards a client batch as its own text (forward/verbatim.ts: the caller checked it may, and that no
    * call is handled on its own: sendsApart) to one upstream, with failover like any exchange; the
-   * node's answer text comes back with each call's category.
+   * node's answer text comes back with each call's category. `text` may be its UTF-8 bytes (sent as
+   * they are, without encoding a string).
    */
   async callVerbatim(
-    text: string,
+    text: string | Uint8Array,
     calls: readonly RpcCall[],
     traceparent?: string,
   ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
     let kind: ExchangeKind = ExchangeKind.Light;
     let hedge = true;
+    let method: string | undefined;
     for (const c of calls) {
-      if (isHeavy(c.method)) kind = ExchangeKind.Heavy;
-      if (!hedgeable(c.method)) hedge = false;
+      if (c.method === method) continue; // a run of one method: looked up once
+      method = c.method;
+      if (isHeavy(method)) kind = ExchangeKind.Heavy;
+      if (!hedgeable(method)) hedge = false;
     }
     return this.exchangeWithFailover(
       text,
@@ -944,7 +950,7 @@ export class NetworkPool {
    * (hedgedExchange); at most one copy per call.
    */
   private async exchangeWithFailover<T>(
-    body: string,
+    body: string | Uint8Array,
     first: Upstream | undefined,
     parse: (text: string) => T | typeof INVALID_REPLY | typeof NOT_BAD | typeof RATE_LIMITED,
     kind: ExchangeKind,
@@ -1054,7 +1060,7 @@ export class NetworkPool {
    */
   private hedgedExchange(
     u: Upstream,
-    body: string,
+    body: string | Uint8Array,
     parse: (text: string) => unknown,
     kind: ExchangeKind,
     tried: readonly Upstream[] | undefined,

@@ -199,7 +199,7 @@ export class Upstream {
    * once as `cancelled`, a neutral outcome (see settle).
    */
   exchange<T>(
-    body: string,
+    body: string | Uint8Array,
     kind: ExchangeKind,
     check: ReplyCheck<T>,
     control?: ExchangeControl,

@@ -473,8 +473,10 @@ export class WsGateway {
       this.send(s, errorText(GatewayError.ParseError, "null", { requestId }));
       return;
     }
-    const text = Buffer.from(message).toString("utf8");
-    const parsed = parseRpcBody(text);
+    const bytes = Buffer.from(message);
+    const text = bytes.toString("utf8");
+    // The bytes are uWS's, valid during this call only: the parse reads them now, nothing keeps them.
+    const parsed = parseRpcBody(text, bytes);
     if (!parsed.ok) {
       this.ctx.metrics.request(slug, parsed.error.category, 0);
       this.hooks.rejected?.(s, "", parsed.error.category);
@@ -536,7 +538,7 @@ export class WsGateway {
     s.inFlight += n;
     this.inFlightTotal += n;
     const work = parsed.batch
-      ? this.batch(s, items, requestId, text, trace)
+      ? this.batch(s, items, requestId, parsed.verbatim ? text : undefined, trace)
       : this.single(s, parsed.call, requestId, trace);
     work
       .catch((err: unknown) => {
@@ -666,12 +668,12 @@ export class WsGateway {
     });
   }
 
-  /** `text`: the message, which may go upstream as it is (forward/verbatim.ts). */
+  /** `text`: the message, when it may go upstream as it is (ParseResult `verbatim`). */
   private async batch(
     s: WsSession,
     items: BatchItem[],
     requestId: string,
-    text: string,
+    text: string | undefined,
     trace: RequestTrace | undefined,
   ): Promise<void> {
     const started = performance.now();

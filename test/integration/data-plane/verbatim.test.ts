@@ -81,6 +81,21 @@ describe("data plane verbatim batches", function () {
     assert.equal(batchBodies().length, 0);
   });
 
+  it("a member spelt with an escape is that member: a repeat so hidden never reaches the node as sent", async () => {
+    stub.reset();
+    // To JSON.parse (and to nodes) "m\u0065thod" is "method": the element is eth_chainId, the last one.
+    const hidden = '[{"jsonrpc":"2.0","id":1,"m\\u0065thod":"admin_addPeer","method":"eth_chainId"}]';
+    const r = await post(url, hidden);
+    assert.deepEqual(r.json, [{ jsonrpc: "2.0", id: 1, result: "0x7a69" }]);
+    assert.equal(batchBodies().length, 1);
+    assert.ok(!batchBodies()[0]!.includes("admin_addPeer"), batchBodies()[0]);
+    // Repeated params of any call are re-serialised too (the scan knows the element's own members).
+    stub.reset();
+    await post(url, '[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"0x1"}],"params":[{}]}]');
+    assert.deepEqual(JSON.parse(batchBodies()[0]!)[0].params, [{}]);
+    assert.ok(!batchBodies()[0]!.includes('"to"'));
+  });
+
   it("a repeated params key of a range-checked call is re-serialised; so are \\u escapes", async () => {
     stub.reset();
     const logs =

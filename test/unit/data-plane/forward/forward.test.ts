@@ -270,6 +270,36 @@ describe("data-plane: forwarding core", () => {
     assert.equal(pool.calls.length, 1, "nothing sent over the caps");
   });
 
+  it("planBatch: a run of one method takes one verdict, each element keeps its id; range-checked calls are each checked", () => {
+    const { asPool } = setup();
+    let asked = 0;
+    const refuse = (c: RpcCall) => {
+      asked++;
+      return elementRefusal(c, asPool, blockDebug);
+    };
+    const items: BatchItem[] = [
+      call("debug_traceCall", [], "1"),
+      call("debug_traceCall", [], "2"),
+      call("debug_traceCall", [], null),
+      call("eth_chainId", [], "4"),
+      call("eth_chainId", [], "5"),
+      call("eth_getLogs", [{ fromBlock: "0x0", toBlock: "0x10" }], "6"),
+      call("eth_getLogs", [{ fromBlock: "0x0", toBlock: "0x2710" }], "7"),
+      call("eth_getLogs", [{ fromBlock: "0x0", toBlock: "0x11" }], "8"),
+      call("debug_traceCall", [], "9"),
+    ];
+    const plan = planBatch(items, "req", refuse);
+    // Once per run of debug_traceCall / eth_chainId, once per eth_getLogs (its range is in its params).
+    assert.equal(asked, 1 + 1 + 3 + 1);
+    assert.deepEqual(plan.forwardIdx, [3, 4, 5, 7]);
+    for (const i of [0, 1, 8])
+      assert.match(plan.out[i]!, new RegExp(`^\\{"jsonrpc":"2.0","id":${i + 1},"error"`));
+    assert.equal(plan.out[2], undefined, "a refused notification gets no answer");
+    assert.equal(plan.categories[2], GatewayError.MethodBlocked.category);
+    assert.equal(plan.categories[6], GatewayError.LogsRangeTooLarge.category);
+    assert.match(plan.out[6]!, /"id":7,"error"/);
+  });
+
   it("forwardPlan: settles the plan; over the caps nothing is sent and the plan is untouched; a whole failure is named", async () => {
     const { pool, deps, asPool } = setup();
     const items = [call("eth_chainId", [], "1"), call("debug_x", [], "2"), call("eth_blockNumber", [], "3")];

@@ -13,10 +13,15 @@ function calls(text: string): RpcCall[] {
   return p.items as RpcCall[];
 }
 
-const eligible = (text: string) => verbatimEligible(text, calls(text));
+/** What the transports do: the text goes verbatim when the parser says its syntax allows and the calls do. */
+function eligible(text: string): boolean {
+  const p = parseRpcBody(text);
+  assert.ok(p.ok && p.batch);
+  return p.verbatim && verbatimEligible(p.items as RpcCall[]);
+}
 
 describe("data-plane: verbatim batches", () => {
-  it("eligible: plain batches; not: repeated method, repeated params of a range-checked call, \\u, head-hint methods, odd ids, notifications only", () => {
+  it("eligible: plain batches; not: a repeated member, escapes in keys or ids, head-hint methods, odd ids, notifications only", () => {
     assert.ok(eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x1","latest"]}]'));
     assert.ok(
       eligible(
@@ -24,19 +29,25 @@ describe("data-plane: verbatim batches", () => {
       ),
     );
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"admin_addPeer","method":"eth_chainId"}]'));
-    // "method" inside params counts too: the safe direction (usual path).
-    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":["method","\\"method\\""]}]'));
+    // The scan knows the element's own members: "method" inside params is no repeat.
+    assert.ok(eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":["method",{"method":1}]}]'));
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{}],"params":[{}]}]'));
-    assert.ok(eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{}],"params":[{}]}]'));
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{}],"params":[{}]}]'));
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"id":2,"method":"eth_call"}]'));
+    assert.ok(!eligible('[{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"eth_call"}]'));
+    // A member spelt with an escape is still that member (to JSON.parse and to nodes).
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","m\\u0065thod":"admin_addPeer"}]'));
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_c\\u0068ainId"}]'));
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}]'));
-    for (const id of ["-1", "1.5", "1e3", "1234567890123456", '"a\\"b"']) {
+    for (const id of ["-1", "1.5", "1e3", "1E3", "10e-1", "-0", "1234567890123456", '"a\\"b"', '"\\u0061"']) {
       assert.ok(!eligible(`[{"jsonrpc":"2.0","id":${id},"method":"eth_chainId"}]`), id);
     }
     for (const id of ["0", "123456789012345", '"abc"', "null"]) {
       assert.ok(eligible(`[{"jsonrpc":"2.0","id":${id},"method":"eth_chainId"}]`), id);
     }
     assert.ok(!eligible('[{"jsonrpc":"2.0","method":"eth_chainId"}]'));
+    // Not ASCII: parsed by JSON.parse, never verbatim (the bytes would not be the checked text's).
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":["é"]}]'));
   });
 
   it("reads a node's answer: fast path, errors by id, missing answers, refused batches, garbage", () => {
@@ -57,6 +68,17 @@ describe("data-plane: verbatim batches", () => {
     assert.deepEqual(mixed.categories, [
       ErrorCategory.Success,
       ErrorCategory.ClientError,
+      ErrorCategory.Success,
+    ]);
+    // "error" (or just `rror"`) anywhere, even inside a result, sends the answer the parsed way.
+    const lookalike = readVerbatimReply(
+      '[{"jsonrpc":"2.0","id":1,"result":"horror"},{"jsonrpc":"2.0","id":"x","error":{"code":3,"message":"reverted"}}]',
+      cs,
+    );
+    assert.ok(typeof lookalike === "object");
+    assert.deepEqual(lookalike.categories, [
+      ErrorCategory.Success,
+      ErrorCategory.NodeError,
       ErrorCategory.Success,
     ]);
     // One answer missing (the fast path's count does not match): that call is a bad answer.

@@ -1,7 +1,85 @@
 import assert from "node:assert/strict";
-import { isItemError, parseRpcBody } from "../../../../data-plane/src/rpc/parse";
+import { paramAt } from "../../../../data-plane/src/rpc/param-at";
+import {
+  type BatchItem,
+  isItemError,
+  type ParseResult,
+  parseRpcBody,
+  parseViaJsonParse,
+} from "../../../../data-plane/src/rpc/parse";
 import { rawIds } from "../../../../data-plane/src/rpc/raw-id";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
+import { mutate, prng } from "../../../helpers/json-fuzz";
+
+/** A parse result as plain data (params read through the getter), to compare the two parsers. */
+function plain(r: ParseResult): unknown {
+  if (!r.ok) return { error: r.error.reason, idText: r.idText, limit: r.limit };
+  const item = (it: BatchItem) =>
+    isItemError(it)
+      ? { error: it.error.reason, idText: it.idText }
+      : { method: it.method, idText: it.idText, params: it.params };
+  return r.batch ? { items: r.items.map(item) } : { call: item(r.call) };
+}
+
+/**
+ * The scanning parser gives what the JSON.parse one gives, whatever the text: the same result, and the
+ * same positional params when they are read from the text before the params are built.
+ */
+function sameAsJsonParse(text: string): ParseResult {
+  const ref = parseViaJsonParse(text);
+  const fresh = parseRpcBody(text);
+  if (fresh.ok && fresh.batch && ref.ok && ref.batch) {
+    fresh.items.forEach((it, i) => {
+      const want = ref.items[i]!;
+      if (isItemError(it) || isItemError(want)) return;
+      const params = want.params;
+      for (let k = 0; k < 4; k++) {
+        const arg = Array.isArray(params) ? params[k] : undefined;
+        assert.deepEqual(paramAt(it, k), arg, `${JSON.stringify(text)} item ${i} arg ${k}`);
+      }
+    });
+  }
+  const r = parseRpcBody(text);
+  assert.deepEqual(plain(r), plain(ref), JSON.stringify(text));
+  return r;
+}
+
+const el = (id: string, method = "eth_getBalance", more = ',"params":["0xab","latest"]') =>
+  `{"jsonrpc":"2.0","id":${id},"method":"${method}"${more}}`;
+
+/** Batches that exercise every branch of the scan, valid and not. */
+const BATCHES = [
+  `[${el("1")},${el("2")}]`,
+  `[${el("1")},${el('"x"')},${el("null")},{"jsonrpc":"2.0","method":"n"}]`,
+  ` [ ${el("0")} , 5, "s", null, [], {} ] `,
+  `[${el("1e3")},${el("1.0")},${el("-0")},${el("1.50")},${el("-7")},${el("99999999999999999999")}]`,
+  `[${el("9007199254740993")},${el("123456789012345")},${el("1234567890123456")},${el("1E400")}]`,
+  `[${el("true")},${el("false")},${el("{}")},${el("[1]")}]`,
+  '[{"jsonrpc":"2.0","id":1,"method":"a","method":"b","params":[1],"params":{"x":[2]}}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":[2]},"params":[ "0x1" , {"b":"]"}, 7 ,"0x9"]}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":["latest","latest\\n","0x2"]}]',
+  '[{"id":1,"jsonrpc":"2.0","jsonrpc":"1.0","method":"a"},{"id":2,"id":"z","jsonrpc":"2.0","method":"a"}]',
+  '[{"jsonrpc":"2.0","id":1,"m\\u0065thod":"a"},{"jsonrpc":"2\\u002e0","id":2,"method":"b"}]',
+  '[{"jsonrpc":"2.0","id":"a\\"b","method":"e\\u0074h_x"},{"jsonrpc":"2.0","id":"\\u0061","method":"x"}]',
+  '[{"jsonrpc":"2.0","id":1,"method":""},{"jsonrpc":"2.0","id":1,"method":5},{"jsonrpc":2,"id":1,"method":"a"}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":null},{"jsonrpc":"2.0","id":2,"method":"a","params":"x"}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":3},{"jsonrpc":"2.0","id":2,"method":"a","params":true}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"__proto__","params":{"__proto__":{"a":1}},"__proto__":null}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":[{"id":9,"method":"b","jsonrpc":"1"}],"x":{"params":0}}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"é"},{"jsonrpc":"2.0","id":"😀","method":"a"}]',
+  '[{"jsonrpc":"2.0","id":1,"method":"a","params":["\\ud800"]}]',
+  "[]",
+  " [ ] ",
+  "[] x",
+  "[,]",
+  `[${el("1")},]`,
+  `[${el("1")}`,
+  `[${el("1")}]]`,
+  `[${Array(100).fill(el("1")).join(",")}]`,
+  `[${Array(101).fill(el("1")).join(",")}]`,
+  `[${Array(101).fill(el("1")).join(",")},]`,
+  `[${Array(150).fill("1").join(",")}]`,
+];
 
 describe("data-plane rpc parse", () => {
   it("accepts a minimal request and keeps params absent", () => {
@@ -95,6 +173,56 @@ describe("data-plane rpc parse", () => {
     assert.ok(r.ok && !r.batch);
     assert.equal(r.call.method, "ëth_😀");
     assert.deepEqual(r.call.params, { a: 1 });
+  });
+
+  it("a batch scanned in its bytes reads as JSON.parse reads it: fixtures of every branch", () => {
+    for (const b of BATCHES) sameAsJsonParse(b);
+    // The same through bytes given by the caller, as the HTTP exchange gives them.
+    for (const b of BATCHES) {
+      assert.deepEqual(plain(parseRpcBody(b, Buffer.from(b))), plain(parseViaJsonParse(b)), b);
+    }
+  });
+
+  it("a batch scanned in its bytes reads as JSON.parse reads it: 20,000 random edits of the fixtures", () => {
+    const rnd = prng(0xba7c);
+    let valid = 0;
+    for (let n = 0; n < 20_000; n++) {
+      const r = sameAsJsonParse(mutate(BATCHES[Math.floor(rnd() * BATCHES.length)]!, rnd));
+      if (r.ok) valid++;
+    }
+    assert.ok(valid > 1000, String(valid));
+  });
+
+  it("says when the text may go upstream as it is: no repeated member, every id as written, ASCII", () => {
+    const verbatim = (text: string) => {
+      const r = parseRpcBody(text);
+      assert.ok(r.ok && r.batch, text);
+      return r.verbatim;
+    };
+    assert.ok(verbatim(`[${el("1")},${el('"x"')},${el("null")},{"jsonrpc":"2.0","method":"n"}]`));
+    assert.ok(verbatim(`[${el("1", "a", ',"params":[{"method":"b","params":[],"id":3}]')}]`));
+    assert.ok(verbatim(`[${el("1.5")},${el("99999999999999999999")}]`)); // echoed as written
+    for (const id of ["1e3", "1.0", "-0", "1E2"]) assert.ok(!verbatim(`[${el(id)}]`), id);
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","params":[],"params":[]}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"id":1,"method":"a"}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"a"}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","p\\u0061rams":[]}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":"\\u0061","method":"a"}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","params":["é"]}]'));
+  });
+
+  it("reads a batch element's positional params from the text, as the parsed params hold them", () => {
+    const r = parseRpcBody(
+      '[{"jsonrpc":"2.0","id":1,"method":"a","params":[ {"to":"0x1","data":"\\"]"} , "latest" ,7,"0x1b4",{"blockNumber":"0x5"},"a\\u0062",[1,[2]]]},' +
+        '{"jsonrpc":"2.0","id":2,"method":"a","params":{"x":1}},{"jsonrpc":"2.0","id":3,"method":"a"},{"jsonrpc":"2.0","id":4,"method":"a","params":[]}]',
+    );
+    assert.ok(r.ok && r.batch);
+    const [a, b, c, d] = r.items as { params: unknown; param?(i: number): unknown }[];
+    for (let i = 0; i < 9; i++) assert.deepEqual(paramAt(a!, i), (a!.params as unknown[])[i], String(i));
+    for (const call of [b!, c!, d!]) for (let i = 0; i < 2; i++) assert.equal(paramAt(call, i), undefined);
+    // Once the params are built (a range check read them), they are what paramAt reads.
+    assert.deepEqual(paramAt(a!, 4), { blockNumber: "0x5" });
   });
 
   it("survives deeply nested arrays", () => {

@@ -1,5 +1,6 @@
 import { categoryOfNodeError, ErrorCategory, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { givesHeadHint } from "../cache/policy";
+import { hasLogsRange } from "../limits/logs-range";
 import type { RpcCall } from "../rpc/parse";
 
 /**
@@ -28,6 +29,10 @@ export function verbatimEligible(calls: readonly RpcCall[]): boolean {
     if (c.method !== method) {
       method = c.method;
       if (givesHeadHint(method)) return false;
+      // The range check reads the filter's fromBlock / toBlock / blockHash as JSON.parse does (the last of
+      // repeated keys); a node that keeps the first could be asked a wider range than was checked, so
+      // these are re-serialised from what was checked.
+      if (hasLogsRange(method)) return false;
     }
     const id = c.idText;
     if (id !== undefined) {

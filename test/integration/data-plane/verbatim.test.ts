@@ -105,6 +105,13 @@ describe("data plane verbatim batches", function () {
     assert.equal(r.status, 200);
     assert.deepEqual(JSON.parse(batchBodies()[0]!)[0].params, [{ fromBlock: "0x1", toBlock: "0x2" }]);
     assert.ok(!batchBodies()[0]!.includes("0xffffff"));
+    // A key repeated inside the filter: the range check read the last fromBlock, and so must the node.
+    stub.reset();
+    const inner =
+      '[{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","fromBlock":"0x1","toBlock":"0x2"}]}]';
+    assert.equal((await post(url, inner)).status, 200);
+    assert.deepEqual(JSON.parse(batchBodies()[0]!)[0].params, [{ fromBlock: "0x1", toBlock: "0x2" }]);
+    assert.ok(!batchBodies()[0]!.includes('"0x0"'), batchBodies()[0]);
     stub.reset();
     await post(url, '[{"jsonrpc":"2.0","id":1,"method":"eth_c\\u0068ainId"}]');
     assert.equal(JSON.parse(batchBodies()[0]!)[0].method, "eth_chainId");

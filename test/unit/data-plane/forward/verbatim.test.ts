@@ -39,6 +39,10 @@ describe("data-plane: verbatim batches", () => {
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_call","m\\u0065thod":"admin_addPeer"}]'));
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_c\\u0068ainId"}]'));
     assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}]'));
+    // Range-checked filters (a repeated fromBlock inside them is read last-wins by the check) never go as is.
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x1"}]}]'));
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":"eth_newFilter","params":[{}]}]'));
+    assert.ok(!eligible('[{"jsonrpc":"2.0","id":1,"method":" ETH_GETLOGS","params":[{}]}]'));
     for (const id of ["-1", "1.5", "1e3", "1E3", "10e-1", "-0", "1234567890123456", '"a\\"b"', '"\\u0061"']) {
       assert.ok(!eligible(`[{"jsonrpc":"2.0","id":${id},"method":"eth_chainId"}]`), id);
     }

@@ -63,7 +63,7 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
     );
     await h.ok(`mutation { updateNetwork(slug: "op-net", input: { name: "Op 2" }) { name } }`, {}, op.token);
     const u = await h.ok(
-      `mutation { addUpstream(networkSlug: "op-net", input: { httpUrl: "http://10.9.9.9" }) { id } }`,
+      `mutation { addUpstream(networkSlug: "op-net", input: { httpUrl: "http://127.0.0.1:18545" }) { id } }`,
       {},
       op.token,
     );
@@ -226,7 +226,7 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       ],
     ];
     const up = await h.ok(
-      `mutation { addUpstream(networkSlug: "op-net", input: { httpUrl: "http://10.8.8.8" }) { id } }`,
+      `mutation { addUpstream(networkSlug: "op-net", input: { httpUrl: "http://127.0.0.1:18546" }) { id } }`,
       {},
       ADMIN_TOKEN,
     );

@@ -1,22 +1,21 @@
 import assert from "node:assert/strict";
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { SignJWT } from "jose";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { freePort } from "../../helpers/ports";
 import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
+import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 
 /**
  * The console's access rules and JWT keys, end to end: Chromium edits an app's rules and keys on its page
  * (/console -> GraphQL -> Postgres -> Redis), and the data plane in front of anvil applies them.
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 const NETWORK = "local-evm";
 
@@ -56,9 +55,8 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
   let anvil: Anvil;
   let h: Harness;
   let dp: DataPlane;
-  let ctx: BrowserContext;
+  let browser: ConsoleBrowser | undefined;
   let page: Page;
-  let profileDir: string;
   let consoleUrl: string;
   let owner: { token: string; workspaceId: string };
   let app: { id: string; apiKey: string };
@@ -103,29 +101,12 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     app = created.createApp;
     endpoint = `http://127.0.0.1:${dpPort}/${NETWORK}/rpc?apikey=${app.apiKey}`;
     consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
-    profileDir = mkdtempSync(path.join(tmpdir(), "rg-access-chromium-"));
-    ctx = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1280, height: 900 },
-    });
-    ctx.setDefaultTimeout(10_000);
-    page = ctx.pages()[0] ?? (await ctx.newPage());
+    browser = await launchConsoleBrowser({ profilePrefix: "rg-access-chromium-", timeoutMs: 10_000 });
+    page = browser.page;
   });
 
   after(async () => {
-    await ctx?.close().catch(() => undefined);
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
     await dp?.close();
     await h?.close();
     await anvil?.stop();

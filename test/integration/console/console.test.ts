@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
@@ -10,8 +9,8 @@ import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { freePort } from "../../helpers/ports";
 import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
 import { ingestorFor, recorderFor } from "../control-plane/usage/helpers";
+import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 const NETWORK = "local-evm";
 const EMAIL = `console-${Date.now()}@example.com`;
@@ -43,9 +42,8 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
   let anvil: Anvil;
   let h: Harness;
   let dp: DataPlane;
-  let ctx: BrowserContext;
+  let browser: ConsoleBrowser | undefined;
   let page: Page;
-  let profileDir: string;
   let consoleUrl: string;
   let endpoint: string;
   let appId: string;
@@ -86,32 +84,16 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       }),
     );
     consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
-    profileDir = mkdtempSync(path.join(tmpdir(), "rg-console-chromium-"));
-    ctx = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1280, height: 900 },
+    browser = await launchConsoleBrowser({
+      profilePrefix: "rg-console-chromium-",
+      timeoutMs: 10_000,
+      clipboardOrigin: `http://127.0.0.1:${h.cp.port}`,
     });
-    ctx.setDefaultTimeout(10_000);
-    await ctx.grantPermissions(["clipboard-read", "clipboard-write"], {
-      origin: `http://127.0.0.1:${h.cp.port}`,
-    });
-    page = ctx.pages()[0] ?? (await ctx.newPage());
+    page = browser.page;
   });
 
   after(async () => {
-    await ctx?.close().catch(() => undefined);
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
     await dp?.close();
     await h?.close();
     await anvil?.stop();

@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
+import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 
 describe("console: operator pages (Chromium -> /console -> GraphQL; data plane health -> anvil)", function () {
@@ -16,9 +15,8 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
   let h: Harness;
   let anvil: Anvil;
   let dp: DataPlane;
-  let ctx: BrowserContext;
+  let browser: ConsoleBrowser | undefined;
   let page: Page;
-  let profileDir: string;
   let consoleUrl: string;
   let op: { token: string; accountId: string; workspaceId: string };
   let tenant: { token: string; accountId: string; workspaceId: string };
@@ -68,29 +66,12 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
       }),
     );
     consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
-    profileDir = mkdtempSync(path.join(tmpdir(), "rg-console-chromium-"));
-    ctx = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1280, height: 900 },
-    });
-    ctx.setDefaultTimeout(15_000);
-    page = ctx.pages()[0] ?? (await ctx.newPage());
+    browser = await launchConsoleBrowser({ profilePrefix: "rg-console-chromium-", timeoutMs: 15_000 });
+    page = browser.page;
   });
 
   after(async () => {
-    await ctx?.close().catch(() => undefined);
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
     await dp?.close();
     await h?.close();
     await anvil?.stop();

@@ -1,16 +1,15 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
+import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 
 describe("console: request log (Chromium -> /console -> GraphQL requestLog; gateway -> worker)", function () {
@@ -19,9 +18,8 @@ describe("console: request log (Chromium -> /console -> GraphQL requestLog; gate
   let stub: StubUpstream;
   let worker: ControlPlaneWorker | undefined;
   let dp: DataPlane | undefined;
-  let ctx: BrowserContext;
+  let browser: ConsoleBrowser | undefined;
   let page: Page;
-  let profileDir: string;
   let consoleUrl: string;
   let token: string;
   let rpc: string;
@@ -88,31 +86,14 @@ describe("console: request log (Chromium -> /console -> GraphQL requestLog; gate
     await ingested(errorIds[2]!);
 
     consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
-    profileDir = mkdtempSync(path.join(tmpdir(), "rg-console-chromium-"));
-    ctx = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1280, height: 900 },
-    });
-    ctx.setDefaultTimeout(15_000);
-    page = ctx.pages()[0] ?? (await ctx.newPage());
+    browser = await launchConsoleBrowser({ profilePrefix: "rg-console-chromium-", timeoutMs: 15_000 });
+    page = browser.page;
     await page.goto(`${consoleUrl}/login`);
     await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
   });
 
   after(async () => {
-    await ctx?.close().catch(() => undefined);
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
     await dp?.close();
     await worker?.close();
     await stub?.stop();

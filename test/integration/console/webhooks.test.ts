@@ -2,21 +2,20 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
 import { type Harness, startHarness } from "../control-plane/harness";
 import { WebhookReceiver } from "../control-plane/webhooks/receiver";
+import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 
 describe("console: webhooks (Chromium -> /console -> GraphQL; worker -> local receiver)", function () {
   this.timeout(90_000);
   let h: Harness;
   let worker: ControlPlaneWorker | undefined;
-  let ctx: BrowserContext;
+  let browser: ConsoleBrowser | undefined;
   let page: Page;
-  let profileDir: string;
   let dataDir: string;
   let consoleUrl: string;
   let secret: string;
@@ -35,35 +34,19 @@ describe("console: webhooks (Chromium -> /console -> GraphQL; worker -> local re
     worker = await startWorker(h.config, undefined, { usage: { enabled: false }, nodes: { dataDir } });
     const { token } = await h.signUp();
     consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
-    profileDir = mkdtempSync(path.join(tmpdir(), "rg-console-chromium-"));
-    ctx = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1280, height: 900 },
+    browser = await launchConsoleBrowser({
+      profilePrefix: "rg-console-chromium-",
+      timeoutMs: 15_000,
+      clipboardOrigin: `http://127.0.0.1:${h.cp.port}`,
     });
-    ctx.setDefaultTimeout(15_000);
-    await ctx.grantPermissions(["clipboard-read", "clipboard-write"], {
-      origin: `http://127.0.0.1:${h.cp.port}`,
-    });
-    page = ctx.pages()[0] ?? (await ctx.newPage());
+    page = browser.page;
     // Signed in as the console does it: the session token in localStorage.
     await page.goto(`${consoleUrl}/login`);
     await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
   });
 
   after(async () => {
-    await ctx?.close().catch(() => undefined);
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
     await worker?.close();
     await h?.close();
     await rx.close();

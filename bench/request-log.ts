@@ -13,18 +13,12 @@ import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
-import { sectionLoadFromEnv } from "./env";
+import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
 import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
 import { type Body, runLoad, which } from "./load";
 import { writeResultsSection } from "./results-file";
 
-export interface RequestLogBenchOptions {
-  redisUrl: string;
-  durationS: number;
-  warmupS: number;
-  connections: number;
-  threads: number;
-  repeats: number;
+export interface RequestLogBenchOptions extends SectionLoadOptions {
   log: (s: string) => void;
 }
 

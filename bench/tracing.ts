@@ -20,18 +20,12 @@ import type { AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
-import { sectionLoadFromEnv } from "./env";
+import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
 import { BENCH_NETWORK, BenchRedis, type Gateway, processCpuUs, startGateway } from "./gateway";
 import { type Body, runLoad, which } from "./load";
 import { writeResultsSection } from "./results-file";
 
-export interface TracingBenchOptions {
-  redisUrl: string;
-  durationS: number;
-  warmupS: number;
-  connections: number;
-  threads: number;
-  repeats: number;
+export interface TracingBenchOptions extends SectionLoadOptions {
   log: (s: string) => void;
 }
 

@@ -1,15 +1,36 @@
 import { createServer } from "node:net";
 
-/** A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports handed out come from below Linux's ephemeral range (32768-60999 by default): the kernel picks
+ * ephemeral ports for every outgoing connection (Redis, Postgres, anvil, Chromium) and for every `listen(0)`,
+ * so a port taken from that range could be taken by one of those between `freePort()` and the caller's own
+ * `listen`. A port from this range can only be taken by an explicit bind.
+ */
+const LOWEST_PORT = 20_000;
+const HIGHEST_PORT = 32_767;
+const ATTEMPTS = 200;
+
+/** Never hand the same port out twice in one process: a caller may not have bound it yet. */
+const handedOut = new Set<number>();
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === "string") return reject(new Error("no port"));
-      srv.close(() => resolve(addr.port));
-    });
+    srv.once("error", () => resolve(false));
+    srv.listen({ port, host: "127.0.0.1", exclusive: true }, () => srv.close(() => resolve(true)));
   });
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral range (see above). */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < ATTEMPTS; i++) {
+    const port = LOWEST_PORT + Math.floor(Math.random() * (HIGHEST_PORT - LOWEST_PORT + 1));
+    if (handedOut.has(port)) continue;
+    if (await canListen(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port in ${LOWEST_PORT}-${HIGHEST_PORT} after ${ATTEMPTS} attempts`);
 }

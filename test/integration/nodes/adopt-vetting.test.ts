@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LaunchArgsRefusedError } from "../../../control-plane/src/nodes/launch-args";
@@ -10,6 +9,7 @@ import { NodeType, RpcMethods } from "../../../control-plane/src/nodes/node.type
 import { defaultLocalCommands, LocalProcessProvider } from "../../../control-plane/src/nodes/providers/local";
 import type { NodeSpec } from "../../../control-plane/src/nodes/providers/provider";
 import { startWorker } from "../../../control-plane/src/worker/worker";
+import { freePort } from "../../helpers/ports";
 import { stopPids } from "../../helpers/process";
 import type { Json } from "../control-plane/harness";
 import {
@@ -100,17 +100,6 @@ async function waitAnswers(port: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`nothing answers on ${port}`);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once("error", rej);
-    srv.listen(0, "127.0.0.1", () => {
-      const a = srv.address() as AddressInfo;
-      srv.close(() => res(a.port));
-    });
-  });
 }
 
 async function waitGone(pid: number): Promise<void> {

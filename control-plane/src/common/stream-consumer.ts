@@ -23,8 +23,13 @@ export interface StreamConsumerOptions {
   claimIdleMs: number;
   /** What the stream carries, for log lines ("usage", "request-log"). */
   label: string;
-  /** How often consumers that left nothing pending and went idle a day ago are removed; unset: never. */
+  /**
+   * How often consumers with nothing pending that went idle `pruneIdleMs` ago (workers that restarted
+   * under a new name) are removed, so the group's consumer list does not grow with every restart. Default 1 h.
+   */
   pruneIntervalMs?: number;
+  /** Idle time after which a consumer with nothing pending is removed (default 24 h). */
+  pruneIdleMs?: number;
   /** Pause after a failed round (Redis or the handler's store away) before the next one. */
   retryPauseMs?: number;
   handle: StreamEntryHandler;
@@ -50,6 +55,7 @@ export function entryJson(fields: string[], name: string): unknown {
  * this long of turning stale, not up to twice claimIdleMs after it was read.
  */
 const MAX_CLAIM_INTERVAL_MS = 10_000;
+const PRUNE_INTERVAL_MS = 3600 * 1000;
 const PRUNE_IDLE_MS = 24 * 3600 * 1000;
 
 /**
@@ -162,7 +168,7 @@ export class StreamConsumer {
       this.lastClaimAt = now;
       handled += await this.claimStale();
     }
-    if (this.opts.pruneIntervalMs !== undefined && now - this.lastPruneAt >= this.opts.pruneIntervalMs) {
+    if (now - this.lastPruneAt >= (this.opts.pruneIntervalMs ?? PRUNE_INTERVAL_MS)) {
       this.lastPruneAt = now;
       await this.pruneIdleConsumers();
     }
@@ -174,7 +180,7 @@ export class StreamConsumer {
    * Removes consumers of the group that have nothing pending and were idle for `idleMs` (workers that
    * restarted under a new name), so XINFO stays readable. Returns the names removed.
    */
-  async pruneIdleConsumers(idleMs = PRUNE_IDLE_MS): Promise<string[]> {
+  async pruneIdleConsumers(idleMs = this.opts.pruneIdleMs ?? PRUNE_IDLE_MS): Promise<string[]> {
     const list = (await this.redis.xinfo("CONSUMERS", this.opts.stream, this.opts.group)) as unknown[][];
     const removed: string[] = [];
     for (const flat of list) {

@@ -19,6 +19,9 @@ export interface RequestLogIngestorOptions {
   batch: number;
   claimIdleMs: number;
   retentionDays: number;
+  /** Removal of idle consumers (StreamConsumerOptions; defaults 1 h and 24 h). */
+  pruneIntervalMs?: number;
+  pruneIdleMs?: number;
   /** Test hook: called after the INSERT and before XACK; throwing simulates a crash in between. */
   beforeAck?: (entryId: string) => void;
 }
@@ -58,6 +61,8 @@ export class RequestLogIngestor {
       batch: opts.batch,
       claimIdleMs: opts.claimIdleMs,
       label: "request-log",
+      pruneIntervalMs: opts.pruneIntervalMs,
+      pruneIdleMs: opts.pruneIdleMs,
       handle: (id, fields) => this.store(id, fields),
     });
   }

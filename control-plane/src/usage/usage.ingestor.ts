@@ -18,6 +18,9 @@ export interface UsageIngestorOptions {
   blockMs: number;
   batch: number;
   claimIdleMs: number;
+  /** Removal of idle consumers (StreamConsumerOptions; defaults 1 h and 24 h). */
+  pruneIntervalMs?: number;
+  pruneIdleMs?: number;
   /**
    * Test hook, called after COMMIT and before XACK: throwing simulates a crash in between; returning false
    * skips the XACK (as if the acknowledgement was lost) and goes on.
@@ -65,7 +68,8 @@ export class UsageIngestor {
       batch: opts.batch,
       claimIdleMs: opts.claimIdleMs,
       label: "usage",
-      pruneIntervalMs: 3600_000,
+      pruneIntervalMs: opts.pruneIntervalMs,
+      pruneIdleMs: opts.pruneIdleMs,
       handle: (id, fields) => this.apply(id, fields),
     });
   }

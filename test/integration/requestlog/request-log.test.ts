@@ -13,7 +13,10 @@ import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { createLogger } from "../../../shared/src/log/logger";
 import { JobName, QueueName } from "../../../shared/src/queue/names";
-import { REQUEST_LOG_STREAM_FIELD } from "../../../shared/src/requestlog/contract";
+import {
+  REQUEST_LOG_CONSUMER_GROUP,
+  REQUEST_LOG_STREAM_FIELD,
+} from "../../../shared/src/requestlog/contract";
 import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
@@ -287,6 +290,42 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
     assert.equal(got.transport, "ws");
     assert.equal(got.clientIp, "2001:db8:1::/48");
     assert.equal((await list(a.token, { requestId: `${requestId}-old` })).edges.length, 0);
+  });
+
+  it("removes the consumer a restarted worker left behind once it has been idle (nothing pending)", async () => {
+    const opts = { blockMs: 0, batch: 10, claimIdleMs: 60_000, retentionDays: 7 };
+    const conns = [h.ns.redis.client("blocking"), h.ns.redis.client("blocking")];
+    const log = createLogger("t", "silent");
+    try {
+      const old = new RequestLogIngestor(h.cp.dataSource, conns[0]!, h.names, log, {
+        ...opts,
+        consumerName: "worker-before-restart",
+      });
+      await old.consumer.pollOnce(0);
+      const next = new RequestLogIngestor(h.cp.dataSource, conns[1]!, h.names, log, {
+        ...opts,
+        consumerName: "worker-after-restart",
+        pruneIntervalMs: 0,
+        pruneIdleMs: 50,
+      });
+      const names = async () =>
+        (
+          (await h.redis.xinfo(
+            "CONSUMERS",
+            h.names.requestLogStream(),
+            REQUEST_LOG_CONSUMER_GROUP,
+          )) as unknown[][]
+        ).map((c) => String(c[1]));
+      await next.consumer.pollOnce(0);
+      assert.ok((await names()).includes("worker-before-restart"), "idle for less than 50 ms: kept");
+      await sleep(80);
+      await next.consumer.pollOnce(0);
+      const left = await names();
+      assert.ok(!left.includes("worker-before-restart"), left.join(", "));
+      assert.ok(left.includes("worker-after-restart"), left.join(", "));
+    } finally {
+      for (const c of conns) c.disconnect();
+    }
   });
 
   it("keeps day partitions ahead and drops those past the retention", async () => {

@@ -203,6 +203,21 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     assert.deepEqual(Object.keys(await pendingByConsumer(redis, stream)).sort(), ["holder", "self"]);
   });
 
+  it("its read rounds remove idle consumers every pruneIntervalMs (pruneIdleMs idle, nothing pending)", async () => {
+    await add("a");
+    const gone = consumer({ consumerName: "gone" });
+    await gone.c.ensureGroup();
+    await gone.c.pollOnce(0);
+    const { c } = consumer({ consumerName: "live", pruneIntervalMs: 50, pruneIdleMs: 20 });
+    await c.pollOnce(0); // "gone" was idle for less than 20 ms: kept
+    const names = async () =>
+      ((await redis.xinfo("CONSUMERS", stream, GROUP)) as unknown[][]).map((x) => String(x[1])).sort();
+    assert.deepEqual(await names(), ["gone", "live"]);
+    await new Promise((r) => setTimeout(r, 60));
+    await c.pollOnce(0);
+    assert.deepEqual(await names(), ["live"]);
+  });
+
   it("recreates the group when the stream is deleted (NOGROUP) and goes on reading", async () => {
     const { c, seen } = consumer({ blockMs: 200, retryPauseMs: 50 });
     await c.start();

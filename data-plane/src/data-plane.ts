@@ -8,6 +8,7 @@ import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
 import { dropReorged } from "./forward/forward";
 import { LimitsGate } from "./limits/admission";
 import { ConcurrencyLimiter } from "./limits/concurrency";
+import { localTenantCounts, type TenantCountSet } from "./limits/tenant-counts";
 import { limitsWsHooks } from "./limits/ws-hooks";
 import { type Metrics, PromMetrics } from "./metrics/metrics";
 import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
@@ -78,6 +79,8 @@ export interface DataPlaneOverrides {
   usage?: UsageRecorder;
   /** Budget of bytes buffered from upstream answers (default: UPSTREAM_BUFFER_BUDGET_BYTES for this plane). */
   bufferBudget?: BufferBudget;
+  /** The per-tenant caps' counts (default: this plane's own; serving threads share one set). */
+  tenantCounts?: TenantCountSet;
   /** Set when this plane is one of several serving threads of the process (threads/worker.ts). */
   thread?: PlaneThreadHooks;
   /** Request log (default: `createRequestLog(config)`, REQUEST_LOG_*). */
@@ -190,7 +193,12 @@ export async function startDataPlane(
   const ownedTracing =
     overrides.tracing === undefined ? createTracing(overrides.thread?.index ?? 0) : undefined;
   const tracing = overrides.tracing ?? ownedTracing!;
-  const flights = new ConcurrencyLimiter(config.MAX_IN_FLIGHT_PER_KEY, config.MAX_HEAVY_IN_FLIGHT_PER_KEY);
+  const tenantCounts = overrides.tenantCounts ?? localTenantCounts();
+  const flights = new ConcurrencyLimiter(
+    config.MAX_IN_FLIGHT_PER_KEY,
+    config.MAX_HEAVY_IN_FLIGHT_PER_KEY,
+    tenantCounts,
+  );
   const jwt = new JwtVerifier({
     maxEntries: config.JWT_CACHE_MAX_ENTRIES,
     nbfLeewaySeconds: config.JWT_NBF_LEEWAY_S,
@@ -222,6 +230,7 @@ export async function startDataPlane(
     usage,
     requestLog,
     flights,
+    tenantCounts,
     jwt,
     tracing,
   };

@@ -1,3 +1,5 @@
+import { localTenantCounts, type TenantCountSet, type TenantCounts } from "./tenant-counts";
+
 /** Outcome of ConcurrencyLimiter.tryAcquire. */
 export const Acquired = {
   Ok: 0,
@@ -30,9 +32,10 @@ export function concurrencyRefusalMessage(
 
 /**
  * Upstream calls in flight per tenant (app key: its limit id `app:{appId}`; public endpoint: `ip:{address}`),
- * across HTTP and WebSocket, in this process. A tenant flooding slow calls holds at most `max` of the
- * upstream connections, and at most `maxHeavy` heavy calls (eth_getLogs, debug_*, trace_*, ...: the
- * network's share of heavy-call connections is not one tenant's to take), so the others keep theirs.
+ * across HTTP and WebSocket and every serving thread of the process (limits/tenant-counts.ts). A tenant
+ * flooding slow calls holds at most `max` of the upstream connections, and at most `maxHeavy` heavy calls
+ * (eth_getLogs, debug_*, trace_*, ...: the network's share of heavy-call connections is not one tenant's
+ * to take), so the others keep theirs.
  *
  * Counted in request objects that go upstream (a batch of 30 forwarded elements holds 30); cache hits,
  * refusals and subscriptions hold none. A slot is released when the upstream call settles, not when the
@@ -44,56 +47,54 @@ export function concurrencyRefusalMessage(
  * cap of 0 is off.
  */
 export class ConcurrencyLimiter {
-  private readonly counts = new Map<string, number>();
-  private readonly heavyCounts = new Map<string, number>();
+  private readonly total: TenantCounts;
+  private readonly heavyCounts: TenantCounts;
 
   constructor(
     readonly max: number,
     readonly maxHeavy = 0,
-  ) {}
+    counts: Pick<TenantCountSet, "inFlight" | "heavyInFlight"> = localTenantCounts(),
+  ) {
+    this.total = counts.inFlight;
+    this.heavyCounts = counts.heavyInFlight;
+  }
 
   /** Takes `n` slots for `id`, `heavy` of them heavy calls (heavy <= n); nothing is taken when refused. */
   tryAcquire(id: string, n: number, heavy = 0): Acquired {
-    let cur = 0;
-    if (this.max > 0) {
-      cur = this.counts.get(id) ?? 0;
-      if (cur > 0 && cur + n > this.max) return Acquired.OverTotal;
-    }
+    if (this.max > 0 && !this.total.tryAdd(id, n, this.max, true)) return Acquired.OverTotal;
     if (heavy > 0 && this.maxHeavy > 0) {
-      if (heavy > this.maxHeavy) return Acquired.HeavyRequestTooLarge;
-      const h = this.heavyCounts.get(id) ?? 0;
-      if (h + heavy > this.maxHeavy) return Acquired.OverHeavy;
-      this.heavyCounts.set(id, h + heavy);
+      const refused =
+        heavy > this.maxHeavy
+          ? Acquired.HeavyRequestTooLarge
+          : this.heavyCounts.tryAdd(id, heavy, this.maxHeavy)
+            ? undefined
+            : Acquired.OverHeavy;
+      if (refused !== undefined) {
+        if (this.max > 0) this.total.sub(id, n);
+        return refused;
+      }
     }
-    if (this.max > 0) this.counts.set(id, cur + n);
     return Acquired.Ok;
   }
 
   /** Gives back what one successful tryAcquire took (same `n` and `heavy`), exactly once. */
   release(id: string, n: number, heavy = 0): void {
-    if (this.max > 0) drop(this.counts, id, n);
-    if (heavy > 0 && this.maxHeavy > 0) drop(this.heavyCounts, id, heavy);
+    if (this.max > 0) this.total.sub(id, n);
+    if (heavy > 0 && this.maxHeavy > 0) this.heavyCounts.sub(id, heavy);
   }
 
   /** Slots held by `id` now. */
   inFlight(id: string): number {
-    return this.counts.get(id) ?? 0;
+    return this.total.get(id);
   }
 
   /** Heavy-call slots held by `id` now. */
   heavyInFlight(id: string): number {
-    return this.heavyCounts.get(id) ?? 0;
+    return this.heavyCounts.get(id);
   }
 
-  /** Ids holding slots (a leak would show as a growing number). */
+  /** Ids holding slots in this thread (a leak would show as a growing number). */
   get size(): number {
-    return Math.max(this.counts.size, this.heavyCounts.size);
+    return Math.max(this.total.size, this.heavyCounts.size);
   }
-}
-
-function drop(m: Map<string, number>, id: string, n: number): void {
-  const cur = m.get(id);
-  if (cur === undefined) return;
-  if (cur <= n) m.delete(id);
-  else m.set(id, cur - n);
 }

@@ -6,6 +6,7 @@ import type { ResponseCache } from "../cache/response-cache";
 import type { DataPlaneConfig } from "../config";
 import type { LimitsGate } from "../limits/admission";
 import type { ConcurrencyLimiter } from "../limits/concurrency";
+import type { TenantCountSet } from "../limits/tenant-counts";
 import type { Metrics } from "../metrics/metrics";
 import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
@@ -33,6 +34,8 @@ export interface GatewayContext {
   readonly requestLog: RequestLog;
   /** Upstream calls in flight per app key / public client IP (MAX_IN_FLIGHT_PER_KEY). */
   readonly flights: ConcurrencyLimiter;
+  /** Counts behind the per-tenant caps (flights and the WebSocket socket caps), shared by the process's threads. */
+  readonly tenantCounts: TenantCountSet;
   /** JWT checks for apps that require them (verdicts cached until the token's exp). */
   readonly jwt: JwtVerifier;
   /** Request spans (OpenTelemetry when OTEL_* turn it on, else NO_TRACING: nothing sampled, nothing read). */

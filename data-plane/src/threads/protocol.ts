@@ -12,6 +12,8 @@ export interface ThreadData {
   readonly readyFlags: SharedArrayBuffer;
   /** UPSTREAM_BUFFER_BUDGET_BYTES shared by every thread (SharedBufferBudget). */
   readonly bufferBudget: SharedArrayBuffer;
+  /** The per-tenant caps' counts shared by every thread (limits/tenant-counts.ts: allocateTenantTables). */
+  readonly tenantTables: SharedArrayBuffer;
 }
 
 /** Main thread -> serving thread. */

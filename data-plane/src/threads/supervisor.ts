@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
 import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
+import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
@@ -64,6 +65,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const metrics = new PromMetrics();
   const readyFlags = ThreadReadiness.allocate(threadCount);
   const bufferBudget = SharedBufferBudget.allocate();
+  const tenantTables = allocateTenantTables();
   const threads: Thread[] = [];
   let stopping = false;
   let exitCode = 0;
@@ -193,6 +195,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       config: { ...config, DATA_PLANE_PORT: port },
       readyFlags,
       bufferBudget,
+      tenantTables,
     };
     const worker = new Worker(join(__dirname, "worker.js"), { workerData: data });
     const t: Thread = {

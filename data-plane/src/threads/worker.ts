@@ -1,6 +1,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
 import { type DataPlane, type PlaneThreadHooks, startDataPlane } from "../data-plane";
+import { sharedTenantCounts } from "../limits/tenant-counts";
 import { PromMetrics } from "../metrics/metrics";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
@@ -99,6 +100,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
       logger,
       metrics,
       bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
+      tenantCounts: sharedTenantCounts(data.tenantTables),
       thread: hooks,
     },
   ).then(

@@ -22,6 +22,7 @@ import {
   setElement,
 } from "../forward/forward";
 import { keyIdentifier, nodeIdentifier } from "../limits/admission";
+import type { TenantCounts } from "../limits/tenant-counts";
 import { PromMetrics } from "../metrics/metrics";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { Endpoint, type GatewayContext } from "../server/context";
@@ -118,13 +119,14 @@ export class WsGateway {
   private drainWaiters: (() => void)[] = [];
   private inFlightTotal = 0;
   /**
-   * Open sockets per key identity and per client-address bucket, in this process (not shared through
-   * Redis: each data-plane process enforces the caps on its own sockets). Raised in `onOpen`, which uWS
-   * calls synchronously inside `res.upgrade`, so the check in `decide` and the count cannot interleave
-   * with another upgrade; lowered once in `onClose`. Entries at 0 are deleted.
+   * Open sockets per key identity and per client-address bucket, in this process: every serving thread
+   * counts into the same tables (limits/tenant-counts.ts; not shared through Redis: each data-plane process
+   * enforces the caps on its own sockets). Raised in `onOpen`, which uWS calls synchronously inside
+   * `res.upgrade`, so the check in `decide` and the count cannot interleave with another upgrade of this
+   * thread; lowered once in `onClose`.
    */
-  private readonly openByKey = new Map<string, number>();
-  private readonly openByIp = new Map<string, number>();
+  private readonly openByKey: TenantCounts;
+  private readonly openByIp: TenantCounts;
   private readonly capRefusals = new Map<string, number>();
   /** Wraps every WebSocket handler: an exception closes that one socket (1011) or answers 500. */
   private readonly guard: HandlerGuard;
@@ -135,6 +137,8 @@ export class WsGateway {
     private readonly hooks: WsHooks = NOOP_WS_HOOKS,
   ) {
     const c = ctx.config;
+    this.openByKey = ctx.tenantCounts.wsByKey;
+    this.openByIp = ctx.tenantCounts.wsByIp;
     this.guard = new HandlerGuard(ctx.logger, ctx.metrics);
     this.hubs = new SubscriptionHubs(
       {
@@ -328,7 +332,7 @@ export class WsGateway {
 
   private ipCapRefusal(bucket: string): Refusal | undefined {
     const cap = this.ctx.config.WS_MAX_CONNECTIONS_PER_IP;
-    if ((this.openByIp.get(bucket) ?? 0) < cap) return undefined;
+    if (this.openByIp.get(bucket) < cap) return undefined;
     this.countRefusal(WsLimitError.IpConnections.reason);
     return { row: WsLimitError.IpConnections, limit: cap, retryAfterMs: CAP_RETRY_AFTER_MS };
   }
@@ -341,7 +345,7 @@ export class WsGateway {
   private keyCapRefusal(key: VerifiedKey | undefined): Refusal | undefined {
     if (key === undefined) return undefined;
     const cap = this.ctx.config.WS_MAX_CONNECTIONS_PER_KEY;
-    if ((this.openByKey.get(connectionKeyId(key)) ?? 0) < cap) return undefined;
+    if (this.openByKey.get(connectionKeyId(key)) < cap) return undefined;
     this.countRefusal(WsLimitError.Connections.reason);
     return { row: WsLimitError.Connections, limit: cap, retryAfterMs: CAP_RETRY_AFTER_MS };
   }
@@ -353,8 +357,8 @@ export class WsGateway {
     // Counted once here, released once in onClose (connKey / counted on the session).
     s.connKey = s.key === undefined ? undefined : connectionKeyId(s.key);
     s.counted = true;
-    increment(this.openByIp, s.ipBucket);
-    if (s.connKey !== undefined) increment(this.openByKey, s.connKey);
+    this.openByIp.add(s.ipBucket, 1);
+    if (s.connKey !== undefined) this.openByKey.add(s.connKey, 1);
     const hash = s.key?.hash;
     if (hash !== undefined) {
       let set = this.byKeyHash.get(hash);
@@ -373,8 +377,8 @@ export class WsGateway {
     this.sessions.delete(s);
     if (s.counted) {
       s.counted = false;
-      decrement(this.openByIp, s.ipBucket);
-      if (s.connKey !== undefined) decrement(this.openByKey, s.connKey);
+      this.openByIp.sub(s.ipBucket, 1);
+      if (s.connKey !== undefined) this.openByKey.sub(s.connKey, 1);
     }
     const hash = s.key?.hash;
     if (hash !== undefined) {
@@ -931,8 +935,8 @@ export class WsGateway {
    * client-address bucket (`ipBucket`), or with no argument the number of identities / buckets tracked.
    */
   openConnections(by: { key?: string; ip?: string } = {}): number {
-    if (by.key !== undefined) return this.openByKey.get(by.key) ?? 0;
-    if (by.ip !== undefined) return this.openByIp.get(by.ip) ?? 0;
+    if (by.key !== undefined) return this.openByKey.get(by.key);
+    if (by.ip !== undefined) return this.openByIp.get(by.ip);
     return this.openByKey.size + this.openByIp.size;
   }
 
@@ -1085,16 +1089,6 @@ export class WsGateway {
     // Give close frames a moment to leave.
     if (this.sessions.size > 0) await new Promise((r) => setTimeout(r, 50));
   }
-}
-
-function increment(m: Map<string, number>, k: string): void {
-  m.set(k, (m.get(k) ?? 0) + 1);
-}
-
-function decrement(m: Map<string, number>, k: string): void {
-  const n = (m.get(k) ?? 0) - 1;
-  if (n > 0) m.set(k, n);
-  else m.delete(k);
 }
 
 /** Batch elements the WebSocket transport answers itself: subscribe and unsubscribe calls. */

@@ -1,0 +1,158 @@
+/**
+ * Counts per tenant (an app's limit id, a node key, a client-address bucket) that the per-tenant caps compare
+ * against: calls in flight (MAX_IN_FLIGHT_PER_KEY, MAX_HEAVY_IN_FLIGHT_PER_KEY) and open WebSocket sockets
+ * (WS_MAX_CONNECTIONS_PER_KEY / _PER_IP). A cap is one for the whole process: with DATA_PLANE_THREADS > 1
+ * every serving thread counts into one shared table (SharedTenantCounts), so a tenant whose connections
+ * land on N threads cannot hold N times its cap.
+ */
+export interface TenantCounts {
+  /** The count of `id` in the process (shared: never below it, see SharedTenantCounts). */
+  get(id: string): number;
+  /**
+   * Adds `n` to `id` when the count stays within `cap` after it, or, with `anyWhenIdle`, when the count
+   * was 0 (a request larger than the cap is not refused forever). Returns whether it added.
+   */
+  tryAdd(id: string, n: number, cap: number, anyWhenIdle?: boolean): boolean;
+  /** Adds `n` to `id` whatever the count (a caller that checked `get` first). */
+  add(id: string, n: number): void;
+  /** Takes back `n` that this thread added to `id`. */
+  sub(id: string, n: number): void;
+  /** Ids this thread holds counts for (a leak would show as a growing number). */
+  readonly size: number;
+}
+
+/** One thread's counts, in a Map (DATA_PLANE_THREADS=1, tests). */
+export class LocalTenantCounts implements TenantCounts {
+  private readonly counts = new Map<string, number>();
+
+  get(id: string): number {
+    return this.counts.get(id) ?? 0;
+  }
+
+  tryAdd(id: string, n: number, cap: number, anyWhenIdle = false): boolean {
+    const cur = this.counts.get(id) ?? 0;
+    if (cur + n > cap && !(anyWhenIdle && cur === 0)) return false;
+    this.counts.set(id, cur + n);
+    return true;
+  }
+
+  add(id: string, n: number): void {
+    this.counts.set(id, (this.counts.get(id) ?? 0) + n);
+  }
+
+  sub(id: string, n: number): void {
+    const cur = this.counts.get(id);
+    if (cur === undefined) return;
+    if (cur <= n) this.counts.delete(id);
+    else this.counts.set(id, cur - n);
+  }
+
+  get size(): number {
+    return this.counts.size;
+  }
+}
+
+/**
+ * Slots per row of a shared table: 2^15 Int32 (128 KiB per row). Two tenants share a slot by their hash;
+ * they share the count only when they share a slot in every row (see SharedTenantCounts).
+ */
+const SLOTS = 1 << 15;
+const ROWS = 2;
+const TABLE_BYTES = ROWS * SLOTS * 4;
+
+/** The tables the data plane shares between its threads, one per cap. */
+export const TENANT_TABLES = ["inFlight", "heavyInFlight", "wsByKey", "wsByIp"] as const;
+export type TenantTable = (typeof TENANT_TABLES)[number];
+export type TenantCountSet = Record<TenantTable, TenantCounts>;
+
+/** Memory for every table of TENANT_TABLES, given to each serving thread (`workerData`). 1 MiB. */
+export function allocateTenantTables(): SharedArrayBuffer {
+  return new SharedArrayBuffer(TENANT_TABLES.length * TABLE_BYTES);
+}
+
+export function localTenantCounts(): TenantCountSet {
+  return {
+    inFlight: new LocalTenantCounts(),
+    heavyInFlight: new LocalTenantCounts(),
+    wsByKey: new LocalTenantCounts(),
+    wsByIp: new LocalTenantCounts(),
+  };
+}
+
+/** The tables of `shared` (from allocateTenantTables), as this thread's view of them. */
+export function sharedTenantCounts(shared: SharedArrayBuffer): TenantCountSet {
+  const at = (i: number) => new SharedTenantCounts(new Int32Array(shared, i * TABLE_BYTES, ROWS * SLOTS));
+  return { inFlight: at(0), heavyInFlight: at(1), wsByKey: at(2), wsByIp: at(3) };
+}
+
+/**
+ * Counts shared by every thread of the process: a count-min sketch in shared memory. Each id adds to one
+ * slot per row (two independent hashes); its count is the smallest of its slots. That is never below the
+ * true count, and above it only when other tenants with counts share the id's slot in both rows (with
+ * 1,000 tenants busy at once, about 1 in 1,000 ids): then the id is capped early, never late.
+ *
+ * `tryAdd` adds first and takes it back when the sum is over the cap, with atomic adds: two threads racing
+ * for the last slot may both be refused, never both admitted (and a `get` meanwhile may count the refused
+ * add for that moment). `add` after a `get` (the WebSocket caps,
+ * counted once the socket is open) may overshoot a cap by the upgrades other threads admit at that moment.
+ * This thread's own counts are kept too, so that `size` and `sub` see only what this thread added.
+ */
+export class SharedTenantCounts implements TenantCounts {
+  private readonly own = new LocalTenantCounts();
+
+  constructor(private readonly table: Int32Array) {}
+
+  get(id: string): number {
+    const t = this.table;
+    return Math.min(Atomics.load(t, slot0(id)), Atomics.load(t, SLOTS + slot1(id)));
+  }
+
+  tryAdd(id: string, n: number, cap: number, anyWhenIdle = false): boolean {
+    const t = this.table;
+    const a = slot0(id);
+    const b = SLOTS + slot1(id);
+    const before = Math.min(Atomics.add(t, a, n), Atomics.add(t, b, n));
+    if (before + n > cap && !(anyWhenIdle && before === 0)) {
+      Atomics.sub(t, a, n);
+      Atomics.sub(t, b, n);
+      return false;
+    }
+    this.own.add(id, n);
+    return true;
+  }
+
+  add(id: string, n: number): void {
+    Atomics.add(this.table, slot0(id), n);
+    Atomics.add(this.table, SLOTS + slot1(id), n);
+    this.own.add(id, n);
+  }
+
+  sub(id: string, n: number): void {
+    // Never more than this thread added: a double release cannot take another thread's count.
+    const held = Math.min(n, this.own.get(id));
+    if (held === 0) return;
+    Atomics.sub(this.table, slot0(id), held);
+    Atomics.sub(this.table, SLOTS + slot1(id), held);
+    this.own.sub(id, held);
+  }
+
+  get size(): number {
+    return this.own.size;
+  }
+}
+
+/**
+ * The id's slot in row 0 / row 1: FNV-1a (32 bit) of its UTF-16 code units, with another offset basis and
+ * read from the other end for row 1, so that ids sharing a slot in one row rarely share it in the other.
+ */
+function slot0(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h ^ (h >>> 15)) & (SLOTS - 1);
+}
+
+function slot1(id: string): number {
+  let h = 0x050c5d1f;
+  for (let i = id.length - 1; i >= 0; i--) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h ^ (h >>> 15)) & (SLOTS - 1);
+}

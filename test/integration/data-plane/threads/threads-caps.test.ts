@@ -1,0 +1,180 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { createTestRedisNamespace, type TestRedisNamespace } from "../../../helpers/redis";
+import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
+import { sleep } from "../harness";
+import { TestWsClient } from "../ws/ws-client";
+import { type Answer, postFresh, startThreadedPlane, type ThreadedPlane } from "./fixture";
+
+/**
+ * The per-tenant caps are the process's, not each thread's: a tenant whose connections the kernel spreads
+ * over both threads still gets MAX_IN_FLIGHT_PER_KEY calls in flight and WS_MAX_CONNECTIONS_PER_KEY sockets
+ * in all (limits/tenant-counts.ts). Counted per thread, the same tenant would get up to twice as many.
+ */
+
+/** An upstream that answers the gateway's probes at once and holds every `eth_call` until released. */
+class HoldingUpstream {
+  private server: http.Server | undefined;
+  private held: Array<() => void> = [];
+  /** eth_call request objects received (single calls and batch elements). */
+  calls = 0;
+  url = "";
+
+  async start(): Promise<this> {
+    this.server = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (d) => {
+        body += d;
+      });
+      req.on("end", () => {
+        const parsed = JSON.parse(body) as
+          | { id: unknown; method: string }
+          | { id: unknown; method: string }[];
+        const list = Array.isArray(parsed) ? parsed : [parsed];
+        const answers = list.map((c) => ({
+          jsonrpc: "2.0",
+          id: c.id,
+          result: c.method === "eth_chainId" ? "0x1" : c.method === "eth_call" ? "0x01" : "0x10",
+        }));
+        const send = () => {
+          res.setHeader("content-type", "application/json");
+          res.end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
+        };
+        const held = list.filter((c) => c.method === "eth_call").length;
+        if (held === 0) return send();
+        this.calls += held;
+        this.held.push(send);
+      });
+    });
+    await new Promise<void>((r) => this.server!.listen(0, "127.0.0.1", r));
+    this.url = `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  release(): void {
+    for (const send of this.held.splice(0)) send();
+  }
+
+  async stop(): Promise<void> {
+    this.release();
+    this.server?.closeAllConnections();
+    await new Promise<void>((r) => this.server!.close(() => r()));
+  }
+}
+
+const plan = {
+  name: "big",
+  requestsPerSecond: 1_000_000,
+  dailyRequestLimit: 10_000_000,
+  monthlyRequestLimit: null,
+};
+
+describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole process", function () {
+  this.timeout(120_000);
+  let up: HoldingUpstream;
+  let ns: TestRedisNamespace;
+  let seeder: RedisSeeder;
+  let plane: ThreadedPlane | undefined;
+
+  beforeEach(async () => {
+    up = await new HoldingUpstream().start();
+    ns = createTestRedisNamespace();
+    seeder = new RedisSeeder(ns.prefix);
+    await seeder.putNetwork(evmNetwork("eth", [{ id: "up", httpUrl: up.url }]));
+  });
+
+  afterEach(async () => {
+    await plane?.proc.stop(20_000);
+    plane = undefined;
+    await seeder.close();
+    await up.stop();
+    await ns.cleanup();
+  });
+
+  const start = (env: Record<string, string>) =>
+    startThreadedPlane(ns.prefix, {
+      RATE_LIMIT_MODE: "off",
+      QUOTA_MODE: "off",
+      USAGE_MODE: "off",
+      CACHE_MAX_BYTES: "0",
+      LOG_LEVEL: "warn",
+      ...env,
+    });
+
+  it("MAX_IN_FLIGHT_PER_KEY=4: of 12 slow calls on 12 connections, 4 reach the node, 8 get 429 concurrency_limit", async () => {
+    const key = await seeder.putKey({ workspaceId: "ws-caps", appId: "app-caps", plan });
+    plane = await start({ MAX_IN_FLIGHT_PER_KEY: "4", MAX_HEAVY_IN_FLIGHT_PER_KEY: "0" });
+    const path = `/eth/rpc?apikey=${key}`;
+    const pending: Promise<Answer>[] = [];
+    const call = (i: number) => ({
+      jsonrpc: "2.0",
+      id: i,
+      method: "eth_call",
+      params: [{ to: `0x${i.toString(16).padStart(40, "0")}` }, "latest"],
+    });
+    // One call at a time, each on a fresh connection (spread over the threads): the first four are held
+    // by the node, each later one is answered (refused) before the next is sent.
+    for (let i = 0; i < 12; i++) {
+      const answer = postFresh(plane.port, path, call(i));
+      pending.push(answer);
+      if (i < 4) {
+        const deadline = Date.now() + 5_000;
+        while (up.calls < i + 1 && Date.now() < deadline) await sleep(5);
+      } else {
+        await Promise.race([answer, sleep(3_000)]);
+      }
+    }
+    assert.equal(up.calls, 4, "calls held by the node");
+    up.release();
+    const answers = await Promise.all(pending);
+    const ok = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status === 429);
+    assert.equal(ok.length, 4, answers.map((a) => `${a.status} ${a.text}`).join("\n"));
+    assert.equal(refused.length, 8);
+    for (const r of refused) assert.equal(r.json.error.data.reason, "concurrency_limit", r.text);
+    assert.equal(up.calls, 4, "no refused call reached the node");
+    // Every slot is back: the next call is served.
+    const after = postFresh(plane.port, path, call(99));
+    while (up.calls < 5) await sleep(5);
+    up.release();
+    assert.equal((await after).status, 200);
+  });
+
+  it("WS_MAX_CONNECTIONS_PER_KEY=3: of 10 sockets opened one by one, 3 open, 7 get 429 ws_connection_limit", async () => {
+    const key = await seeder.putKey({ workspaceId: "ws-caps", appId: "app-ws", plan });
+    plane = await start({ WS_MAX_CONNECTIONS_PER_KEY: "3" });
+    const open: TestWsClient[] = [];
+    const refusals: number[] = [];
+    try {
+      for (let i = 0; i < 10; i++) {
+        try {
+          open.push(await TestWsClient.open(`ws://127.0.0.1:${plane.port}/eth/rpc?apikey=${key}`));
+        } catch (e) {
+          const err = e as { status?: number; body?: { error?: { data?: { reason?: string } } } };
+          assert.equal(err.body?.error?.data?.reason, "ws_connection_limit", JSON.stringify(err.body));
+          refusals.push(err.status ?? 0);
+        }
+      }
+      assert.equal(open.length, 3);
+      assert.deepEqual(refusals, new Array(7).fill(429));
+      // A socket closed gives its place back, whichever thread served it.
+      open.pop()!.terminate();
+      const deadline = Date.now() + 5_000;
+      for (;;) {
+        const c = await TestWsClient.open(`ws://127.0.0.1:${plane.port}/eth/rpc?apikey=${key}`).catch(
+          () => undefined,
+        );
+        if (c !== undefined) {
+          open.push(c);
+          break;
+        }
+        assert.ok(Date.now() < deadline, "the closed socket's place never came back");
+        await sleep(50);
+      }
+      assert.equal(open.length, 3);
+    } finally {
+      for (const c of open) c.terminate();
+    }
+  });
+});

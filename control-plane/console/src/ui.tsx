@@ -86,6 +86,34 @@ export function FieldError({ error, field }: { error: unknown; field: string }) 
   );
 }
 
+/**
+ * A control (input, select, textarea) wrapped in its label, so the label's text is its accessible name,
+ * then the inline message for `field`. Fields whose messages are shown further down (after a row of
+ * fields, or in an order of their own) leave `error` and `field` out and render their FieldErrors there.
+ */
+export function Field({
+  label,
+  className,
+  children,
+  error,
+  field,
+}: {
+  label: ReactNode;
+  className?: string;
+  children: ReactNode;
+} & ({ error: unknown; field: string } | { error?: never; field?: never })) {
+  return (
+    <>
+      {/* biome-ignore lint/a11y/noLabelWithoutControl: the control is `children`, which the rule cannot see */}
+      <label className={className}>
+        {label}
+        {children}
+      </label>
+      {field !== undefined && <FieldError error={error} field={field} />}
+    </>
+  );
+}
+
 /** Errors of a form that are not tied to one of its `fields`. */
 export function FormError({ error, fields }: { error: unknown; fields: string[] }) {
   if (!error) return null;

@@ -1,6 +1,6 @@
 import { type FormEvent, useEffect, useState } from "react";
 import { type App, gql, type MethodRuleMode, roleCan, type WorkspaceRole } from "../api";
-import { FieldError, FormError, fmtDate, fmtNum } from "../ui";
+import { Field, FieldError, FormError, fmtDate, fmtNum } from "../ui";
 
 /** Lines (or commas) of a method list; an entry with a space inside is kept whole, for the server to refuse. */
 function methodList(text: string): string[] {
@@ -117,8 +117,7 @@ export function AccessRulesCard({
       </p>
       <form onSubmit={save} aria-label="Access rules">
         <div className="row wrap">
-          <label className="inline">
-            Method rule
+          <Field className="inline" label="Method rule">
             <select
               name="methodMode"
               value={mode}
@@ -127,10 +126,9 @@ export function AccessRulesCard({
               <option value="DENY">Deny-list: every method but these</option>
               <option value="ALLOW">Allow-list: only these methods</option>
             </select>
-          </label>
+          </Field>
         </div>
-        <label>
-          Methods (one per line)
+        <Field label="Methods (one per line)" error={error} field="methods">
           <textarea
             name="methods"
             rows={4}
@@ -138,11 +136,9 @@ export function AccessRulesCard({
             placeholder={mode === "ALLOW" ? "eth_call\neth_getBalance\nnet_*" : "eth_getLogs\ndebug_*"}
             onChange={(e) => setMethods(e.target.value)}
           />
-        </label>
-        <FieldError error={error} field="methods" />
+        </Field>
         <div className="row wrap">
-          <label className="grow">
-            Requests per second (empty: the plan's)
+          <Field className="grow" label="Requests per second (empty: the plan's)">
             <input
               name="requestsPerSecond"
               type="number"
@@ -150,9 +146,8 @@ export function AccessRulesCard({
               value={rps}
               onChange={(e) => setRps(e.target.value)}
             />
-          </label>
-          <label className="grow">
-            Requests per day (empty: no app cap)
+          </Field>
+          <Field className="grow" label="Requests per day (empty: no app cap)">
             <input
               name="requestsPerDay"
               type="number"
@@ -160,12 +155,15 @@ export function AccessRulesCard({
               value={daily}
               onChange={(e) => setDaily(e.target.value)}
             />
-          </label>
+          </Field>
         </div>
         <FieldError error={error} field="requestsPerSecond" />
         <FieldError error={error} field="requestsPerDay" />
-        <label>
-          Allowed User-Agent patterns (one per line, * = anything; empty: any)
+        <Field
+          label="Allowed User-Agent patterns (one per line, * = anything; empty: any)"
+          error={error}
+          field="userAgents"
+        >
           <textarea
             name="userAgents"
             rows={2}
@@ -173,8 +171,7 @@ export function AccessRulesCard({
             placeholder="MyWallet/*"
             onChange={(e) => setAgents(e.target.value)}
           />
-        </label>
-        <FieldError error={error} field="userAgents" />
+        </Field>
         <FormError error={error} fields={["methods", "requestsPerSecond", "requestsPerDay", "userAgents"]} />
         <div className="row">
           <button type="submit" disabled={busy}>
@@ -301,18 +298,16 @@ export function JwtCard({
         <>
           <form onSubmit={addKey} aria-label="Add JWT key">
             <div className="row wrap">
-              <label className="grow">
-                Key id (kid)
+              <Field className="grow" label="Key id (kid)">
                 <input
                   name="kid"
                   value={kid}
                   placeholder="main-2025"
                   onChange={(e) => setKid(e.target.value)}
                 />
-              </label>
+              </Field>
             </div>
-            <label>
-              Public key (PEM or JWK; RS256 or ES256)
+            <Field label="Public key (PEM or JWK; RS256 or ES256)">
               <textarea
                 name="key"
                 rows={4}
@@ -320,7 +315,7 @@ export function JwtCard({
                 placeholder="-----BEGIN PUBLIC KEY-----"
                 onChange={(e) => setKey(e.target.value)}
               />
-            </label>
+            </Field>
             <FieldError error={keyError} field="kid" />
             <FieldError error={keyError} field="key" />
             <FieldError error={keyError} field="algorithm" />
@@ -340,14 +335,12 @@ export function JwtCard({
               Require a JWT on every request
             </label>
             <div className="row wrap">
-              <label className="grow">
-                Audience (aud; empty: not checked)
+              <Field className="grow" label="Audience (aud; empty: not checked)">
                 <input name="jwtAudience" value={audience} onChange={(e) => setAudience(e.target.value)} />
-              </label>
-              <label className="grow">
-                Subject (sub; empty: not checked)
+              </Field>
+              <Field className="grow" label="Subject (sub; empty: not checked)">
                 <input name="jwtSubject" value={subject} onChange={(e) => setSubject(e.target.value)} />
-              </label>
+              </Field>
             </div>
             <FieldError error={error} field="jwtRequired" />
             <FieldError error={error} field="jwtAudience" />

@@ -1,7 +1,7 @@
 import { type FormEvent, useState } from "react";
 import { type AllowlistKind, APP_FIELDS, type App, gql, roleCan, type WorkspaceRole } from "../api";
 import { Link } from "../router";
-import { Async, ConfirmDialog, CopyButton, FieldError, FormError, fmtDate, useQuery } from "../ui";
+import { Async, ConfirmDialog, CopyButton, Field, FieldError, FormError, fmtDate, useQuery } from "../ui";
 import { useWorkspace } from "../workspace";
 import { AccessRulesCard, JwtCard } from "./AccessRules";
 
@@ -113,16 +113,14 @@ function ApiKeyCard({
           onConfirm={regenerate}
         >
           <p>Clients using the current key must switch to the new one.</p>
-          <label>
-            Keep the old key working for
+          <Field label="Keep the old key working for" error={error} field="gracePeriodSeconds">
             <select name="gracePeriod" value={grace} onChange={(e) => setGrace(e.target.value)}>
               <option value="0">no grace period (revoke now)</option>
               <option value="3600">1 hour</option>
               <option value="86400">1 day</option>
               <option value="604800">7 days</option>
             </select>
-          </label>
-          <FieldError error={error} field="gracePeriodSeconds" />
+          </Field>
           <FormError error={error} fields={["gracePeriodSeconds"]} />
         </ConfirmDialog>
       )}

@@ -1,7 +1,7 @@
 import { type FormEvent, useState } from "react";
 import { type AppEnvironment, gql, roleCan } from "../api";
 import { Link, useRoute } from "../router";
-import { Async, FieldError, FormError, fmtNum, useQuery } from "../ui";
+import { Async, Field, FormError, fmtNum, useQuery } from "../ui";
 import { useWorkspace } from "../workspace";
 
 interface AppRow {
@@ -102,13 +102,10 @@ function CreateApp({ workspaceId, onCancel }: { workspaceId: string; onCancel: (
   return (
     <form className="card" onSubmit={submit} aria-label="Create app">
       <h2>Create app</h2>
-      <label>
-        Name
+      <Field label="Name" error={error} field="name">
         <input name="name" value={name} onChange={(e) => setName(e.target.value)} />
-      </label>
-      <FieldError error={error} field="name" />
-      <label>
-        Environment
+      </Field>
+      <Field label="Environment" error={error} field="environment">
         <select
           name="environment"
           value={environment}
@@ -117,8 +114,7 @@ function CreateApp({ workspaceId, onCancel }: { workspaceId: string; onCancel: (
           <option value="DEVELOPMENT">Development</option>
           <option value="PRODUCTION">Production</option>
         </select>
-      </label>
-      <FieldError error={error} field="environment" />
+      </Field>
       <FormError error={error} fields={["name", "environment"]} />
       <div className="row">
         <button type="submit" disabled={busy}>

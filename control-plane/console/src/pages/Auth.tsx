@@ -1,7 +1,7 @@
 import { type FormEvent, useState } from "react";
 import { gql } from "../api";
 import { Link } from "../router";
-import { FieldError, FormError } from "../ui";
+import { Field, FieldError, FormError } from "../ui";
 
 const FIELDS = ["email", "password", "workspaceName", "token"];
 
@@ -63,8 +63,7 @@ export function AuthPage({
   return (
     <form className="card auth" onSubmit={submit} noValidate aria-label={title}>
       <h1>{title}</h1>
-      <label>
-        Email
+      <Field label="Email" error={error} field="email">
         <input
           name="email"
           type="email"
@@ -74,10 +73,8 @@ export function AuthPage({
           onChange={(e) => setEmail(e.target.value)}
           required
         />
-      </label>
-      <FieldError error={error} field="email" />
-      <label>
-        Password
+      </Field>
+      <Field label="Password" error={error} field="password">
         <input
           name="password"
           type="password"
@@ -86,21 +83,16 @@ export function AuthPage({
           onChange={(e) => setPassword(e.target.value)}
           required
         />
-      </label>
-      <FieldError error={error} field="password" />
+      </Field>
       {mode === "signup" && !invitation && (
-        <>
-          <label>
-            Workspace name
-            <input
-              name="workspaceName"
-              value={workspaceName}
-              placeholder="Acme"
-              onChange={(e) => setWorkspaceName(e.target.value)}
-            />
-          </label>
-          <FieldError error={error} field="workspaceName" />
-        </>
+        <Field label="Workspace name" error={error} field="workspaceName">
+          <input
+            name="workspaceName"
+            value={workspaceName}
+            placeholder="Acme"
+            onChange={(e) => setWorkspaceName(e.target.value)}
+          />
+        </Field>
       )}
       <FieldError error={error} field="token" />
       <FormError error={error} fields={FIELDS} />

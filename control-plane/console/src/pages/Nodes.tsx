@@ -6,6 +6,7 @@ import {
   ConfirmDialog,
   CopyButton,
   ErrorBox,
+  Field,
   FieldError,
   FormError,
   fmtBytes,
@@ -228,17 +229,14 @@ export function NodeDeployPage() {
       <Async q={opts}>
         {({ networks, regions }) => (
           <form className="card" onSubmit={submit} aria-label="Deploy node">
-            <label>
-              Name
+            <Field label="Name" error={error} field="displayName">
               <input
                 name="displayName"
                 value={displayName}
                 onChange={(e) => setDisplayName(e.target.value)}
               />
-            </label>
-            <FieldError error={error} field="displayName" />
-            <label>
-              Network
+            </Field>
+            <Field label="Network" error={error} field="network">
               <select name="network" value={network} onChange={(e) => setNetwork(e.target.value)}>
                 {networks.map((n) => (
                   <option key={n.id} value={n.slug}>
@@ -246,10 +244,8 @@ export function NodeDeployPage() {
                   </option>
                 ))}
               </select>
-            </label>
-            <FieldError error={error} field="network" />
-            <label>
-              Node type
+            </Field>
+            <Field label="Node type" error={error} field="nodeType">
               <select
                 name="nodeType"
                 value={nodeType}
@@ -261,10 +257,8 @@ export function NodeDeployPage() {
                   Validator (Substrate)
                 </option>
               </select>
-            </label>
-            <FieldError error={error} field="nodeType" />
-            <label>
-              Image version
+            </Field>
+            <Field label="Image version" error={error} field="imageVersion">
               <select
                 name="imageVersion"
                 value={imageVersion}
@@ -282,10 +276,8 @@ export function NodeDeployPage() {
                   </option>
                 ))}
               </select>
-            </label>
-            <FieldError error={error} field="imageVersion" />
-            <label>
-              Region
+            </Field>
+            <Field label="Region" error={error} field="region">
               <select name="region" value={region} onChange={(e) => setRegion(e.target.value)}>
                 {regions.map((r) => (
                   <option key={r} value={r}>
@@ -293,8 +285,7 @@ export function NodeDeployPage() {
                   </option>
                 ))}
               </select>
-            </label>
-            <FieldError error={error} field="region" />
+            </Field>
             <label className="check">
               <input
                 type="checkbox"
@@ -306,8 +297,7 @@ export function NodeDeployPage() {
             </label>
             <fieldset>
               <legend>Launch arguments</legend>
-              <label>
-                RPC methods (--rpc-methods)
+              <Field label="RPC methods (--rpc-methods)">
                 <select
                   name="rpcMethods"
                   value={rpcMethods}
@@ -316,12 +306,10 @@ export function NodeDeployPage() {
                   <option value="SAFE">Safe</option>
                   <option value="UNSAFE">Unsafe (needed while setting validator session keys)</option>
                 </select>
-              </label>
-              <label>
-                Extra arguments, one per line
+              </Field>
+              <Field label="Extra arguments, one per line" error={error} field="launchArgs">
                 <textarea name="extra" rows={3} value={extra} onChange={(e) => setExtra(e.target.value)} />
-              </label>
-              <FieldError error={error} field="launchArgs" />
+              </Field>
             </fieldset>
             <FormError error={error} fields={DEPLOY_FIELDS} />
             <button type="submit" disabled={busy || !network || !region}>

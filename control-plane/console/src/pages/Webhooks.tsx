@@ -1,7 +1,17 @@
 import { type FormEvent, useState } from "react";
 import { gql, roleCan } from "../api";
 import { Link, useRoute } from "../router";
-import { Async, ConfirmDialog, CopyButton, ErrorBox, FieldError, FormError, fmtDate, useQuery } from "../ui";
+import {
+  Async,
+  ConfirmDialog,
+  CopyButton,
+  ErrorBox,
+  Field,
+  FieldError,
+  FormError,
+  fmtDate,
+  useQuery,
+} from "../ui";
 import { useWorkspace } from "../workspace";
 
 type EventType = "QUOTA_THRESHOLD" | "NODE_STATUS" | "VALIDATOR_STATUS" | "KEY_REGENERATED";
@@ -228,21 +238,17 @@ function CreateEndpoint({
   return (
     <form className="card" onSubmit={submit} aria-label="Add webhook endpoint">
       <h2>Add endpoint</h2>
-      <label>
-        URL
+      <Field label="URL" error={error} field="url">
         <input
           name="url"
           value={url}
           placeholder="https://example.com/webhooks/rpc"
           onChange={(e) => setUrl(e.target.value)}
         />
-      </label>
-      <FieldError error={error} field="url" />
-      <label>
-        Description (optional)
+      </Field>
+      <Field label="Description (optional)" error={error} field="description">
         <input name="description" value={description} onChange={(e) => setDescription(e.target.value)} />
-      </label>
-      <FieldError error={error} field="description" />
+      </Field>
       <EventChoice value={eventTypes} onChange={setEventTypes} />
       <FieldError error={error} field="eventTypes" />
       <FormError error={error} fields={FORM_FIELDS} />
@@ -444,16 +450,12 @@ function EditEndpoint({ endpoint, onSaved }: { endpoint: Endpoint; onSaved: () =
   return (
     <form className="card" onSubmit={submit} aria-label="Edit webhook endpoint">
       <h2>Edit endpoint</h2>
-      <label>
-        URL
+      <Field label="URL" error={error} field="url">
         <input name="url" value={url} onChange={(e) => setUrl(e.target.value)} />
-      </label>
-      <FieldError error={error} field="url" />
-      <label>
-        Description
+      </Field>
+      <Field label="Description" error={error} field="description">
         <input name="description" value={description} onChange={(e) => setDescription(e.target.value)} />
-      </label>
-      <FieldError error={error} field="description" />
+      </Field>
       <EventChoice value={eventTypes} onChange={setEventTypes} />
       <FieldError error={error} field="eventTypes" />
       <FormError error={error} fields={FORM_FIELDS} />

@@ -1,22 +1,24 @@
 import assert from "node:assert/strict";
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
-import { existsSync, mkdirSync } from "node:fs";
-import path from "node:path";
 import { SignJWT } from "jose";
 import type { Page } from "playwright-core";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
-import { freePort } from "../../helpers/ports";
-import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
-import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import type { Harness } from "../control-plane/harness";
+import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import {
+  type ConsoleStack,
+  logIn,
+  openPage,
+  requireChromium,
+  screenshot,
+  startConsoleStack,
+} from "./console-fixture";
 
 /**
  * The console's access rules and JWT keys, end to end: Chromium edits an app's rules and keys on its page
  * (/console -> GraphQL -> Postgres -> Redis), and the data plane in front of anvil applies them.
  */
 
-const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 const NETWORK = "local-evm";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -53,8 +55,8 @@ function pem(key: KeyObject): string {
 describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; data plane -> anvil)", function () {
   this.timeout(90_000);
   let anvil: Anvil;
+  let stack: ConsoleStack | undefined;
   let h: Harness;
-  let dp: DataPlane;
   let browser: ConsoleBrowser | undefined;
   let page: Page;
   let consoleUrl: string;
@@ -63,35 +65,13 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
   let endpoint: string;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
-      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
-      this.skip();
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
+    requireChromium(this);
     anvil = await startAnvil();
-    const dpPort = await freePort();
-    h = await startHarness({
-      PUBLIC_HTTP_URL: `http://127.0.0.1:${dpPort}`,
-      PUBLIC_WS_URL: `ws://127.0.0.1:${dpPort}`,
+    stack = await startConsoleStack({
+      network: { slug: NETWORK, name: "Local EVM", httpUrl: anvil.httpUrl },
     });
-    await h.ok(
-      `mutation($u: String!) {
-        n: createNetwork(input: { slug: "${NETWORK}", name: "Local EVM", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "${NETWORK}", input: { httpUrl: $u }) { id } }`,
-      { u: anvil.httpUrl },
-      ADMIN_TOKEN,
-    );
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: String(dpPort),
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
-      }),
-    );
+    h = stack.h;
+    await stack.startDataPlane();
     owner = await h.signUp();
     const created = await h.ok<{ createApp: { id: string; apiKey: string } }>(
       `mutation { createApp(input: { name: "dapp", environment: PRODUCTION }) { id apiKey } }`,
@@ -99,27 +79,24 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
       owner.token,
     );
     app = created.createApp;
-    endpoint = `http://127.0.0.1:${dpPort}/${NETWORK}/rpc?apikey=${app.apiKey}`;
-    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    endpoint = `http://127.0.0.1:${stack.dpPort}/${NETWORK}/rpc?apikey=${app.apiKey}`;
+    consoleUrl = stack.consoleUrl;
     browser = await launchConsoleBrowser({ profilePrefix: "rg-access-chromium-", timeoutMs: 10_000 });
     page = browser.page;
   });
 
   after(async () => {
     await browser?.close();
-    await dp?.close();
-    await h?.close();
+    await stack?.close();
     await anvil?.stop();
   });
 
-  const shot = (name: string) =>
-    page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const shot = (name: string) => screenshot(page, name);
 
   /** Opens the app's page logged in with `token`. */
   async function openApp(token: string): Promise<void> {
-    await page.goto(`${consoleUrl}/`);
-    await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
-    await page.goto(`${consoleUrl}/apps/${app.id}`);
+    await logIn(page, consoleUrl, token);
+    await openPage(page, consoleUrl, `/apps/${app.id}`);
     await page.getByRole("heading", { name: "dapp" }).waitFor();
   }
 

@@ -1,17 +1,21 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import type { Page } from "playwright-core";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
-import { freePort } from "../../helpers/ports";
-import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
+import { ADMIN_TOKEN, type Harness } from "../control-plane/harness";
 import { ingestorFor, recorderFor } from "../control-plane/usage/helpers";
-import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import {
+  type ConsoleStack,
+  openPage,
+  requireChromium,
+  screenshot,
+  sessionToken,
+  startConsoleStack,
+} from "./console-fixture";
 
-const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 const NETWORK = "local-evm";
 const EMAIL = `console-${Date.now()}@example.com`;
 const PASSWORD = "correct horse battery staple";
@@ -40,6 +44,7 @@ async function eventually(what: string, fn: () => Promise<boolean>, timeoutMs = 
 describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> anvil)", function () {
   this.timeout(60_000);
   let anvil: Anvil;
+  let stack: ConsoleStack | undefined;
   let h: Harness;
   let dp: DataPlane;
   let browser: ConsoleBrowser | undefined;
@@ -49,62 +54,42 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
   let appId: string;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      // CI installs it (.ci/run); elsewhere: apt-get install chromium.
-      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
-      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
-      this.skip();
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
+    requireChromium(this);
     anvil = await startAnvil();
-    const dpPort = await freePort();
-    h = await startHarness({
-      PUBLIC_HTTP_URL: `http://127.0.0.1:${dpPort}`,
-      PUBLIC_WS_URL: `ws://127.0.0.1:${dpPort}`,
-      PLAN_CONTACT: "sales@example.test",
+    stack = await startConsoleStack({
+      env: { PLAN_CONTACT: "sales@example.test" },
+      network: { slug: NETWORK, name: "Local EVM", httpUrl: anvil.httpUrl, wsUrl: anvil.wsUrl },
     });
+    h = stack.h;
     await h.ok(
-      `mutation($u: String!, $w: String) {
-        n: createNetwork(input: { slug: "${NETWORK}", name: "Local EVM", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "${NETWORK}", input: { httpUrl: $u, wsUrl: $w }) { id }
+      `mutation {
         s: upsertPlan(input: { name: "starter", dailyRequestLimit: 1000, requestsPerSecond: 50 }) { id }
         p: upsertPlan(input: { name: "pro", dailyRequestLimit: 5000000, requestsPerSecond: 500, maxDedicatedNodes: 5, selfService: true }) { id }
         d: upsertPlan(input: { name: "acme-deal", dailyRequestLimit: 900000000, requestsPerSecond: 9000 }) { id } }`,
-      { u: anvil.httpUrl, w: anvil.wsUrl },
+      {},
       ADMIN_TOKEN,
     );
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: String(dpPort),
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
-      }),
-    );
-    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    dp = await stack.startDataPlane();
+    consoleUrl = stack.consoleUrl;
     browser = await launchConsoleBrowser({
       profilePrefix: "rg-console-chromium-",
       timeoutMs: 10_000,
-      clipboardOrigin: `http://127.0.0.1:${h.cp.port}`,
+      clipboardOrigin: stack.origin,
     });
     page = browser.page;
   });
 
   after(async () => {
     await browser?.close();
-    await dp?.close();
-    await h?.close();
+    await stack?.close();
     await anvil?.stop();
   });
 
-  const shot = (name: string) =>
-    page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
-  const token = () => page.evaluate(() => localStorage.getItem("rpc-gateway.token"));
+  const shot = (name: string) => screenshot(page, name);
+  const token = () => sessionToken(page);
 
   it("signs up and lands on the (empty) apps page, token in localStorage", async () => {
-    await page.goto(`${consoleUrl}/`);
+    await openPage(page, consoleUrl, "/");
     await page.getByRole("heading", { name: "Log in" }).waitFor();
     await page.getByRole("link", { name: "Create an account" }).click();
     await page.getByLabel("Email").fill("not-an-email");
@@ -409,7 +394,7 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await page.locator("table tr", { hasText: "archive-1" }).getByTestId("node-status").waitFor();
 
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.goto(`${consoleUrl}/usage`);
+    await openPage(page, consoleUrl, "/usage");
     await page.locator("table.methods").waitFor();
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `page wider than the phone by ${overflow}px`);
@@ -515,7 +500,7 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       "MEMBER",
       "VIEWER",
     ]);
-    await page.goto(`${consoleUrl}/apps/${appId}`);
+    await openPage(page, consoleUrl, `/apps/${appId}`);
     await page.getByRole("button", { name: "Regenerate key" }).waitFor();
     // The same link again (now used) says so.
     await page.goto(links.ana!);

@@ -1,20 +1,22 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
-import path from "node:path";
 import type { Page } from "playwright-core";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
-import { ADMIN_TOKEN, type Harness, startHarness } from "../control-plane/harness";
-import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
-
-const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
+import { ADMIN_TOKEN, type Harness } from "../control-plane/harness";
+import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import {
+  type ConsoleStack,
+  logIn,
+  openPage,
+  requireChromium,
+  screenshot,
+  startConsoleStack,
+} from "./console-fixture";
 
 describe("console: operator pages (Chromium -> /console -> GraphQL; data plane health -> anvil)", function () {
   this.timeout(90_000);
+  let stack: ConsoleStack | undefined;
   let h: Harness;
   let anvil: Anvil;
-  let dp: DataPlane;
   let browser: ConsoleBrowser | undefined;
   let page: Page;
   let consoleUrl: string;
@@ -23,21 +25,12 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
   let tenantEmail: string;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
-      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
-      this.skip();
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
+    requireChromium(this);
     anvil = await startAnvil();
-    h = await startHarness();
-    await h.ok(
-      `mutation($u: String!) {
-        n: createNetwork(input: { slug: "local-evm", name: "Local EVM", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "local-evm", input: { httpUrl: $u }) { id } }`,
-      { u: anvil.httpUrl },
-      ADMIN_TOKEN,
-    );
+    stack = await startConsoleStack({
+      network: { slug: "local-evm", name: "Local EVM", httpUrl: anvil.httpUrl },
+    });
+    h = stack.h;
     await fetch(anvil.httpUrl, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -51,38 +44,27 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
       { a: op.accountId },
       ADMIN_TOKEN,
     );
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        ...h.ns.redis.env(),
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        RATE_LIMIT_MODE: "off",
-        QUOTA_MODE: "off",
-        USAGE_MODE: "off",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        HEALTH_PUBLISH_INTERVAL_MS: "200",
-      }),
-    );
-    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    await stack.startDataPlane({
+      RATE_LIMIT_MODE: "off",
+      QUOTA_MODE: "off",
+      USAGE_MODE: "off",
+      HEALTH_PUBLISH_INTERVAL_MS: "200",
+    });
+    consoleUrl = stack.consoleUrl;
     browser = await launchConsoleBrowser({ profilePrefix: "rg-console-chromium-", timeoutMs: 15_000 });
     page = browser.page;
   });
 
   after(async () => {
     await browser?.close();
-    await dp?.close();
-    await h?.close();
+    await stack?.close();
     await anvil?.stop();
   });
 
-  const shot = (name: string) =>
-    page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const shot = (name: string) => screenshot(page, name);
   const signIn = async (token: string) => {
-    await page.goto(`${consoleUrl}/login`);
-    await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
-    await page.goto(`${consoleUrl}/`);
+    await logIn(page, consoleUrl, token);
+    await openPage(page, consoleUrl, "/");
     await page.getByRole("link", { name: "Apps" }).waitFor();
   };
 
@@ -90,7 +72,7 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     await signIn(tenant.token);
     await page.getByRole("link", { name: "Plan" }).waitFor();
     assert.equal(await page.getByRole("link", { name: "Operator" }).count(), 0);
-    await page.goto(`${consoleUrl}/operator/networks`);
+    await openPage(page, consoleUrl, "/operator/networks");
     await page.getByRole("heading", { name: "Not found" }).waitFor();
     assert.equal(await page.getByRole("heading", { name: "Networks & upstreams" }).count(), 0);
   });

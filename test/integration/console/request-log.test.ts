@@ -1,23 +1,23 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
-import path from "node:path";
 import type { Page } from "playwright-core";
-import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
-import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../control-plane/harness";
+import { createApp, type Harness } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
-import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
-
-const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
+import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import {
+  type ConsoleStack,
+  logIn,
+  openPage,
+  requireChromium,
+  screenshot,
+  startConsoleStack,
+} from "./console-fixture";
 
 describe("console: request log (Chromium -> /console -> GraphQL requestLog; gateway -> worker)", function () {
   this.timeout(120_000);
+  let stack: ConsoleStack | undefined;
   let h: Harness;
-  let stub: StubUpstream;
-  let worker: ControlPlaneWorker | undefined;
-  let dp: DataPlane | undefined;
+  let stub: StubUpstream | undefined;
   let browser: ConsoleBrowser | undefined;
   let page: Page;
   let consoleUrl: string;
@@ -41,41 +41,20 @@ describe("console: request log (Chromium -> /console -> GraphQL requestLog; gate
   };
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
-      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
-      this.skip();
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
-    h = await startHarness();
+    requireChromium(this);
     stub = await new StubUpstream().start();
-    await h.ok(
-      `mutation($s: String!) {
-        n: createNetwork(input: { slug: "evm-stub", name: "Stub", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "evm-stub", input: { httpUrl: $s }) { id } }`,
-      { s: stub.url },
-      ADMIN_TOKEN,
-    );
+    stack = await startConsoleStack({ network: { slug: "evm-stub", name: "Stub", httpUrl: stub.url } });
+    h = stack.h;
     ({ token } = await h.signUp());
     const app = await createApp(h, token, "console-app");
-    worker = await startWorker(h.config, undefined, {
-      usage: { blockMs: 100, consumerName: "console-reqlog" },
+    await stack.startWorker({ usage: { blockMs: 100, consumerName: "console-reqlog" } });
+    const dp = await stack.startDataPlane({
+      REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
+      REQUEST_LOG_SAMPLE_PERCENT: "100",
+      RATE_LIMIT_MODE: "local",
+      QUOTA_MODE: "off",
+      SHARED_NODE_EXTRA_NAMESPACES: "stub",
     });
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
-        REQUEST_LOG_SAMPLE_PERCENT: "100",
-        RATE_LIMIT_MODE: "local",
-        QUOTA_MODE: "off",
-        SHARED_NODE_EXTRA_NAMESPACES: "stub",
-        ...h.ns.redis.env(),
-      }),
-    );
     rpc = `http://127.0.0.1:${dp.port}/evm-stub/rpc?apikey=${app.apiKey}`;
     // Three successes, then three node errors: the page lists six, newest first.
     for (let i = 0; i < 3; i++) await post(rpc, { jsonrpc: "2.0", id: i, method: "eth_chainId" });
@@ -85,25 +64,22 @@ describe("console: request log (Chromium -> /console -> GraphQL requestLog; gate
     }
     await ingested(errorIds[2]!);
 
-    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    consoleUrl = stack.consoleUrl;
     browser = await launchConsoleBrowser({ profilePrefix: "rg-console-chromium-", timeoutMs: 15_000 });
     page = browser.page;
-    await page.goto(`${consoleUrl}/login`);
-    await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
+    await logIn(page, consoleUrl, token);
   });
 
   after(async () => {
     await browser?.close();
-    await dp?.close();
-    await worker?.close();
+    await stack?.close();
     await stub?.stop();
-    await h?.close();
   });
 
   const rows = () => page.locator("table.request-log tbody tr");
 
   it("lists the workspace's log newest first and filters it by category", async () => {
-    await page.goto(`${consoleUrl}/`);
+    await openPage(page, consoleUrl, "/");
     await page.getByRole("link", { name: "Request log" }).click();
     await page.getByRole("heading", { name: "Request log" }).waitFor();
     await rows().first().waitFor();
@@ -117,7 +93,7 @@ describe("console: request log (Chromium -> /console -> GraphQL requestLog; gate
     await page.getByLabel("Category").selectOption("Success");
     await page.waitForFunction(() => document.querySelectorAll("table.request-log tbody tr").length === 3);
     for (const t of await rows().allTextContents()) assert.match(t, /eth_chainId/);
-    await page.screenshot({ path: path.join(ARTIFACTS, "request-log.png"), fullPage: true });
+    await screenshot(page, "request-log");
   });
 
   it("finds one request by the requestId pasted from an error", async () => {

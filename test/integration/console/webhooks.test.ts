@@ -1,19 +1,25 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Page } from "playwright-core";
-import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { type Harness, startHarness } from "../control-plane/harness";
+import type { Harness } from "../control-plane/harness";
 import { WebhookReceiver } from "../control-plane/webhooks/receiver";
-import { CHROMIUM, type ConsoleBrowser, launchConsoleBrowser } from "./browser";
-
-const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
+import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
+import {
+  type ConsoleStack,
+  logIn,
+  openPage,
+  requireChromium,
+  screenshot,
+  sessionToken,
+  startConsoleStack,
+} from "./console-fixture";
 
 describe("console: webhooks (Chromium -> /console -> GraphQL; worker -> local receiver)", function () {
   this.timeout(90_000);
+  let stack: ConsoleStack | undefined;
   let h: Harness;
-  let worker: ControlPlaneWorker | undefined;
   let browser: ConsoleBrowser | undefined;
   let page: Page;
   let dataDir: string;
@@ -22,42 +28,37 @@ describe("console: webhooks (Chromium -> /console -> GraphQL; worker -> local re
   const rx = new WebhookReceiver();
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      if (process.env.CI) assert.fail(`${CHROMIUM} is missing`);
-      console.warn(`console e2e skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
-      this.skip();
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
+    requireChromium(this);
     await rx.start();
-    h = await startHarness({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: "true", WEBHOOK_RETRY_BASE_MS: "300" });
+    stack = await startConsoleStack({
+      env: { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: "true", WEBHOOK_RETRY_BASE_MS: "300" },
+    });
+    h = stack.h;
     dataDir = mkdtempSync(path.join(tmpdir(), "rg-console-webhooks-"));
-    worker = await startWorker(h.config, undefined, { usage: { enabled: false }, nodes: { dataDir } });
+    await stack.startWorker({ usage: { enabled: false }, nodes: { dataDir } });
     const { token } = await h.signUp();
-    consoleUrl = `http://127.0.0.1:${h.cp.port}/console`;
+    consoleUrl = stack.consoleUrl;
     browser = await launchConsoleBrowser({
       profilePrefix: "rg-console-chromium-",
       timeoutMs: 15_000,
-      clipboardOrigin: `http://127.0.0.1:${h.cp.port}`,
+      clipboardOrigin: stack.origin,
     });
     page = browser.page;
     // Signed in as the console does it: the session token in localStorage.
-    await page.goto(`${consoleUrl}/login`);
-    await page.evaluate((t) => localStorage.setItem("rpc-gateway.token", t), token);
+    await logIn(page, consoleUrl, token);
   });
 
   after(async () => {
     await browser?.close();
-    await worker?.close();
-    await h?.close();
+    await stack?.close();
     await rx.close();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
-  const shot = (name: string) =>
-    page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const shot = (name: string) => screenshot(page, name);
 
   it("adds an endpoint (inline URL error first) and shows its signing secret once", async () => {
-    await page.goto(`${consoleUrl}/`);
+    await openPage(page, consoleUrl, "/");
     await page.getByRole("link", { name: "Webhooks" }).click();
     await page.getByRole("heading", { name: "Webhooks" }).waitFor();
     await page.getByText("No endpoints yet").waitFor();
@@ -144,7 +145,7 @@ describe("console: webhooks (Chromium -> /console -> GraphQL; worker -> local re
     const left = await h.ok<{ webhookEndpoints: unknown[] }>(
       "{ webhookEndpoints { id } }",
       {},
-      (await page.evaluate(() => localStorage.getItem("rpc-gateway.token")))!,
+      (await sessionToken(page))!,
     );
     assert.deepEqual(left.webhookEndpoints, []);
   });

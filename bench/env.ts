@@ -6,7 +6,10 @@ export function envInt(name: string, def: number): number {
   return Number.isFinite(n) && n >= 0 ? n : def;
 }
 
-/** The keyed cache-miss load every on/off section (request log, tracing) runs, from BENCH_* variables. */
+/**
+ * The keyed cache-miss load of the on/off sections (bench/variants.ts): request log and tracing read it from
+ * BENCH_* variables here, JWT from its own options.
+ */
 export interface SectionLoadOptions {
   redisUrl: string;
   durationS: number;

@@ -17,17 +17,15 @@
  * BENCH_JWT_REPEATS (3), BENCH_STUB_IMPL (uws), REDIS_URL. Load by wrk when installed, else autocannon.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
 import { type KeyRecord, KeyRecordSchema } from "../shared/src/redis/records";
-import { freePort } from "../test/helpers/ports";
-import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { envInt } from "./env";
-import { BENCH_NETWORK, BenchRedis, startGateway } from "./gateway";
-import { type Body, type LoadResult, runLoad, which } from "./load";
+import { BENCH_NETWORK, startGateway } from "./gateway";
+import { runVariantsSection, type VariantMedian } from "./variants";
 
 export interface JwtBenchOptions {
   redisUrl?: string;
@@ -97,31 +95,17 @@ async function expect200(label: string, url: string, headers: Record<string, str
     throw new Error(`${label}: sanity request failed: HTTP ${res.status} ${text}`);
 }
 
-/** The gateway's CPU time so far (user + system), in µs, from /proc/PID/stat. */
-const TICKS_PER_S = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
-function cpuUs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  // Fields after the command name (which may hold spaces) start at state (field 3): utime is 14, stime 15.
-  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return ((Number(rest[11]) + Number(rest[12])) / TICKS_PER_S) * 1e6;
-}
-
-type Run = LoadResult & { cpuUsPerRequest: number };
-
-function median(runs: Run[]): JwtModeResult {
-  const sorted = [...runs].sort((a, b) => a.requestsPerSec - b.requestsPerSec);
-  // With an even count, the worse of the middle two: repeats never flatter a figure.
-  const m = sorted[Math.floor((sorted.length - 1) / 2)]!;
-  const cpu = runs.map((r) => r.cpuUsPerRequest).sort((a, b) => b - a);
+function modeResult(v: VariantMedian): JwtModeResult {
+  const m = v.median;
   return {
-    requestsPerSec: Math.round(m.requestsPerSec),
-    cpuUsPerRequest: Number(cpu[Math.floor((cpu.length - 1) / 2)]!.toFixed(2)),
+    requestsPerSec: v.requestsPerSec,
+    cpuUsPerRequest: v.cpuUsPerRequest,
     p50Ms: m.p50Ms,
     p99Ms: m.p99Ms,
     requests: m.requests,
     non2xx: m.non2xx,
     socketErrors: m.socketErrors,
-    runsRequestsPerSec: sorted.map((r) => Math.round(r.requestsPerSec)),
+    runsRequestsPerSec: v.runsRequestsPerSec,
   };
 }
 
@@ -132,140 +116,114 @@ export async function runJwtBench(opts: JwtBenchOptions = {}): Promise<JwtBenchR
   const connections = Math.max(1, opts.connections ?? 64);
   const threads = Math.max(1, opts.threads ?? (os.cpus().length <= 2 ? 1 : 2));
   const repeats = Math.max(1, opts.repeats ?? 3);
-  const outDir = opts.outDir ?? join(resolve(__dirname, "../../bench"), "out");
-  mkdirSync(outDir, { recursive: true });
-  const tool: "wrk" | "autocannon" = which("wrk") ? "wrk" : "autocannon";
-  const redis = new BenchRedis(opts.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
-  const stops: Array<() => Promise<unknown>> = [];
-  try {
-    const stubPort = await freePort();
-    const stub: StartedProcess = await startProcess(
-      process.execPath,
-      [join(__dirname, "stub-upstream.js"), "--port", String(stubPort), "--impl", opts.stubImpl ?? "uws"],
-      { readyLine: /listening on \d+/ },
-    );
-    stops.push(() => stub.stop());
-    await redis.connect();
-    await redis.seedNetwork(`http://127.0.0.1:${stubPort}`);
-
-    // Two apps of one workspace on the same plan: one requires a JWT, the other does not.
-    const { publicKey, privateKey } = await generateKeyPair("RS256");
-    const jwk = (await exportJWK(publicKey)) as Record<string, string>;
-    const record = (appId: string, jwt: boolean): KeyRecord =>
-      KeyRecordSchema.parse({
-        kind: "app",
-        workspaceId: "ws-bench",
-        appId,
-        nodeId: null,
-        plan: PLAN,
-        allowlist: { origins: [], ips: [] },
-        expiresAtMs: null,
-        rpcMethods: null,
-        access: jwt
-          ? {
-              methodMode: "DENY",
-              methods: [],
-              requestsPerSecond: null,
-              requestsPerDay: null,
-              userAgents: [],
-              jwt: {
-                keys: [{ kid: "bench", alg: "RS256", jwk }],
-                audience: "https://rpc.bench",
-                subject: null,
-              },
-            }
-          : null,
-      });
-    const plainKey = generateApiKey();
-    const jwtKey = generateApiKey();
-    await redis.redis.set(
-      redis.names.apiKey(hashApiKey(plainKey)),
-      JSON.stringify(record("app-plain", false)),
-    );
-    await redis.redis.set(redis.names.apiKey(hashApiKey(jwtKey)), JSON.stringify(record("app-jwt", true)));
-    const token = await new SignJWT({ aud: "https://rpc.bench", sub: "bench-client" })
-      .setProtectedHeader({ alg: "RS256", kid: "bench" })
-      .setExpirationTime("2h")
-      .sign(privateKey);
-    const headers = { authorization: `Bearer ${token}` };
-
-    const gw = await startGateway({ redisUrl: redis.url, prefix: redis.prefix });
-    stops.push(() => gw.proc.stop());
-    const offUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(plainKey)}`;
-    const onUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(jwtKey)}`;
-    await expect200("jwt off", offUrl);
-    await expect200("jwt on", onUrl, headers);
-    const refused = await fetch(onUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: CHAIN_ID_BODY,
-    });
-    if (refused.status !== 401)
-      throw new Error(`jwt on: a request without the token got HTTP ${refused.status}`);
-    log(
-      `gateway pid ${gw.proc.pid}, stub pid ${stub.pid}; ${repeats} rounds of ${durationS}s (+${warmupS}s warm-up), ${connections} connections, ${tool}`,
-    );
-
-    const body: Body = { kind: "unique-eth-call" };
-    const runs = { off: [] as Run[], on: [] as Run[] };
-    for (let round = 0; round < repeats; round++) {
-      // Alternating, and the order flipped every round, so drift on a shared machine hits both alike.
-      const order: ("off" | "on")[] = round % 2 === 0 ? ["off", "on"] : ["on", "off"];
-      for (const mode of order) {
-        const base = {
-          url: mode === "on" ? onUrl : offUrl,
-          body,
-          connections,
-          threads,
-          outDir,
-          headers: mode === "on" ? headers : undefined,
-        };
-        const label = `jwt-${mode}.${round + 1}`;
-        if (warmupS > 0) await runLoad({ ...base, durationS: warmupS, label: `${label}.warmup` }, tool);
-        const cpuBefore = cpuUs(gw.proc.pid);
-        const load = await runLoad({ ...base, durationS, label }, tool);
-        const cpuUsPerRequest = (cpuUs(gw.proc.pid) - cpuBefore) / Math.max(1, load.requests);
-        const r: Run = { ...load, cpuUsPerRequest };
-        runs[mode].push(r);
-        const bad = r.non2xx + r.socketErrors;
-        log(
-          `  ${label.padEnd(10)} ${Math.round(r.requestsPerSec).toLocaleString("en-US").padStart(8)} req/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  gateway CPU ${r.cpuUsPerRequest.toFixed(1)} µs/request` +
-            (bad > 0 ? `  (${r.non2xx} non-2xx, ${r.socketErrors} socket errors)` : ""),
-        );
-        if (bad > r.requests * 0.01) log(`  WARNING: ${label} failed ${bad} of ${r.requests} requests`);
-      }
-    }
-    const verified = await verifications(gw.baseUrl);
-    const jwtOff = median(runs.off);
-    const jwtOn = median(runs.on);
-    const result: JwtBenchResult = {
-      tool,
-      algorithm: "RS256",
-      connections,
+  let gatewayUrl = "";
+  const r = await runVariantsSection({
+    labels: ["jwt-off", "jwt-on"],
+    load: {
+      redisUrl: opts.redisUrl ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
       durationS,
+      warmupS,
+      connections,
+      threads,
       repeats,
-      jwtOff,
-      jwtOn,
-      verifications: verified,
-      ratios: {
-        cacheMissJwtOnVsOff:
-          jwtOff.requestsPerSec > 0
-            ? Number((jwtOn.requestsPerSec / jwtOff.requestsPerSec).toFixed(3))
+      stubImpl: opts.stubImpl,
+      outDir: opts.outDir,
+    },
+    log,
+    setup: async ({ redis, stub, tool, defer }) => {
+      // Two apps of one workspace on the same plan: one requires a JWT, the other does not.
+      const { publicKey, privateKey } = await generateKeyPair("RS256");
+      const jwk = (await exportJWK(publicKey)) as Record<string, string>;
+      const record = (appId: string, jwt: boolean): KeyRecord =>
+        KeyRecordSchema.parse({
+          kind: "app",
+          workspaceId: "ws-bench",
+          appId,
+          nodeId: null,
+          plan: PLAN,
+          allowlist: { origins: [], ips: [] },
+          expiresAtMs: null,
+          rpcMethods: null,
+          access: jwt
+            ? {
+                methodMode: "DENY",
+                methods: [],
+                requestsPerSecond: null,
+                requestsPerDay: null,
+                userAgents: [],
+                jwt: {
+                  keys: [{ kid: "bench", alg: "RS256", jwk }],
+                  audience: "https://rpc.bench",
+                  subject: null,
+                },
+              }
             : null,
-        cpuPerRequestJwtOnVsOff:
-          jwtOff.cpuUsPerRequest > 0
-            ? Number((jwtOn.cpuUsPerRequest / jwtOff.cpuUsPerRequest).toFixed(3))
-            : null,
-      },
-    };
-    log(
-      `  median: JWT off ${jwtOff.requestsPerSec.toLocaleString("en-US")} req/s (${jwtOff.cpuUsPerRequest} µs CPU/request), JWT on ${jwtOn.requestsPerSec.toLocaleString("en-US")} req/s (${jwtOn.cpuUsPerRequest} µs); on/off req/s ${result.ratios.cacheMissJwtOnVsOff}, CPU/request ${result.ratios.cpuPerRequestJwtOnVsOff}; signature verifications by the gateway: ${verified}`,
-    );
-    return result;
-  } finally {
-    while (stops.length > 0) await stops.pop()!().catch(() => undefined);
-    await redis.cleanup().catch(() => undefined);
-  }
+        });
+      const plainKey = generateApiKey();
+      const jwtKey = generateApiKey();
+      await redis.redis.set(
+        redis.names.apiKey(hashApiKey(plainKey)),
+        JSON.stringify(record("app-plain", false)),
+      );
+      await redis.redis.set(redis.names.apiKey(hashApiKey(jwtKey)), JSON.stringify(record("app-jwt", true)));
+      const token = await new SignJWT({ aud: "https://rpc.bench", sub: "bench-client" })
+        .setProtectedHeader({ alg: "RS256", kid: "bench" })
+        .setExpirationTime("2h")
+        .sign(privateKey);
+      const headers = { authorization: `Bearer ${token}` };
+
+      const gw = await startGateway({ redisUrl: redis.url, prefix: redis.prefix });
+      defer(() => gw.proc.stop());
+      gatewayUrl = gw.baseUrl;
+      const offUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(plainKey)}`;
+      const onUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(jwtKey)}`;
+      await expect200("jwt off", offUrl);
+      await expect200("jwt on", onUrl, headers);
+      const refused = await fetch(onUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: CHAIN_ID_BODY,
+      });
+      if (refused.status !== 401)
+        throw new Error(`jwt on: a request without the token got HTTP ${refused.status}`);
+      log(
+        `gateway pid ${gw.proc.pid}, stub pid ${stub.pid}; ${repeats} rounds of ${durationS}s (+${warmupS}s warm-up), ${connections} connections, ${tool}`,
+      );
+      return {
+        "jwt-off": { url: offUrl, pid: gw.proc.pid },
+        "jwt-on": { url: onUrl, headers, pid: gw.proc.pid },
+      };
+    },
+    // The order flipped every round, so drift on a shared machine hits both alike.
+    order: (round) => (round % 2 === 0 ? ["jwt-off", "jwt-on"] : ["jwt-on", "jwt-off"]),
+    afterRun: (_, run) => `  gateway CPU ${run.cpuUsPerRequest.toFixed(1)} µs/request`,
+    afterRounds: () => verifications(gatewayUrl),
+    labelWidth: 10,
+    flagFailures: true,
+    cpuDigits: 2,
+    ratios: {
+      cacheMissJwtOnVsOff: { of: "jwt-on", over: "jwt-off", by: "requestsPerSec" },
+      cpuPerRequestJwtOnVsOff: { of: "jwt-on", over: "jwt-off", by: "cpuUsPerRequest" },
+    },
+  });
+  const verified = r.afterRounds ?? 0;
+  const jwtOff = modeResult(r.variants["jwt-off"]);
+  const jwtOn = modeResult(r.variants["jwt-on"]);
+  const result: JwtBenchResult = {
+    tool: r.tool,
+    algorithm: "RS256",
+    connections,
+    durationS,
+    repeats,
+    jwtOff,
+    jwtOn,
+    verifications: verified,
+    ratios: r.ratios,
+  };
+  log(
+    `  median: JWT off ${jwtOff.requestsPerSec.toLocaleString("en-US")} req/s (${jwtOff.cpuUsPerRequest} µs CPU/request), JWT on ${jwtOn.requestsPerSec.toLocaleString("en-US")} req/s (${jwtOn.cpuUsPerRequest} µs); on/off req/s ${result.ratios.cacheMissJwtOnVsOff}, CPU/request ${result.ratios.cpuPerRequestJwtOnVsOff}; signature verifications by the gateway: ${verified}`,
+  );
+  return result;
 }
 
 /** Standalone: runs, prints, and writes the `jwt` section into the results file (the rest kept). */

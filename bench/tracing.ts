@@ -14,16 +14,11 @@
  * `npm run bench` runs it too (BENCH_TRACING=0 skips it). Environment: BENCH_DURATION_S (10),
  * BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS, BENCH_REPEATS (3 here), REDIS_URL.
  */
-import { mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join, resolve } from "node:path";
-import { freePort } from "../test/helpers/ports";
-import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
-import { BENCH_NETWORK, BenchRedis, type Gateway, processCpuUs, startGateway } from "./gateway";
-import { type Body, runLoad, which } from "./load";
 import { writeResultsSection } from "./results-file";
+import { medianRow, runVariantsSection } from "./variants";
 
 export interface TracingBenchOptions extends SectionLoadOptions {
   log: (s: string) => void;
@@ -70,6 +65,7 @@ function otel(sinkUrl: string, ratio: string): Record<string, string> {
 }
 
 const LABELS = ["tracing-off", "tracing-on-1pct", "tracing-on-100pct"] as const;
+type Label = (typeof LABELS)[number];
 
 /** A loopback OTLP sink: answers every export 200 and keeps only counts. */
 async function startSink(): Promise<{
@@ -99,131 +95,73 @@ async function startSink(): Promise<{
 }
 
 export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBenchResult> {
-  const tool: "wrk" | "autocannon" = which("wrk") ? "wrk" : "autocannon";
-  const outDir = join(resolve(__dirname, "../../bench"), "out");
-  mkdirSync(outDir, { recursive: true });
-  const stops: (() => Promise<void>)[] = [];
-  const redis = new BenchRedis(o.redisUrl);
-  try {
-    const stubPort = await freePort();
-    const stub: StartedProcess = await startProcess(
-      process.execPath,
-      [join(__dirname, "stub-upstream.js"), "--port", String(stubPort), "--impl", "uws"],
-      { readyLine: /listening on \d+/ },
-    );
-    stops.push(async () => {
-      await stub.stop();
-    });
-    const sink = await startSink();
-    stops.push(async () => sink.close());
-    const VARIANTS = [
-      { label: LABELS[0], env: {} },
-      { label: LABELS[1], env: otel(sink.url, "0.01") },
-      { label: LABELS[2], env: otel(sink.url, "1") },
-    ];
-    await redis.connect();
-    await redis.seedNetwork(`http://127.0.0.1:${stubPort}`);
-    const [key] = await redis.seedKeys(1);
-    const path = `/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(key!)}`;
-    // One gateway per variant on the same prefix (network, key); the bench's own OTEL_* never leak in.
-    const clean: NodeJS.ProcessEnv = {};
-    for (const k of Object.keys(process.env)) if (k.startsWith("OTEL_")) clean[k] = undefined;
-    const gateways: { v: (typeof VARIANTS)[number]; gw: Gateway }[] = [];
-    for (const v of VARIANTS) {
-      const gw = await startGateway({
-        redisUrl: o.redisUrl,
-        prefix: redis.prefix,
-        env: { ...clean, ...v.env },
-      });
-      stops.push(async () => {
-        await gw.proc.stop();
-      });
-      gateways.push({ v, gw });
-    }
-    const body: Body = { kind: "unique-eth-call" };
-    const runs = new Map<string, { rps: number; p50: number; p99: number; failed: number; cpu: number }[]>(
-      VARIANTS.map((v) => [v.label, []]),
-    );
-    const exported: Record<string, { requests: number; bytes: number }> = {};
-    for (let round = 0; round < o.repeats; round++) {
-      for (const { v, gw } of gateways) {
-        const base = {
-          url: `${gw.baseUrl}${path}`,
-          body,
-          connections: o.connections,
-          threads: o.threads,
-          outDir,
-        };
-        if (o.warmupS > 0) await runLoad({ ...base, durationS: o.warmupS, label: `${v.label}.warmup` }, tool);
-        // The warm-up's last export (every OTEL_BSP_SCHEDULE_DELAY, 5 s by default) lands before the count.
-        await new Promise((res) => setTimeout(res, 5_500));
-        const r0 = { ...sink.counts };
-        const cpu0 = processCpuUs(gw.proc.pid);
-        const r = await runLoad({ ...base, durationS: o.durationS, label: `${v.label}.${round + 1}` }, tool);
-        const cpu = (processCpuUs(gw.proc.pid) - cpu0) / Math.max(1, r.requests);
-        await new Promise((res) => setTimeout(res, 5_500));
-        exported[v.label] = {
-          requests: sink.counts.requests - r0.requests,
-          bytes: sink.counts.bytes - r0.bytes,
-        };
-        runs.get(v.label)!.push({
-          rps: r.requestsPerSec,
-          p50: r.p50Ms,
-          p99: r.p99Ms,
-          failed: r.non2xx + r.socketErrors,
-          cpu,
-        });
-        o.log(
-          `  ${`${v.label}.${round + 1}`.padEnd(26)} ${Math.round(r.requestsPerSec).toLocaleString("en-US").padStart(8)} req/s` +
-            `  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms  CPU ${cpu.toFixed(1)} µs/req` +
-            `  exports ${exported[v.label]!.requests} (${exported[v.label]!.bytes} B)`,
-        );
-      }
-    }
-    const variants: TracingVariant[] = VARIANTS.map((v) => {
-      const sorted = [...runs.get(v.label)!].sort((a, b) => a.rps - b.rps);
-      const m = sorted[Math.floor((sorted.length - 1) / 2)]!;
-      const cpus = runs
-        .get(v.label)!
-        .map((r) => r.cpu)
-        .sort((a, b) => a - b);
-      return {
-        label: v.label,
-        env: v.env,
-        requestsPerSec: Math.round(m.rps),
-        p50Ms: m.p50,
-        p99Ms: m.p99,
-        runsRequestsPerSec: sorted.map((r) => Math.round(r.rps)),
-        cpuUsPerRequest: Number(cpus[Math.floor((cpus.length - 1) / 2)]!.toFixed(1)),
-        failed: m.failed,
+  let sink!: Awaited<ReturnType<typeof startSink>>;
+  let env!: Record<Label, Record<string, string>>;
+  let before = { requests: 0, bytes: 0 };
+  const exported: Record<string, { requests: number; bytes: number }> = {};
+  const r = await runVariantsSection({
+    labels: LABELS,
+    load: o,
+    log: o.log,
+    setup: async (ctx) => {
+      sink = await startSink();
+      ctx.defer(async () => sink.close());
+      env = {
+        "tracing-off": {},
+        "tracing-on-1pct": otel(sink.url, "0.01"),
+        "tracing-on-100pct": otel(sink.url, "1"),
       };
-    });
-    const rps = (label: string) => variants.find((x) => x.label === label)!.requestsPerSec;
-    const cpu = (label: string) => variants.find((x) => x.label === label)!.cpuUsPerRequest;
-    const ratio = (a: number, b: number) => (b > 0 ? Number((a / b).toFixed(3)) : null);
-    return {
-      tool,
-      durationS: o.durationS,
-      connections: o.connections,
-      repeats: o.repeats,
-      variants,
-      onVsOff: ratio(rps("tracing-on-1pct"), rps("tracing-off")),
-      allVsOff: ratio(rps("tracing-on-100pct"), rps("tracing-off")),
-      cpuOnVsOff: ratio(cpu("tracing-on-1pct"), cpu("tracing-off")),
-      cpuAllVsOff: ratio(cpu("tracing-on-100pct"), cpu("tracing-off")),
-      exported,
-    };
-  } finally {
-    for (const stop of stops.reverse()) await stop().catch(() => {});
-    await redis.cleanup().catch(() => {});
-  }
+      // The bench's own OTEL_* never leak into the gateways.
+      const clean: NodeJS.ProcessEnv = {};
+      for (const k of Object.keys(process.env)) if (k.startsWith("OTEL_")) clean[k] = undefined;
+      return ctx.gatewayPerVariant((label) => ({ ...clean, ...env[label] }));
+    },
+    beforeRun: async () => {
+      // The warm-up's last export (every OTEL_BSP_SCHEDULE_DELAY, 5 s by default) lands before the count.
+      await new Promise((res) => setTimeout(res, 5_500));
+      before = { ...sink.counts };
+    },
+    afterRun: async (label, run) => {
+      await new Promise((res) => setTimeout(res, 5_500));
+      const e = { requests: sink.counts.requests - before.requests, bytes: sink.counts.bytes - before.bytes };
+      exported[label] = e;
+      return `  CPU ${run.cpuUsPerRequest.toFixed(1)} µs/req  exports ${e.requests} (${e.bytes} B)`;
+    },
+    cpuDigits: 1,
+    // With an even count of rounds this section has always kept the lower of the middle two CPU figures.
+    cpuEvenMedian: "lower",
+    ratios: {
+      onVsOff: { of: "tracing-on-1pct", over: "tracing-off", by: "requestsPerSec" },
+      allVsOff: { of: "tracing-on-100pct", over: "tracing-off", by: "requestsPerSec" },
+      cpuOnVsOff: { of: "tracing-on-1pct", over: "tracing-off", by: "cpuUsPerRequest" },
+      cpuAllVsOff: { of: "tracing-on-100pct", over: "tracing-off", by: "cpuUsPerRequest" },
+    },
+  });
+  return {
+    tool: r.tool,
+    durationS: o.durationS,
+    connections: o.connections,
+    repeats: o.repeats,
+    variants: LABELS.map((label) => {
+      const { median: m, requestsPerSec, runsRequestsPerSec, cpuUsPerRequest } = r.variants[label];
+      return {
+        label,
+        env: env[label],
+        requestsPerSec,
+        p50Ms: m.p50Ms,
+        p99Ms: m.p99Ms,
+        runsRequestsPerSec,
+        cpuUsPerRequest,
+        failed: m.non2xx + m.socketErrors,
+      };
+    }),
+    ...r.ratios,
+    exported,
+  };
 }
 
 export function printTracingBench(r: TracingBenchResult, log: (s: string) => void): void {
-  for (const v of r.variants)
-    log(
-      `  ${v.label.padEnd(24)} ${v.requestsPerSec.toLocaleString("en-US").padStart(8)} req/s (median of ${v.runsRequestsPerSec.join(", ")}), ${v.cpuUsPerRequest} µs CPU/req`,
-    );
+  for (const v of r.variants) log(`${medianRow(v)}, ${v.cpuUsPerRequest} µs CPU/req`);
   log(`tracing on (1%) / off cache-miss req/s:   ${r.onVsOff ?? "-"}`);
   log(`tracing on (100%) / off cache-miss req/s: ${r.allVsOff ?? "-"}`);
   log(`gateway CPU per request, on (1%) / off:   ${r.cpuOnVsOff ?? "-"}`);

@@ -59,6 +59,8 @@ export class LocalTenantCounts implements TenantCounts {
 const SLOTS = 1 << 15;
 const ROWS = 2;
 const TABLE_BYTES = ROWS * SLOTS * 4;
+/** Ids whose slots a thread remembers (about 100 bytes each). */
+const SLOT_MEMO_MAX = 10_000;
 
 /** The tables the data plane shares between its threads, one per cap. */
 export const TENANT_TABLES = ["inFlight", "heavyInFlight", "wsByKey", "wsByIp"] as const;
@@ -99,18 +101,21 @@ export function sharedTenantCounts(shared: SharedArrayBuffer): TenantCountSet {
  */
 export class SharedTenantCounts implements TenantCounts {
   private readonly own = new LocalTenantCounts();
+  /** Ids' slots (row 0 in the low 16 bits, row 1 above), so that a busy id is hashed once, not per call. */
+  private readonly slots = new Map<string, number>();
 
   constructor(private readonly table: Int32Array) {}
 
   get(id: string): number {
-    const t = this.table;
-    return Math.min(Atomics.load(t, slot0(id)), Atomics.load(t, SLOTS + slot1(id)));
+    const s = this.slotsOf(id);
+    return Math.min(Atomics.load(this.table, s & 0xffff), Atomics.load(this.table, SLOTS + (s >>> 16)));
   }
 
   tryAdd(id: string, n: number, cap: number, anyWhenIdle = false): boolean {
     const t = this.table;
-    const a = slot0(id);
-    const b = SLOTS + slot1(id);
+    const s = this.slotsOf(id);
+    const a = s & 0xffff;
+    const b = SLOTS + (s >>> 16);
     const before = Math.min(Atomics.add(t, a, n), Atomics.add(t, b, n));
     if (before + n > cap && !(anyWhenIdle && before === 0)) {
       Atomics.sub(t, a, n);
@@ -122,8 +127,9 @@ export class SharedTenantCounts implements TenantCounts {
   }
 
   add(id: string, n: number): void {
-    Atomics.add(this.table, slot0(id), n);
-    Atomics.add(this.table, SLOTS + slot1(id), n);
+    const s = this.slotsOf(id);
+    Atomics.add(this.table, s & 0xffff, n);
+    Atomics.add(this.table, SLOTS + (s >>> 16), n);
     this.own.add(id, n);
   }
 
@@ -131,9 +137,21 @@ export class SharedTenantCounts implements TenantCounts {
     // Never more than this thread added: a double release cannot take another thread's count.
     const held = Math.min(n, this.own.get(id));
     if (held === 0) return;
-    Atomics.sub(this.table, slot0(id), held);
-    Atomics.sub(this.table, SLOTS + slot1(id), held);
+    const s = this.slotsOf(id);
+    Atomics.sub(this.table, s & 0xffff, held);
+    Atomics.sub(this.table, SLOTS + (s >>> 16), held);
     this.own.sub(id, held);
+  }
+
+  private slotsOf(id: string): number {
+    let s = this.slots.get(id);
+    if (s === undefined) {
+      // Bounded: client addresses are unbounded in number; forgetting only costs a hash.
+      if (this.slots.size >= SLOT_MEMO_MAX) this.slots.clear();
+      s = slot0(id) | (slot1(id) << 16);
+      this.slots.set(id, s);
+    }
+    return s;
   }
 
   get size(): number {

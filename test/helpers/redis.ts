@@ -41,6 +41,12 @@ function target(
   };
 }
 
+/** A private cluster as a target (REDIS_URL names its first master: code ignoring the cluster setting fails). */
+export function clusterTarget(cluster: TestRedisCluster): TestRedisTarget {
+  const first = cluster.nodes[0]!;
+  return target("cluster", `redis://${first.host}:${first.port}`, cluster.nodes);
+}
+
 /** The machine's Redis (TEST_REDIS_URL). */
 export const SINGLE_REDIS: TestRedisTarget = target("single", TEST_REDIS_URL, []);
 
@@ -75,7 +81,7 @@ export function describeOnRedisCluster(
     before(async function () {
       this.timeout(60_000);
       cluster = await new TestRedisCluster(3).start();
-      t = target("cluster", `redis://${cluster.nodes[0]!.host}:${cluster.nodes[0]!.port}`, cluster.nodes);
+      t = clusterTarget(cluster);
     });
     body.call(this, () => {
       if (t === undefined) throw new Error("the test cluster is not started");

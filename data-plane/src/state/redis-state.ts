@@ -1,6 +1,11 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "../../../shared/src/log/logger";
-import { createRedis, type RedisClient, type RedisNodeAddress } from "../../../shared/src/redis/connect";
+import {
+  createRedis,
+  isCluster,
+  type RedisClient,
+  type RedisNodeAddress,
+} from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import {
   type KeyRecord,
@@ -107,6 +112,25 @@ export class RedisPlaneState extends EventEmitter implements PlaneState {
       }
       this.emit("event", ev.data);
     });
+    // On a Redis Cluster the subscription sits on one node, and ioredis moves it to another by itself,
+    // with no "close": when its connection ends, or when its node leaves the slot map (a master that
+    // stopped answering keeps its connections open, and holds the subscription until the next slot-map
+    // refresh drops it). Events published meanwhile are lost, so a node leaving counts as a lost
+    // connection: once the subscription answers again, state is re-synced (cached keys dropped).
+    if (isCluster(this.sub)) {
+      this.sub.on("-node", () => {
+        if (!this.started || this.closing) return;
+        this.lostConnection = true;
+        // After this emit: ioredis picks the new subscriber in a "-node" listener of its own.
+        setImmediate(() => {
+          if (this.closing) return;
+          this.sub.subscribe(this.names.eventsChannel()).then(
+            () => this.resync(),
+            (err: Error) => this.logger.warn({ err: err.message }, "re-subscribe failed"),
+          );
+        });
+      });
+    }
     // ioredis re-subscribes by itself after a reconnect, without an event saying so: subscribe again
     // (idempotent; queued behind ioredis's own SUBSCRIBE) to know when the subscription is live.
     this.sub.on("ready", () => {

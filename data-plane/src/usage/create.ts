@@ -86,9 +86,14 @@ export interface RunIdSource {
 /**
  * Where the run id of the server holding `key` is read. A single Redis: the connection itself. A Redis
  * Cluster: INFO of the master that serves `key`'s slot (a script declaring the key is routed there, after
- * a failover too), read again whenever the cluster (re)connects or adds a node (a node that restarted
- * comes back as a new one); a failover to a replica shows as a new run id, and the replica may well have
- * missed the last writes, so the recent entries are written again then too.
+ * a failover too), read again whenever the cluster (re)connects, adds a node (a node that restarted comes
+ * back as a new one) or loses one; a failover to a replica shows as a new run id, and the replica may well
+ * have missed the last writes, so the recent entries are written again then too.
+ *
+ * Losing a node counts because a failover adds none: the client already holds a connection to every
+ * replica, and the promoted one only changes role. A master that dies closes its connection at once (one
+ * that stops answering leaves at the next slot-map refresh, `shared/src/redis/connect.ts`); a read before
+ * a replica serves the slot fails, and `watchRedisRestarts` retries it until one does.
  */
 export function runIdSource(redis: RedisClient, key: string): RunIdSource {
   if (!isCluster(redis)) return redis;
@@ -99,6 +104,7 @@ export function runIdSource(redis: RedisClient, key: string): RunIdSource {
     on(event, listener) {
       redis.on(event, listener);
       redis.on("+node", listener);
+      redis.on("-node", listener);
       return this;
     },
     info: () => redis.eval("return redis.call('INFO', 'server')", 1, key) as Promise<string>,

@@ -57,6 +57,17 @@ export interface RedisConnectOptions {
   lazyConnect?: boolean;
 }
 
+/**
+ * How often a cluster client reloads the slot map (CLUSTER SLOTS, on a short connection of its own), ms.
+ * ioredis 5 does not by default: it reloads it on a MOVED reply or a closed connection only. A master
+ * that stops answering (a hung host, a partition) keeps its connections open, so after its replica took
+ * over, the commands for its slots still went to it and timed out, and a subscription on it heard nothing,
+ * for as long as TCP kept those connections (minutes; forever for a stopped process). The reload drops it
+ * from the client (commands waiting on it are retried on the new master) within this long after the
+ * promotion.
+ */
+const CLUSTER_SLOTS_REFRESH_MS = 5_000;
+
 /** Reconnect backoff of the data plane: 50 ms more per attempt, at most 1 s. */
 const fastReconnect = (times: number) => Math.min(50 * times, 1000);
 
@@ -135,6 +146,7 @@ export function createRedis(
   const { lazyConnect: _lazy, ...nodeOptions } = perConnection;
   const options: ClusterOptions = {
     redisOptions: { ...nodeOptions, ...clusterNodeAuth(target.url) },
+    slotsRefreshInterval: CLUSTER_SLOTS_REFRESH_MS,
   };
   if (lazyConnect !== undefined) options.lazyConnect = lazyConnect;
   if (p.enableOfflineQueue !== undefined) options.enableOfflineQueue = p.enableOfflineQueue;

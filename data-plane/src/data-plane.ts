@@ -298,11 +298,11 @@ export async function startDataPlane(
   state.on("reconnect", (marker) => {
     // Emitted once both connections are back and the subscription is live, with the marker read after
     // that: from then on no event is missed. Cached keys may be stale (changes announced while we were
-    // away): drop them, unless Redis came back without its publication, where dropping them would turn
+    // away): read them again (served as cached only while their record cannot be read), unless Redis came back without its publication, where dropping them would turn
     // every key into "unknown" until the re-publish; its `resync` drops them then (or, if it landed
     // before the subscription was back, the marker is present here).
     if (marker !== null || !markerSeen) {
-      verifier.clear();
+      verifier.revalidate();
       nodeLookup.clear();
       wsGateway?.revalidateAll();
     } else {

@@ -31,8 +31,13 @@ export interface KeyVerifier {
   verify(apiKey: string, nowMs: number): VerifyResult | Promise<VerifyResult>;
   /** Applies a control-plane event (invalidations). */
   onEvent(event: PlaneEvent): void;
-  /** Drops everything cached (Redis reconnect, resync). */
+  /** Drops everything cached (the control plane's `resync`). */
   clear(): void;
+  /**
+   * After a lost Redis connection: every cached key is read again before its next use, but one whose
+   * record cannot be read yet is still served as cached (see CachingKeyVerifier.revalidate).
+   */
+  revalidate(): void;
 }
 
 export interface CachingKeyVerifierOptions {
@@ -103,6 +108,12 @@ export class CachingKeyVerifier implements KeyVerifier {
   private readonly pending = new InFlightMap<string, Promise<VerifyResult>>();
   /** Bumped by every invalidation; a Redis read that started before one does not fill the cache. */
   private generation = 0;
+  /**
+   * Keys `revalidate` dropped, by hash: the answer when their first read fails (Redis still unreadable
+   * for them), each until its cache entry would have lapsed; all gone by `staleUntilMs`.
+   */
+  private readonly stale = new Map<string, CachedKey>();
+  private staleUntilMs = 0;
 
   constructor(private readonly opts: CachingKeyVerifierOptions) {
     this.frontMax = Math.min(FRONT_MAX, opts.maxEntries);
@@ -171,6 +182,8 @@ export class CachingKeyVerifier implements KeyVerifier {
     const gen = this.generation;
     try {
       const record = await this.opts.state.getKey(hash);
+      // Read: what Redis says now replaces what was kept (stale entries of another generation included).
+      this.stale.delete(hash);
       if (record === null) {
         if (gen === this.generation) this.negative?.set(hash, Date.now() + this.opts.negativeTtlMs);
         return UNKNOWN;
@@ -192,8 +205,21 @@ export class CachingKeyVerifier implements KeyVerifier {
       return entry;
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, "key lookup failed (redis unavailable)");
-      return INTERNAL;
+      const was = this.staleEntry(hash);
+      return was ?? INTERNAL;
     }
+  }
+
+  /** The entry `revalidate` kept for `hash` while it is still within its cache lifetime. */
+  private staleEntry(hash: string): CachedKey | undefined {
+    if (this.stale.size === 0) return undefined;
+    const now = Date.now();
+    if (now >= this.staleUntilMs) {
+      this.stale.clear();
+      return undefined;
+    }
+    const e = this.stale.get(hash);
+    return e !== undefined && e.cachedUntilMs > now ? e : undefined;
   }
 
   /** Drops the front entries `drop` selects. */
@@ -211,6 +237,7 @@ export class CachingKeyVerifier implements KeyVerifier {
         this.negative?.delete(hash);
         // A read already under way may return the old record: later requests start their own.
         this.pending.delete(hash);
+        this.stale.delete(hash);
         this.forget((e) => e.hash === hash);
         break;
       }
@@ -221,6 +248,7 @@ export class CachingKeyVerifier implements KeyVerifier {
           if (entry.record.workspaceId === ws) this.positive.delete(hash);
         }
         this.forget((e) => e.record.workspaceId === ws);
+        for (const [hash, entry] of this.stale) if (entry.record.workspaceId === ws) this.stale.delete(hash);
         this.pending.clear(); // which reads are for this workspace is not known until they answer
         break;
       }
@@ -233,6 +261,30 @@ export class CachingKeyVerifier implements KeyVerifier {
   }
 
   clear(): void {
+    this.stale.clear();
+    this.drop();
+  }
+
+  /**
+   * After a lost Redis connection, when events may have been missed: as `clear`, every key is read again
+   * before its next use, so a key revoked meanwhile is refused as soon as its record can be read. But a
+   * read that fails answers with the key as it was cached, until that entry would have lapsed, as a cached
+   * key is served while Redis is away: on a Redis Cluster the connection can be back while the master
+   * holding some keys' records is still failing over to its replica, and those keys were working.
+   */
+  revalidate(): void {
+    const now = Date.now();
+    const keep = (e: CachedKey) => {
+      if (e.cachedUntilMs <= now) return;
+      this.stale.set(e.hash, e);
+      if (e.cachedUntilMs > this.staleUntilMs) this.staleUntilMs = e.cachedUntilMs;
+    };
+    for (const [, e] of this.positive.entries()) keep(e);
+    for (const e of this.front.values()) keep(e);
+    this.drop();
+  }
+
+  private drop(): void {
     this.generation++;
     this.positive.clear();
     this.front.clear();

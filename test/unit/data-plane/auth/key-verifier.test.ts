@@ -52,6 +52,77 @@ async function verify(v: CachingKeyVerifier, key: string, nowMs = Date.now()): P
 }
 
 describe("data-plane: CachingKeyVerifier", () => {
+  describe("revalidate (after a lost Redis connection)", () => {
+    it("reads every cached key again: a key revoked meanwhile is refused, a live one served", async () => {
+      const { state, verifier } = setup();
+      const live = state.add(record("w1"));
+      const revoked = state.add(record("w1"));
+      assert.ok((await verify(verifier, live)).ok);
+      assert.ok((await verify(verifier, revoked)).ok);
+      state.records.delete(hashApiKey(revoked)); // its key.revoke was published while we were away
+      verifier.revalidate();
+      const reads = state.reads;
+      assert.ok((await verify(verifier, live)).ok);
+      const r = await verify(verifier, revoked);
+      assert.ok(!r.ok && r.error.reason === "unknown_key", r.ok ? "served" : r.error.reason);
+      assert.equal(state.reads, reads + 2, "both read again");
+    });
+
+    it("a key whose record cannot be read yet is served as cached; after clear() it is a 500", async () => {
+      const { state, verifier } = setup();
+      const key = state.add(record("w1"));
+      assert.ok((await verify(verifier, key)).ok);
+      verifier.revalidate();
+      state.failing = true;
+      const reads = state.reads;
+      const r = await verify(verifier, key);
+      assert.ok(r.ok, r.ok ? "" : r.error.reason);
+      assert.equal(r.key.record.workspaceId, "w1");
+      assert.equal(state.reads, reads + 1, "it was tried");
+      assert.ok((await verify(verifier, key)).ok, "and is tried again on the next use");
+      assert.equal(state.reads, reads + 2);
+      state.failing = false;
+      assert.ok((await verify(verifier, key)).ok);
+      state.failing = true;
+      verifier.clear();
+      const hard = await verify(verifier, key);
+      assert.ok(!hard.ok && hard.error.reason === "internal", hard.ok ? "served" : hard.error.reason);
+    });
+
+    it("what was kept goes once read, by an invalidation, or when its cache entry would have lapsed", async () => {
+      const { state, verifier } = setup();
+      const a = state.add(record("w1"));
+      const b = state.add(record("w2"));
+      assert.ok((await verify(verifier, a)).ok);
+      assert.ok((await verify(verifier, b)).ok);
+      verifier.revalidate();
+      verifier.onEvent({ type: "key.revoke", keyHash: hashApiKey(a) });
+      verifier.onEvent({ type: "workspace.update", workspaceId: "w2" });
+      state.failing = true;
+      const ra = await verify(verifier, a);
+      const rb = await verify(verifier, b);
+      assert.ok(!ra.ok && ra.error.reason === "internal", "revoked while kept: not served");
+      assert.ok(!rb.ok && rb.error.reason === "internal", "its workspace changed: not served");
+      // A kept entry past its cache lifetime is not served either.
+      state.failing = false;
+      const c = state.add(record("w3"));
+      const short = new CachingKeyVerifier({
+        state: state as unknown as PlaneState,
+        ttlMs: 30,
+        negativeTtlMs: 0,
+        maxEntries: 10,
+        logger: createLogger("test", "silent"),
+      });
+      assert.ok((await verify(short, c)).ok);
+      short.revalidate();
+      state.failing = true;
+      assert.ok((await verify(short, c)).ok, "within its lifetime");
+      await new Promise((r) => setTimeout(r, 40));
+      const late = await verify(short, c);
+      assert.ok(!late.ok && late.error.reason === "internal", late.ok ? "served" : late.error.reason);
+    });
+  });
+
   it("loads a key once, then answers synchronously from the cache by the presented key", async () => {
     const { state, verifier } = setup();
     const key = state.add(record("w1"));

@@ -303,7 +303,7 @@ export async function startDataPlane(
     // before the subscription was back, the marker is present here).
     if (marker !== null || !markerSeen) {
       verifier.revalidate();
-      nodeLookup.clear();
+      nodeLookup.revalidate();
       wsGateway?.revalidateAll();
     } else {
       logger.warn("redis reconnected without its publication: keeping cached keys until the re-publish");

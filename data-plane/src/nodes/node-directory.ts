@@ -26,6 +26,11 @@ export interface NodeLookup {
   recordSessionKeys(nodeId: string, keys: string): Promise<void>;
   onEvent(event: PlaneEvent): void;
   clear(): void;
+  /**
+   * After a lost Redis connection: every record is read again before its next use, and served as it was
+   * only while it cannot be read (as when a cached record's TTL lapses during a blip).
+   */
+  revalidate(): void;
   close(): Promise<void>;
 }
 
@@ -96,6 +101,12 @@ export class RedisNodeDirectory implements NodeLookup {
   clear(): void {
     this.generation++;
     this.cache.clear();
+  }
+
+  revalidate(): void {
+    // A read already under way may return a record from before the loss: it does not refill the cache.
+    this.generation++;
+    for (const e of this.cache.values()) e.atMs = Number.NEGATIVE_INFINITY;
   }
 
   async close(): Promise<void> {

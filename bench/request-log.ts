@@ -12,22 +12,13 @@
 import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
 import type { BenchRedis } from "./gateway";
 import { writeResultsSection } from "./results-file";
-import { medianRow, runVariantsSection } from "./variants";
+import { medianRow, runVariantsSection, type VariantRow, variantRow } from "./variants";
 
 export interface RequestLogBenchOptions extends SectionLoadOptions {
   log: (s: string) => void;
 }
 
-export interface RequestLogVariant {
-  label: string;
-  env: Record<string, string>;
-  requestsPerSec: number;
-  p50Ms: number;
-  p99Ms: number;
-  /** Every round's req/s, worst first (the row is the median). */
-  runsRequestsPerSec: number[];
-  failed: number;
-}
+export type RequestLogVariant = VariantRow;
 
 export interface RequestLogBenchResult {
   tool: string;
@@ -86,18 +77,7 @@ export async function runRequestLogBench(o: RequestLogBenchOptions): Promise<Req
     durationS: o.durationS,
     connections: o.connections,
     repeats: o.repeats,
-    variants: LABELS.map((label) => {
-      const { median: m, requestsPerSec, runsRequestsPerSec } = r.variants[label];
-      return {
-        label,
-        env: VARIANT_ENV[label],
-        requestsPerSec,
-        p50Ms: m.p50Ms,
-        p99Ms: m.p99Ms,
-        runsRequestsPerSec,
-        failed: m.non2xx + m.socketErrors,
-      };
-    }),
+    variants: LABELS.map((label) => variantRow(label, VARIANT_ENV[label], r.variants[label])),
     ...r.ratios,
     streamEntries,
   };

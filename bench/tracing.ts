@@ -18,24 +18,13 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
 import { writeResultsSection } from "./results-file";
-import { medianRow, runVariantsSection } from "./variants";
+import { medianRow, runVariantsSection, type VariantRowWithCpu, variantRow } from "./variants";
 
 export interface TracingBenchOptions extends SectionLoadOptions {
   log: (s: string) => void;
 }
 
-export interface TracingVariant {
-  label: string;
-  env: Record<string, string>;
-  requestsPerSec: number;
-  p50Ms: number;
-  p99Ms: number;
-  /** Every round's req/s, worst first (the row is the median). */
-  runsRequestsPerSec: number[];
-  /** The gateway's CPU (user + system) per request, median of the rounds. */
-  cpuUsPerRequest: number;
-  failed: number;
-}
+export type TracingVariant = VariantRowWithCpu;
 
 export interface TracingBenchResult {
   tool: string;
@@ -142,19 +131,10 @@ export async function runTracingBench(o: TracingBenchOptions): Promise<TracingBe
     durationS: o.durationS,
     connections: o.connections,
     repeats: o.repeats,
-    variants: LABELS.map((label) => {
-      const { median: m, requestsPerSec, runsRequestsPerSec, cpuUsPerRequest } = r.variants[label];
-      return {
-        label,
-        env: env[label],
-        requestsPerSec,
-        p50Ms: m.p50Ms,
-        p99Ms: m.p99Ms,
-        runsRequestsPerSec,
-        cpuUsPerRequest,
-        failed: m.non2xx + m.socketErrors,
-      };
-    }),
+    variants: LABELS.map((label) => ({
+      ...variantRow(label, env[label], r.variants[label]),
+      cpuUsPerRequest: r.variants[label].cpuUsPerRequest,
+    })),
     ...r.ratios,
     exported,
   };

@@ -93,6 +93,37 @@ function ratio(a: number, b: number): number | null {
   return b > 0 ? Number((a / b).toFixed(3)) : null;
 }
 
+/** A variant as the request-log and tracing sections report it in bench/results.json. */
+export interface VariantRow {
+  label: string;
+  env: Record<string, string>;
+  requestsPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Every round's req/s, worst first (the row is the median). */
+  runsRequestsPerSec: number[];
+  failed: number;
+}
+
+/** The same with the gateway's CPU (user + system) per request, median of the rounds. */
+export interface VariantRowWithCpu extends VariantRow {
+  cpuUsPerRequest: number;
+}
+
+/** `label`'s row from its medians. */
+export function variantRow(label: string, env: Record<string, string>, v: VariantMedian): VariantRow {
+  const m = v.median;
+  return {
+    label,
+    env,
+    requestsPerSec: v.requestsPerSec,
+    p50Ms: m.p50Ms,
+    p99Ms: m.p99Ms,
+    runsRequestsPerSec: v.runsRequestsPerSec,
+    failed: m.non2xx + m.socketErrors,
+  };
+}
+
 /** A variant's summary row: its median req/s and every round's. */
 export function medianRow(v: {
   label: string;

@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { sleep } from "../harness";
+import { StubUpstream } from "../stub-upstream";
 import { TestWsClient } from "../ws/ws-client";
 import { type Answer, postFresh, startThreadedPlane, type ThreadedPlane } from "./fixture";
 
@@ -13,55 +12,11 @@ import { type Answer, postFresh, startThreadedPlane, type ThreadedPlane } from "
  * in all (limits/tenant-counts.ts). Counted per thread, the same tenant would get up to twice as many.
  */
 
-/** An upstream that answers the gateway's probes at once and holds every `eth_call` until released. */
-class HoldingUpstream {
-  private server: http.Server | undefined;
-  private held: Array<() => void> = [];
-  /** eth_call request objects received (single calls and batch elements). */
-  calls = 0;
-  url = "";
-
-  async start(): Promise<this> {
-    this.server = http.createServer((req, res) => {
-      let body = "";
-      req.on("data", (d) => {
-        body += d;
-      });
-      req.on("end", () => {
-        const parsed = JSON.parse(body) as
-          | { id: unknown; method: string }
-          | { id: unknown; method: string }[];
-        const list = Array.isArray(parsed) ? parsed : [parsed];
-        const answers = list.map((c) => ({
-          jsonrpc: "2.0",
-          id: c.id,
-          result: c.method === "eth_chainId" ? "0x1" : c.method === "eth_call" ? "0x01" : "0x10",
-        }));
-        const send = () => {
-          res.setHeader("content-type", "application/json");
-          res.end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
-        };
-        const held = list.filter((c) => c.method === "eth_call").length;
-        if (held === 0) return send();
-        this.calls += held;
-        this.held.push(send);
-      });
-    });
-    await new Promise<void>((r) => this.server!.listen(0, "127.0.0.1", r));
-    this.url = `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
-    return this;
-  }
-
-  release(): void {
-    for (const send of this.held.splice(0)) send();
-  }
-
-  async stop(): Promise<void> {
-    this.release();
-    this.server?.closeAllConnections();
-    await new Promise<void>((r) => this.server!.close(() => r()));
-  }
-}
+/**
+ * How long the stub holds an eth_call: every call of a test is sent (and each refused one answered) well
+ * within it, also on a loaded machine.
+ */
+const SLOW_MS = 5_000;
 
 const plan = {
   name: "big",
@@ -72,13 +27,14 @@ const plan = {
 
 describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole process", function () {
   this.timeout(120_000);
-  let up: HoldingUpstream;
+  let up: StubUpstream;
   let ns: TestRedisNamespace;
   let seeder: RedisSeeder;
   let plane: ThreadedPlane | undefined;
 
   beforeEach(async () => {
-    up = await new HoldingUpstream().start();
+    up = await new StubUpstream().start();
+    up.methodDelayMs.set("eth_call", SLOW_MS);
     ns = createTestRedisNamespace();
     seeder = new RedisSeeder(ns.prefix);
     await seeder.putNetwork(evmNetwork("eth", [{ id: "up", httpUrl: up.url }]));
@@ -114,31 +70,29 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
       params: [{ to: `0x${i.toString(16).padStart(40, "0")}` }, "latest"],
     });
     // One call at a time, each on a fresh connection (spread over the threads): the first four are held
-    // by the node, each later one is answered (refused) before the next is sent.
+    // by the node (SLOW_MS), each later one is answered (refused) before the next is sent.
     for (let i = 0; i < 12; i++) {
       const answer = postFresh(plane.port, path, call(i));
       pending.push(answer);
       if (i < 4) {
         const deadline = Date.now() + 5_000;
-        while (up.calls < i + 1 && Date.now() < deadline) await sleep(5);
+        while (up.count("eth_call") < i + 1 && Date.now() < deadline) await sleep(5);
       } else {
         await Promise.race([answer, sleep(3_000)]);
       }
     }
-    assert.equal(up.calls, 4, "calls held by the node");
-    up.release();
+    assert.equal(up.count("eth_call"), 4, "calls held by the node");
     const answers = await Promise.all(pending);
     const ok = answers.filter((a) => a.status === 200);
     const refused = answers.filter((a) => a.status === 429);
     assert.equal(ok.length, 4, answers.map((a) => `${a.status} ${a.text}`).join("\n"));
     assert.equal(refused.length, 8);
     for (const r of refused) assert.equal(r.json.error.data.reason, "concurrency_limit", r.text);
-    assert.equal(up.calls, 4, "no refused call reached the node");
+    assert.equal(up.count("eth_call"), 4, "no refused call reached the node");
     // Every slot is back: the next call is served.
-    const after = postFresh(plane.port, path, call(99));
-    while (up.calls < 5) await sleep(5);
-    up.release();
-    assert.equal((await after).status, 200);
+    const after = await postFresh(plane.port, path, call(99));
+    assert.equal(after.status, 200, after.text);
+    assert.equal(up.count("eth_call"), 5);
   });
 
   it("WS_MAX_CONNECTIONS_PER_KEY=3: of 10 sockets opened one by one, 3 open, 7 get 429 ws_connection_limit", async () => {

@@ -485,7 +485,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let clockTicks = 0;
 /** User and system CPU seconds a process has used so far (/proc/PID/stat). */
-function processCpu(pid: number): { user: number; system: number } {
+/** CPU time split by mode (ms, or ms per head where a field's name says so). */
+interface CpuSplit {
+  user: number;
+  system: number;
+}
+
+/** Delivery delay percentiles, ms. */
+interface DelayPercentiles {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+function processCpu(pid: number): CpuSplit {
   if (clockTicks === 0)
     clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" })) || 100;
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -493,7 +507,7 @@ function processCpu(pid: number): { user: number; system: number } {
   return { user: Number(f[11]) / clockTicks, system: Number(f[12]) / clockTicks };
 }
 
-function cpuOf(pids: number[]): { user: number; system: number } {
+function cpuOf(pids: number[]): CpuSplit {
   let user = 0;
   let system = 0;
   for (const p of pids) {
@@ -517,12 +531,12 @@ export interface WsDelivery {
   notificationsDelivered: number;
   /** Client sockets that closed during the run (a slow-consumer close would show here). */
   closedEarly: number;
-  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  deliveryDelayMs: DelayPercentiles;
   /** Gateway-internal time to fan one head out to every client: mean in this window, max since start. */
   gatewayFanoutMs: { mean: number; max: number };
   /** CPU per head in this window (/proc/PID/stat, 10 ms ticks), ms: the gateway, and the client processes. */
-  gatewayCpuMsPerHead: { user: number; system: number };
-  clientCpuMsPerHead: { user: number; system: number };
+  gatewayCpuMsPerHead: CpuSplit;
+  clientCpuMsPerHead: CpuSplit;
 }
 
 /** The same fan-out with no gateway: a C sender straight to the C reader (see runFloor). */
@@ -530,11 +544,11 @@ export interface WsFloor {
   sockets: number;
   heads: number;
   notificationsDelivered: number;
-  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  deliveryDelayMs: DelayPercentiles;
   /** Time to write one head to every socket. */
   fanoutMs: { mean: number; max: number };
-  senderCpuMsPerHead: { user: number; system: number };
-  readerCpuMsPerHead: { user: number; system: number };
+  senderCpuMsPerHead: CpuSplit;
+  readerCpuMsPerHead: CpuSplit;
 }
 
 export interface WsBenchResult {
@@ -546,7 +560,7 @@ export interface WsBenchResult {
   gatewayRssMiB: { idle: number; connected: number; steady: number; peak: number };
   heads: number;
   notificationsDelivered: number;
-  deliveryDelayMs: { p50: number; p90: number; p99: number; max: number };
+  deliveryDelayMs: DelayPercentiles;
   /** Gateway-internal time to fan one head out to every client (from its /metrics). */
   gatewayFanoutMs: { mean: number; max: number };
   deliveries: WsDelivery[];

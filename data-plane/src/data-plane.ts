@@ -298,9 +298,10 @@ export async function startDataPlane(
   state.on("reconnect", (marker) => {
     // Emitted once both connections are back and the subscription is live, with the marker read after
     // that: from then on no event is missed. Cached keys may be stale (changes announced while we were
-    // away): read them again (served as cached only while their record cannot be read), unless Redis came back without its publication, where dropping them would turn
-    // every key into "unknown" until the re-publish; its `resync` drops them then (or, if it landed
-    // before the subscription was back, the marker is present here).
+    // away): each is read again before its next use (served as cached only while its record cannot be
+    // read). Not so when Redis came back without its publication: reading them again would turn every
+    // key into "unknown" until the re-publish; its `resync` drops them then (or, if it landed before the
+    // subscription was back, the marker is present here).
     if (marker !== null || !markerSeen) {
       verifier.revalidate();
       nodeLookup.revalidate();

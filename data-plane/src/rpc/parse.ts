@@ -1,6 +1,19 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { MAX_BATCH_SIZE } from "../../../shared/src/jsonrpc/types";
-import { byteAt, scanState, scanString, scanValue, skipWs } from "./json-scan";
+import {
+  ARG0,
+  ARGS,
+  F_ESCAPED,
+  F_OBJECT,
+  F_REPEATED,
+  F_SAME_METHOD,
+  M_ID,
+  M_JSONRPC,
+  M_METHOD,
+  M_PARAMS,
+  RECORD,
+  scanBatchSpans,
+} from "./batch-spans";
 import { valueAt } from "./param-at";
 import { rawIds } from "./raw-id";
 
@@ -181,53 +194,12 @@ const UNREAD: unknown = Symbol("unread");
 
 const INVALID_NULL_ID: RpcItemError = Object.freeze({ error: GatewayError.InvalidRequest, idText: NULL_ID });
 
-/** The members of a request object the gateway reads, by index in the element spans below. */
-const M_JSONRPC = 0;
-const M_ID = 1;
-const M_METHOD = 2;
-const M_PARAMS = 3;
-/** A key with a backslash escape: the scan leaves such an element to JSON.parse. */
-const M_ESCAPED = -2;
-
-/** Value spans of the element being scanned: start (-1 = absent) and end per member (reused). */
-const starts = new Int32Array(4);
-const ends = new Int32Array(4);
-/** Per member: whether its value holds a backslash escape (anywhere, for a container). */
-const escapes = new Uint8Array(4);
-/**
- * Where the first ARGS positional params of the element start (-1: none): the block argument routing
- * reads (index 0 to 2) is then found without walking the params text (ScannedCall.param).
- */
-const ARGS = 3;
-const args = new Int32Array(ARGS);
-
-/** The params value at `i`, an array's first ARGS elements' starts recorded in `args`. */
-function scanParams(b: Uint8Array, i: number): number {
-  args[0] = -1;
-  args[1] = -1;
-  args[2] = -1;
-  if (byteAt(b, i) !== 0x5b /* [ */) return scanValue(b, i);
-  i = skipWs(b, i + 1);
-  if (byteAt(b, i) === 0x5d) return i + 1;
-  for (let k = 0; ; k++) {
-    if (k < ARGS) args[k] = i;
-    i = scanValue(b, i);
-    if (i < 0) return -1;
-    i = skipWs(b, i);
-    const c = byteAt(b, i);
-    if (c === 0x5d) return i + 1;
-    if (c !== 0x2c) return -1;
-    i = skipWs(b, i + 1);
-  }
-}
-/** Whether the element scanMembers last read repeated one of the members above. */
-let repeated = false;
+/** Records of the batch being scanned (reused: a batch is read in one go, never across awaits). */
+const records = new Int32Array(MAX_BATCH_SIZE * RECORD);
 /** Whether the id of the element elementItem last read is echoed as the client wrote it. */
 let idWritten = true;
-/** The method of the batch's previous element and its span (with quotes); undefined at a batch's start. */
+/** The method string of the batch's previous element; undefined when it had none. */
 let prevMethod: string | undefined;
-let prevMethodStart = 0;
-let prevMethodEnd = 0;
 
 /**
  * A batch body in one pass over its bytes (json-scan.ts), without JSON.parse: each element object's
@@ -246,199 +218,28 @@ function scanBatch(text: string, b: Uint8Array): ParseResult | undefined {
   // Byte offsets are the text's only while both are ASCII: the scan gives up on any other byte, and a
   // text with any other character has more UTF-8 bytes than UTF-16 units.
   if (b.length !== text.length) return undefined;
-  let i = skipWs(b, 0);
-  if (byteAt(b, i) !== 0x5b) return undefined;
-  i = skipWs(b, i + 1);
-  if (byteAt(b, i) === 0x5d /* ] */) return undefined; // empty (or not a batch): rare, JSON.parse says
-  const items: BatchItem[] = [];
+  const count = scanBatchSpans(b, records, MAX_BATCH_SIZE);
+  if (count < 0) return undefined;
+  const items = new Array<BatchItem>(count);
   let verbatim = true;
   prevMethod = undefined;
-  for (;;) {
-    // Past the limit the rest is left to JSON.parse (which tells invalid JSON from batch_too_large).
-    if (items.length === MAX_BATCH_SIZE) return undefined;
-    let end: number;
-    if (byteAt(b, i) === 0x7b /* { */) {
-      end = scanMembers(b, i);
-      if (end < 0) return undefined;
-      if (repeated) verbatim = false;
-      const item = elementItem(text, b);
-      if (item === undefined) return undefined;
-      if (!idWritten) verbatim = false;
-      items.push(item);
-    } else {
-      end = scanValue(b, i);
-      if (end < 0) return undefined;
-      items.push(INVALID_NULL_ID);
-    }
-    i = skipWs(b, end);
-    const c = byteAt(b, i);
-    if (c === 0x2c /* , */) {
-      i = skipWs(b, i + 1);
+  for (let k = 0, r = 0; k < count; k++, r += RECORD) {
+    const flags = records[r]!;
+    // The previous element's method string when this one's is the same text (so most of a batch's
+    // elements share one string); elementItem sets prevMethod again if it reads this element's method.
+    const same = (flags & F_SAME_METHOD) !== 0 ? prevMethod : undefined;
+    prevMethod = undefined;
+    if ((flags & F_OBJECT) === 0) {
+      items[k] = INVALID_NULL_ID;
       continue;
     }
-    if (c !== 0x5d) return undefined;
-    break;
+    if ((flags & F_REPEATED) !== 0) verbatim = false;
+    const item = elementItem(text, b, r, flags, same);
+    if (item === undefined) return undefined;
+    if (!idWritten) verbatim = false;
+    items[k] = item;
   }
-  if (skipWs(b, i + 1) !== b.length) return undefined;
   return { ok: true, batch: true, items, verbatim };
-}
-
-/** The object at `i` (a batch element): records its members' value spans in starts / ends. */
-function scanMembers(b: Uint8Array, i: number): number {
-  starts[0] = -1;
-  starts[1] = -1;
-  starts[2] = -1;
-  starts[3] = -1;
-  args[0] = -1;
-  args[1] = -1;
-  args[2] = -1;
-  repeated = false;
-  i = skipWs(b, i + 1);
-  if (byteAt(b, i) === 0x7d /* } */) return i + 1;
-  for (;;) {
-    if (byteAt(b, i) !== 0x22) return -1;
-    // The four names with their colon, as every client writes them (compact), are matched in one go.
-    let member = compactMember(b, i);
-    if (member >= 0) {
-      i = skipWs(b, i + MEMBER_KEY_LENGTHS[member]!);
-    } else {
-      const keyStart = i;
-      scanState.escaped = false;
-      i = scanString(b, i);
-      if (i < 0) return -1;
-      member = memberOf(b, keyStart, i);
-      if (member === M_ESCAPED) return -1;
-      i = skipWs(b, i);
-      if (byteAt(b, i) !== 0x3a /* : */) return -1;
-      i = skipWs(b, i + 1);
-    }
-    const valueStart = i;
-    scanState.escaped = false;
-    if (member === M_PARAMS) i = scanParams(b, i);
-    else if (member === M_JSONRPC && isVersion(b, i)) i += 5;
-    else i = scanValue(b, i);
-    if (i < 0) return -1;
-    if (member >= 0) {
-      if (starts[member] !== -1) repeated = true;
-      starts[member] = valueStart;
-      ends[member] = i;
-      escapes[member] = scanState.escaped ? 1 : 0;
-    }
-    i = skipWs(b, i);
-    const c = byteAt(b, i);
-    if (c === 0x7d) return i + 1;
-    if (c !== 0x2c) return -1;
-    i = skipWs(b, i + 1);
-  }
-}
-
-/** Lengths of `"jsonrpc":`, `"id":`, `"method":`, `"params":` (by member index). */
-const MEMBER_KEY_LENGTHS = [10, 5, 9, 9];
-
-/**
- * The member whose key and colon, written without spaces or escapes, are at `i` (an opening quote), -1
- * for anything else (the general path reads it).
- */
-function compactMember(b: Uint8Array, i: number): number {
-  if (i + 10 > b.length) return -1;
-  const c = b[i + 1];
-  if (c === 0x69 /* i */) return b[i + 2] === 0x64 && b[i + 3] === 0x22 && b[i + 4] === 0x3a ? M_ID : -1;
-  if (c === 0x6d /* m */) {
-    return b[i + 2] === 0x65 &&
-      b[i + 3] === 0x74 &&
-      b[i + 4] === 0x68 &&
-      b[i + 5] === 0x6f &&
-      b[i + 6] === 0x64 &&
-      b[i + 7] === 0x22 &&
-      b[i + 8] === 0x3a
-      ? M_METHOD
-      : -1;
-  }
-  if (c === 0x70 /* p */) {
-    return b[i + 2] === 0x61 &&
-      b[i + 3] === 0x72 &&
-      b[i + 4] === 0x61 &&
-      b[i + 5] === 0x6d &&
-      b[i + 6] === 0x73 &&
-      b[i + 7] === 0x22 &&
-      b[i + 8] === 0x3a
-      ? M_PARAMS
-      : -1;
-  }
-  if (c === 0x6a /* j */) {
-    return b[i + 2] === 0x73 &&
-      b[i + 3] === 0x6f &&
-      b[i + 4] === 0x6e &&
-      b[i + 5] === 0x72 &&
-      b[i + 6] === 0x70 &&
-      b[i + 7] === 0x63 &&
-      b[i + 8] === 0x22 &&
-      b[i + 9] === 0x3a
-      ? M_JSONRPC
-      : -1;
-  }
-  return -1;
-}
-
-/** Whether `"2.0"` is at `i`. */
-function isVersion(b: Uint8Array, i: number): boolean {
-  return (
-    i + 5 <= b.length &&
-    b[i] === 0x22 &&
-    b[i + 1] === 0x32 &&
-    b[i + 2] === 0x2e &&
-    b[i + 3] === 0x30 &&
-    b[i + 4] === 0x22
-  );
-}
-
-/**
- * Which read member the key b[start, end) (quotes included, just scanned) names: an index, -1 for any
- * other key, M_ESCAPED for one with an escape (it may spell a member: "m\u0065thod" is "method").
- */
-function memberOf(b: Uint8Array, start: number, end: number): number {
-  const len = end - start - 2;
-  const k = start + 1;
-  // Byte by byte: the four names are every key of a usual element, so this runs four times per element.
-  if (len === 2) {
-    if (b[k] === 0x69 && b[k + 1] === 0x64) return M_ID;
-  } else if (len === 6) {
-    const c = b[k];
-    if (c === 0x6d) {
-      if (
-        b[k + 1] === 0x65 &&
-        b[k + 2] === 0x74 &&
-        b[k + 3] === 0x68 &&
-        b[k + 4] === 0x6f &&
-        b[k + 5] === 0x64
-      ) {
-        return M_METHOD;
-      }
-    } else if (c === 0x70) {
-      if (
-        b[k + 1] === 0x61 &&
-        b[k + 2] === 0x72 &&
-        b[k + 3] === 0x61 &&
-        b[k + 4] === 0x6d &&
-        b[k + 5] === 0x73
-      ) {
-        return M_PARAMS;
-      }
-    }
-  } else if (len === 7) {
-    if (
-      b[k] === 0x6a &&
-      b[k + 1] === 0x73 &&
-      b[k + 2] === 0x6f &&
-      b[k + 3] === 0x6e &&
-      b[k + 4] === 0x72 &&
-      b[k + 5] === 0x70 &&
-      b[k + 6] === 0x63
-    ) {
-      return M_JSONRPC;
-    }
-  }
-  return scanState.escaped ? M_ESCAPED : -1;
 }
 
 /**
@@ -450,25 +251,27 @@ function ownString(b: Uint8Array, start: number, end: number): string {
   return Buffer.from(b.buffer, b.byteOffset + start, end - start).toString("latin1");
 }
 
-function sameBytes(b: Uint8Array, a: number, c: number, len: number): boolean {
-  for (let k = 0; k < len; k++) if (b[a + k] !== b[c + k]) return false;
-  return true;
-}
-
 /**
- * The item of the element whose spans scanMembers recorded, with the checks and in the order of
+ * The item of the element whose record starts at records[r], with the checks and in the order of
  * validate; undefined to leave the batch to JSON.parse (an id or method written with escapes).
+ * `sameMethod` is the previous element's method string when this element's method is the same text.
  */
-function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
+function elementItem(
+  text: string,
+  b: Uint8Array,
+  r: number,
+  flags: number,
+  sameMethod: string | undefined,
+): BatchItem | undefined {
   idWritten = true;
   let idText: string | undefined;
-  const idStart = starts[M_ID]!;
+  const idStart = records[r + 1 + 2 * M_ID]!;
   if (idStart >= 0) {
-    const idEnd = ends[M_ID]!;
+    const idEnd = records[r + 2 + 2 * M_ID]!;
     const c = b[idStart]!;
     if (c === 0x22) {
       // Without escapes (and ASCII), JSON.stringify of the value is the text as written.
-      if (escapes[M_ID] !== 0) return undefined;
+      if ((flags & (F_ESCAPED << M_ID)) !== 0) return undefined;
       idText = text.slice(idStart, idEnd);
     } else if (c === 0x6e /* null */) {
       idText = NULL_ID;
@@ -484,44 +287,42 @@ function elementItem(text: string, b: Uint8Array): BatchItem | undefined {
     }
   }
   const orNull = idText ?? NULL_ID;
-  const rpcStart = starts[M_JSONRPC]!;
+  const rpcStart = records[r + 1 + 2 * M_JSONRPC]!;
   if (
     rpcStart < 0 ||
-    ends[M_JSONRPC]! - rpcStart !== 5 ||
+    records[r + 2 + 2 * M_JSONRPC]! - rpcStart !== 5 ||
     b[rpcStart + 1] !== 0x32 ||
     b[rpcStart + 2] !== 0x2e ||
     b[rpcStart + 3] !== 0x30 ||
     b[rpcStart + 4] !== 0x22
   ) {
     // Not "2.0" as written; "2\u002e0" is, to JSON.parse.
-    if (rpcStart >= 0 && escapes[M_JSONRPC] !== 0) return undefined;
+    if (rpcStart >= 0 && (flags & (F_ESCAPED << M_JSONRPC)) !== 0) return undefined;
     return { error: GatewayError.InvalidRequest, idText: orNull };
   }
-  const methodStart = starts[M_METHOD]!;
+  const methodStart = records[r + 1 + 2 * M_METHOD]!;
   if (methodStart < 0 || b[methodStart] !== 0x22)
     return { error: GatewayError.InvalidRequest, idText: orNull };
-  const methodEnd = ends[M_METHOD]!;
-  if (escapes[M_METHOD] !== 0) return undefined;
+  const methodEnd = records[r + 2 + 2 * M_METHOD]!;
+  if ((flags & (F_ESCAPED << M_METHOD)) !== 0) return undefined;
   if (methodEnd - methodStart === 2) return { error: GatewayError.InvalidRequest, idText: orNull };
-  // A batch mostly repeats its methods: the previous element's string when the bytes are the same.
-  let method = prevMethod;
-  const len = methodEnd - methodStart;
-  if (
-    method === undefined ||
-    prevMethodEnd - prevMethodStart !== len ||
-    !sameBytes(b, prevMethodStart, methodStart, len)
-  ) {
-    method = ownString(b, methodStart + 1, methodEnd - 1);
-    prevMethod = method;
-    prevMethodStart = methodStart;
-    prevMethodEnd = methodEnd;
-  }
-  const paramsStart = starts[M_PARAMS]!;
+  const method = sameMethod ?? ownString(b, methodStart + 1, methodEnd - 1);
+  prevMethod = method;
+  const paramsStart = records[r + 1 + 2 * M_PARAMS]!;
   if (paramsStart >= 0) {
     const c = b[paramsStart];
     if (c !== 0x5b && c !== 0x7b) return { error: GatewayError.InvalidRequest, idText: orNull };
   }
-  return new ScannedCall(method, idText, text, paramsStart, ends[M_PARAMS]!, args[0]!, args[1]!, args[2]!);
+  return new ScannedCall(
+    method,
+    idText,
+    text,
+    paramsStart,
+    records[r + 2 + 2 * M_PARAMS]!,
+    records[r + ARG0]!,
+    records[r + ARG0 + 1]!,
+    records[r + ARG0 + 2]!,
+  );
 }
 
 /** Texts of the ids 0..SMALL_IDS-1 (clients number a batch's elements from 0 or 1): no string per id. */

@@ -40,7 +40,7 @@ export interface RequestLogRedis {
 
 /**
  * What the transports call. `wants(category)` is the sampling decision, taken before anything is built:
- * an unsampled success costs one comparison and one Math.random(), no allocation.
+ * an unsampled success costs a comparison and a decrement, no allocation and no random draw.
  */
 export interface RequestLog {
   wants(category: string): boolean;
@@ -67,6 +67,8 @@ export class NoopRequestLog implements RequestLog {
 export class RedisRequestLog implements RequestLog {
   /** Successes logged when Math.random() < this (0..1). */
   private readonly successRate: number;
+  /** Successes still to pass over before the next sampled one (see wants). */
+  private skip = 0;
   private buf: RequestLogRecord[] = [];
   /** Cut batches not yet written (oldest first); the JSON is built when the batch is first written. */
   private queued: { batchId: string; records: RequestLogRecord[]; payload?: string }[] = [];
@@ -96,8 +98,26 @@ export class RedisRequestLog implements RequestLog {
   }
 
   wants(category: string): boolean {
-    // Math.random() < 1 always holds and < 0 never does: 100% and 0% need no special case.
-    return category !== ErrorCategory.Success || Math.random() < this.successRate;
+    if (category !== ErrorCategory.Success) return true;
+    // Each success is still sampled with probability successRate, independently of the others, but one
+    // random draw per sampled success instead of one per success: the number of successes passed over
+    // before the next sampled one is drawn from the geometric distribution (the gaps of a Bernoulli
+    // process). A batch of 100 at 1% then draws about once, not 100 times.
+    if (this.skip > 0) {
+      this.skip--;
+      return false;
+    }
+    this.skip = this.nextSkip();
+    return this.successRate > 0;
+  }
+
+  /** Successes to pass over before the next sampled one: Geometric(successRate) on {0, 1, 2, ...}. */
+  private nextSkip(): number {
+    const p = this.successRate;
+    if (p >= 1) return 0;
+    if (p <= 0) return Number.POSITIVE_INFINITY;
+    // Inverse transform: floor(ln U / ln(1 - p)) for U uniform on (0, 1]; 1 - Math.random() is never 0.
+    return Math.floor(Math.log(1 - Math.random()) / Math.log1p(-p));
   }
 
   record(r: RequestLogRecord): void {

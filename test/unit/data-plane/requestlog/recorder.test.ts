@@ -68,6 +68,36 @@ describe("data-plane: RedisRequestLog", () => {
     }
   });
 
+  it("samples each success independently at the rate: 1% and 10% over a million, with geometric gaps", () => {
+    for (const percent of [1, 10, 0.5]) {
+      const log = new RedisRequestLog(new FakeRedis(), names, { ...cfg, samplePercent: percent });
+      const p = percent / 100;
+      const n = 1_000_000;
+      const gaps = new Map<number, number>();
+      let sampled = 0;
+      let gap = 0;
+      for (let i = 0; i < n; i++) {
+        if (log.wants(ErrorCategory.Success)) {
+          sampled++;
+          gaps.set(gap, (gaps.get(gap) ?? 0) + 1);
+          gap = 0;
+        } else gap++;
+      }
+      // Binomial(n, p): 5 standard deviations either side.
+      const sd = Math.sqrt(n * p * (1 - p));
+      assert.ok(Math.abs(sampled - n * p) < 5 * sd, `${percent}%: ${sampled} of ${n}`);
+      // Bernoulli trials' gaps: P(gap = k) = (1 - p)^k p, so the shares of gaps 0 and 1 are p and (1 - p) p.
+      for (const k of [0, 1]) {
+        const want = (1 - p) ** k * p;
+        const got = (gaps.get(k) ?? 0) / sampled;
+        const sdk = Math.sqrt((want * (1 - want)) / sampled);
+        assert.ok(Math.abs(got - want) < 5 * sdk, `${percent}%: gap ${k} share ${got} vs ${want}`);
+      }
+      // Errors are all logged, and do not move the successes' sampling.
+      assert.equal(log.wants(ErrorCategory.NodeError), true);
+    }
+  });
+
   it("writes one stream entry per flush, to the request-log stream, with MAXLEN", async () => {
     const redis = new FakeRedis();
     const log = new RedisRequestLog(redis, names, cfg);

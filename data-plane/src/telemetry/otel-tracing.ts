@@ -2,6 +2,7 @@ import {
   type Context,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
@@ -106,24 +107,19 @@ class OtelRequestTrace implements RequestTrace {
       {
         kind: SpanKind.CLIENT,
         attributes,
-        links:
-          linked === undefined
-            ? undefined
-            : [
-                {
-                  context: {
-                    traceId: linked.traceId,
-                    spanId: linked.spanId,
-                    traceFlags: TraceFlags.SAMPLED,
-                  },
-                },
-              ],
+        links: linked === undefined ? undefined : [{ context: sampledContext(linked) }],
       },
       this.ctx,
     );
     const c = span.spanContext();
+    const traceparent = formatTraceparent(c.traceId, c.spanId);
     return {
-      traceparent: formatTraceparent(c.traceId, c.spanId),
+      traceparent,
+      coalesced: (size, sent) => {
+        span.setAttribute("gateway.coalesced_calls", size);
+        const other = sent === traceparent ? undefined : parseTraceparent(sent);
+        if (other !== undefined) span.addLink({ context: sampledContext(other) });
+      },
       end: (attrs, error) => finish(span, attrs, error),
     };
   }
@@ -140,6 +136,11 @@ class OtelRequestTrace implements RequestTrace {
     const c = this.root.spanContext();
     return { trace_id: c.traceId, span_id: c.spanId };
   }
+}
+
+/** A span of this gateway's (sampled, since it was made) named by its traceparent's ids. */
+function sampledContext(p: ParentContext): SpanContext {
+  return { traceId: p.traceId, spanId: p.spanId, traceFlags: TraceFlags.SAMPLED };
 }
 
 function finish(span: Span, attributes: SpanAttributes | undefined, error: string | undefined): void {

@@ -185,5 +185,24 @@ describe("data-plane request tracing", () => {
       assert.equal(joined.links[0]!.context.spanId, SPAN);
       assert.equal(joined.attributes["gateway.merged"], true);
     });
+
+    it("a call coalesced into an upstream batch: the batch size, and a link when another span's traceparent went out", () => {
+      const t = tracing().start("root", "", performance.now(), "http", "e", "r")!;
+      const first = t.child("first");
+      const other = t.child("other");
+      first.coalesced(3, first.traceparent);
+      other.coalesced(3, first.traceparent);
+      first.end();
+      other.end();
+      t.end({});
+      const sent = byName("first");
+      assert.equal(sent.attributes["gateway.coalesced_calls"], 3);
+      assert.equal(sent.links.length, 0, "its own traceparent went upstream: nothing to link");
+      const linked = byName("other");
+      assert.equal(linked.attributes["gateway.coalesced_calls"], 3);
+      assert.equal(linked.links.length, 1);
+      assert.equal(linked.links[0]!.context.spanId, sent.spanContext().spanId);
+      assert.equal(linked.links[0]!.context.traceId, sent.spanContext().traceId);
+    });
   });
 });

@@ -97,7 +97,9 @@ class OtelRequestTrace implements RequestTrace {
   }
 
   step(name: string, startedAt: number, attributes?: SpanAttributes): void {
-    this.tracer.startSpan(name, { startTime: startedAt, attributes }, this.ctx).end();
+    // An explicit end: a span given its startTime ends at Date.now() otherwise (the SDK's Span._getTime),
+    // whole milliseconds against a sub-millisecond start.
+    this.tracer.startSpan(name, { startTime: startedAt, attributes }, this.ctx).end(performance.now());
   }
 
   child(name: string, attributes?: SpanAttributes, link?: string): ChildSpan {
@@ -146,5 +148,6 @@ function sampledContext(p: ParentContext): SpanContext {
 function finish(span: Span, attributes: SpanAttributes | undefined, error: string | undefined): void {
   if (attributes !== undefined) span.setAttributes(attributes);
   if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
-  span.end();
+  // performance.now() as in step: the root span has its startTime given.
+  span.end(performance.now());
 }

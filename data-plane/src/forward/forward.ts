@@ -139,7 +139,7 @@ async function sendCall(
   const span = trace === undefined ? undefined : upstreamSpan(trace, deps.cache, pool, call, key);
   try {
     result = await fetchCall(
-      span === undefined ? call : { method: call.method, params: call.params, traceparent: span.traceparent },
+      span === undefined ? call : { method: call.method, params: call.params, span },
       pool,
       key,
       deps.cache,
@@ -360,7 +360,7 @@ export function fetchCall(
 ): Promise<CallResult> {
   if (key === "") return pool.call(call);
   const params = paramsFromKey(key, pool.record.slug, call.method);
-  return cache.merge(key, () => pool.call(call, params), call.traceparent);
+  return cache.merge(key, () => pool.call(call, params), call.span?.traceparent);
 }
 
 /**

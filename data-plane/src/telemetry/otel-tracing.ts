@@ -2,6 +2,7 @@ import {
   type Context,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
@@ -96,7 +97,9 @@ class OtelRequestTrace implements RequestTrace {
   }
 
   step(name: string, startedAt: number, attributes?: SpanAttributes): void {
-    this.tracer.startSpan(name, { startTime: startedAt, attributes }, this.ctx).end();
+    // An explicit end: a span given its startTime ends at Date.now() otherwise (the SDK's Span._getTime),
+    // whole milliseconds against a sub-millisecond start.
+    this.tracer.startSpan(name, { startTime: startedAt, attributes }, this.ctx).end(performance.now());
   }
 
   child(name: string, attributes?: SpanAttributes, link?: string): ChildSpan {
@@ -106,24 +109,19 @@ class OtelRequestTrace implements RequestTrace {
       {
         kind: SpanKind.CLIENT,
         attributes,
-        links:
-          linked === undefined
-            ? undefined
-            : [
-                {
-                  context: {
-                    traceId: linked.traceId,
-                    spanId: linked.spanId,
-                    traceFlags: TraceFlags.SAMPLED,
-                  },
-                },
-              ],
+        links: linked === undefined ? undefined : [{ context: sampledContext(linked) }],
       },
       this.ctx,
     );
     const c = span.spanContext();
+    const traceparent = formatTraceparent(c.traceId, c.spanId);
     return {
-      traceparent: formatTraceparent(c.traceId, c.spanId),
+      traceparent,
+      coalesced: (size, sent) => {
+        span.setAttribute("gateway.coalesced_calls", size);
+        const other = sent === traceparent ? undefined : parseTraceparent(sent);
+        if (other !== undefined) span.addLink({ context: sampledContext(other) });
+      },
       end: (attrs, error) => finish(span, attrs, error),
     };
   }
@@ -142,8 +140,14 @@ class OtelRequestTrace implements RequestTrace {
   }
 }
 
+/** A span of this gateway's (sampled, since it was made) named by its traceparent's ids. */
+function sampledContext(p: ParentContext): SpanContext {
+  return { traceId: p.traceId, spanId: p.spanId, traceFlags: TraceFlags.SAMPLED };
+}
+
 function finish(span: Span, attributes: SpanAttributes | undefined, error: string | undefined): void {
   if (attributes !== undefined) span.setAttributes(attributes);
   if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
-  span.end();
+  // performance.now() as in step: the root span has its startTime given.
+  span.end(performance.now());
 }

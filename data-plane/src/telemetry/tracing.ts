@@ -61,6 +61,12 @@ export interface RequestTrace {
 export interface ChildSpan {
   /** The W3C traceparent naming this span as the parent, for the upstream request. */
   readonly traceparent: string;
+  /**
+   * The call went out in a coalesced upstream batch of `size` calls (upstream/network-pool.ts) whose
+   * request carried traceparent `sent`: recorded as `gateway.coalesced_calls`, and as a span link to
+   * `sent` when that is another call's span (the node saw that one, not this one).
+   */
+  coalesced(size: number, sent: string): void;
   end(attributes?: SpanAttributes, error?: string): void;
 }
 

@@ -173,13 +173,22 @@ function isRateLimitTail(tail: string): boolean {
 export interface OutgoingCall {
   readonly method: string;
   readonly params: unknown;
-  /**
-   * Set on a sampled request's call only (data-plane/src/telemetry): sent as the upstream request's
-   * traceparent header, so such a call goes out alone (never coalesced with other requests' calls).
-   */
-  readonly traceparent?: string;
+  /** A sampled request's call only (data-plane/src/telemetry): its upstream span. */
+  readonly span?: UpstreamSpan;
   /** params[index] without building the params, when the parser can (rpc/parse.ts RpcCall). */
   param?(index: number): unknown;
+}
+
+/**
+ * A sampled call's upstream span, as the pool sees it. A call sent alone carries its `traceparent`; one
+ * coalesced with other calls into one upstream batch shares that exchange's single traceparent header:
+ * the first sampled call's of the batch, and every sampled call in it is told (`coalesced`).
+ */
+export interface UpstreamSpan {
+  /** The W3C traceparent naming this span, for the upstream request's header. */
+  readonly traceparent: string;
+  /** The call went out in an upstream batch of `size` calls whose request carried traceparent `sent`. */
+  coalesced(size: number, sent: string): void;
 }
 
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
@@ -475,12 +484,7 @@ export class NetworkPool {
     paramsJson: string | undefined,
     need: Need | undefined,
   ): Promise<CallResult> {
-    if (
-      this.opts.coalesceMax <= 1 ||
-      this.batchesRefused ||
-      !coalescible(c.method) ||
-      c.traceparent !== undefined
-    ) {
+    if (this.opts.coalesceMax <= 1 || this.batchesRefused || !coalescible(c.method)) {
       return this.callDirect(c, paramsJson, need);
     }
     // Serialised here rather than in the exchange: the size decides whether the call is coalesced.
@@ -553,12 +557,18 @@ export class NetworkPool {
 
   private async sendCoalesced(part: Queued[]): Promise<void> {
     let need: Need | undefined;
-    for (const e of part) need = mergeNeeds(need, e.need);
+    // One header per exchange: the first sampled call's traceparent stands for every call in the batch.
+    let sent: string | undefined;
+    for (const e of part) {
+      need = mergeNeeds(need, e.need);
+      if (sent === undefined) sent = e.call.span?.traceparent;
+    }
     const results = await this.sendChunk(
       part.map((e) => e.call),
       part.map((e) => e.paramsJson),
       undefined,
       need,
+      sent,
     );
     // A node that does not take batches, a combined answer over the size cap, or the combined request
     // refused (413: each of the calls may fit): send these calls one by one instead, so only a call whose
@@ -575,6 +585,7 @@ export class NetworkPool {
       await Promise.all(part.map((e) => this.callDirect(e.call, e.paramsJson, e.need).then(e.resolve)));
       return;
     }
+    if (sent !== undefined) for (const e of part) e.call.span?.coalesced(part.length, sent);
     for (let j = 0; j < part.length; j++) part[j]!.resolve(results[j]!);
   }
 
@@ -628,7 +639,7 @@ export class NetworkPool {
       need,
       1,
       hedgeable(c.method),
-      c.traceparent,
+      c.span?.traceparent,
     );
     if (!r.ok) return r;
     const reply = r.value;

@@ -10,6 +10,8 @@ export interface ReceivedSpan {
   name: string;
   kind: number;
   attributes: Record<string, unknown>;
+  /** The spans this one links to (OTLP span links). */
+  links: { traceId: string; spanId: string }[];
 }
 
 interface OtlpValue {
@@ -64,6 +66,8 @@ export class OtlpReceiver {
             name: s.name,
             kind: s.kind,
             attributes: attributes(s.attributes ?? []),
+            // biome-ignore lint/suspicious/noExplicitAny: as above
+            links: (s.links ?? []).map((l: any) => ({ traceId: hexId(l.traceId), spanId: hexId(l.spanId) })),
           });
         }
       }

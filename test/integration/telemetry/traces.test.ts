@@ -184,6 +184,61 @@ describe("traces", function () {
       assert.equal(sent[0]!.header, `00-${TRACE}-${upstream.spanId}-01`);
     });
 
+    it("sampled calls arriving together share a coalesced upstream batch: its traceparent names one of their spans, the others link to it", async () => {
+      stub.reset();
+      // Every request is sampled (parentbased_always_on); concurrent calls on one connection each (two
+      // threads) arrive in the same event-loop turns, and their upstream calls are coalesced.
+      const n = 48;
+      const rs = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          postFresh(plane.port, `/eth/rpc?apikey=${key}`, {
+            jsonrpc: "2.0",
+            id: i,
+            method: "stub_coalesced",
+            params: [i],
+          }),
+        ),
+      );
+      for (const r of rs) assert.equal(r.status, 200, r.text);
+      assert.equal(stub.count("stub_coalesced"), n);
+      const isCall = (s: ReceivedSpan) =>
+        s.name === "upstream.call" && s.attributes["rpc.method"] === "stub_coalesced";
+      await receiver.waitFor((spans) => spans.filter(isCall).length === n);
+      const calls = receiver.spans.filter(isCall);
+      const sent = stub.traceparents.filter((t) => t.body.includes('"stub_coalesced"'));
+      assert.ok(sent.length < n, `expected coalesced exchanges, got ${sent.length} for ${n} calls`);
+      const batches = sent.filter((t) => t.body.startsWith("["));
+      assert.ok(batches.length > 0, "at least one upstream batch");
+      const byHeader = new Map(calls.map((s) => [`00-${s.traceId}-${s.spanId}-01`, s]));
+      for (const b of batches) {
+        const carrier = byHeader.get(b.header);
+        assert.ok(carrier, `the batch's traceparent ${b.header} names a sampled call's upstream span`);
+        const size = (b.body.match(/"stub_coalesced"/g) ?? []).length;
+        assert.equal(carrier.attributes["gateway.coalesced_calls"], size);
+        assert.deepEqual(carrier.links, [], "its own traceparent went out");
+      }
+      // Every other call of a batch says so and links to the span whose traceparent went out.
+      const coalesced = calls.filter((s) => s.attributes["gateway.coalesced_calls"] !== undefined);
+      const linked = coalesced.filter((s) => s.links.length === 1);
+      assert.equal(coalesced.length - linked.length, batches.length, "one carrier per batch");
+      for (const s of linked) {
+        const to = s.links[0]!;
+        assert.ok(
+          batches.some((b) => b.header === `00-${to.traceId}-${to.spanId}-01`),
+          "links to a batch's traceparent",
+        );
+        assert.notEqual(to.traceId, s.traceId, "another request's trace");
+      }
+      assert.equal(
+        coalesced.reduce(
+          (sum, s) => sum + (s.links.length === 0 ? Number(s.attributes["gateway.coalesced_calls"]) : 0),
+          0,
+        ),
+        coalesced.length,
+        "the batches' sizes add up to the coalesced calls",
+      );
+    });
+
     it("an incoming unsampled traceparent is not traced (parent-based) and nothing goes upstream", async () => {
       stub.reset();
       const a = await postFresh(

@@ -154,7 +154,7 @@ describe("data-plane: forwarding core", () => {
       child: (name, attributes, link) => {
         const traceparent = `00-${String(n).repeat(32)}-${String(n).repeat(16)}-01`;
         spans.push({ name, attributes, link, traceparent });
-        return { traceparent, end: () => {} };
+        return { traceparent, coalesced: () => {}, end: () => {} };
       },
     });
     const c = call("eth_getBalance", ["0xab", "latest"]);
@@ -162,7 +162,7 @@ describe("data-plane: forwarding core", () => {
     const joinsUnsampled = forwardCall(deps, asPool, blockDebug, "app:b", c, undefined, trace(1));
     await Promise.all([unsampled, joinsUnsampled]);
     assert.equal(pool.calls.length, 1);
-    assert.equal(pool.calls[0]!.call.traceparent, undefined, "the leader was not sampled");
+    assert.equal(pool.calls[0]!.call.span, undefined, "the leader was not sampled");
     assert.deepEqual(spans[0]!.attributes?.["gateway.merged"], true);
     assert.equal(spans[0]!.link, undefined, "no sampled span to link to");
     deps.cache.clear();
@@ -171,7 +171,11 @@ describe("data-plane: forwarding core", () => {
     const joins = forwardCall(deps, asPool, blockDebug, "app:b", c2, undefined, trace(3));
     await Promise.all([leads, joins]);
     assert.equal(pool.calls.length, 2, "still one upstream call for the two");
-    assert.equal(pool.calls[1]!.call.traceparent, spans[1]!.traceparent, "the leader's span went upstream");
+    assert.equal(
+      pool.calls[1]!.call.span?.traceparent,
+      spans[1]!.traceparent,
+      "the leader's span went upstream",
+    );
     assert.equal(spans[1]!.attributes?.["gateway.merged"], undefined);
     assert.equal(spans[2]!.attributes?.["gateway.merged"], true);
     assert.equal(spans[2]!.link, spans[1]!.traceparent, "the joiner links to the leader's upstream span");

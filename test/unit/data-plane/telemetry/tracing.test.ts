@@ -185,5 +185,39 @@ describe("data-plane request tracing", () => {
       assert.equal(joined.links[0]!.context.spanId, SPAN);
       assert.equal(joined.attributes["gateway.merged"], true);
     });
+
+    it("a step's and the root's durations are measured to below a millisecond", () => {
+      const startedAt = performance.now();
+      const t = tracing().start("timed", "", startedAt, "http", "e", "r")!;
+      const stepAt = performance.now();
+      while (performance.now() - stepAt < 2.3) {
+        // busy: a step of 2.3 ms
+      }
+      t.step("timed.step", stepAt);
+      t.end({});
+      const ms = (d: [number, number]) => d[0] * 1e3 + d[1] / 1e6;
+      const step = ms(byName("timed.step").duration);
+      assert.ok(step >= 2.29 && step < 100, `step ${step} ms`);
+      assert.ok(ms(byName("timed").duration) >= step, "the root lasts at least as long as its step");
+    });
+
+    it("a call coalesced into an upstream batch: the batch size, and a link when another span's traceparent went out", () => {
+      const t = tracing().start("root", "", performance.now(), "http", "e", "r")!;
+      const first = t.child("first");
+      const other = t.child("other");
+      first.coalesced(3, first.traceparent);
+      other.coalesced(3, first.traceparent);
+      first.end();
+      other.end();
+      t.end({});
+      const sent = byName("first");
+      assert.equal(sent.attributes["gateway.coalesced_calls"], 3);
+      assert.equal(sent.links.length, 0, "its own traceparent went upstream: nothing to link");
+      const linked = byName("other");
+      assert.equal(linked.attributes["gateway.coalesced_calls"], 3);
+      assert.equal(linked.links.length, 1);
+      assert.equal(linked.links[0]!.context.spanId, sent.spanContext().spanId);
+      assert.equal(linked.links[0]!.context.traceId, sent.spanContext().traceId);
+    });
   });
 });

@@ -27,6 +27,8 @@ class Node {
   delayMs: (calls: Call[]) => number = () => 0;
   nullFor: (c: Call) => boolean = () => false;
   readonly seen: string[] = [];
+  /** Each exchange's traceparent header ("" = none) and its methods. */
+  readonly traced: { traceparent: string; methods: string[] }[] = [];
   exchanges = 0;
   abortedBeforeAnswer = 0;
   url = "";
@@ -47,6 +49,11 @@ class Node {
         const calls = Array.isArray(parsed) ? parsed : [parsed];
         this.exchanges++;
         for (const c of calls) this.seen.push(c.method);
+        const tp = req.headers.traceparent;
+        this.traced.push({
+          traceparent: typeof tp === "string" ? tp : "",
+          methods: calls.map((c) => c.method),
+        });
         let answered = false;
         res.on("close", () => {
           if (!answered) this.abortedBeforeAnswer++;
@@ -380,6 +387,80 @@ describe("data plane: network pool hedged reads after an event-loop stall", func
     } finally {
       await pool.close();
     }
+  });
+});
+
+describe("data plane: network pool coalescing of sampled calls", function () {
+  this.timeout(30_000);
+  let node: Node;
+  let pool: NetworkPool;
+
+  beforeEach(async () => {
+    node = await new Node().start();
+  });
+
+  afterEach(async () => {
+    await pool?.close();
+    await node.stop();
+  });
+
+  /** A sampled call's upstream span that records what the pool tells it. */
+  const span = (n: number) => {
+    const told: { size: number; sent: string }[] = [];
+    return {
+      told,
+      traceparent: `00-${String(n).repeat(32)}-${String(n).repeat(16)}-01`,
+      coalesced: (size: number, sent: string) => {
+        told.push({ size, sent });
+      },
+    };
+  };
+
+  it("sampled calls join a coalesced batch, which carries the first one's traceparent; each is told", async () => {
+    pool = new NetworkPool(
+      record([{ id: "n", node }]),
+      { ...BASE, hedge: undefined, coalesceMax: 20 },
+      new SeenMetrics(),
+    );
+    const a = span(1);
+    const b = span(2);
+    const results = await Promise.all([
+      pool.call({ method: "eth_getBalance", params: ["0x01", "latest"] }),
+      pool.call({ method: "eth_getBalance", params: ["0x02", "latest"], span: a }),
+      pool.call({ method: "eth_getBalance", params: ["0x03", "latest"] }),
+      pool.call({ method: "eth_getBalance", params: ["0x04", "latest"], span: b }),
+    ]);
+    results.forEach((r, i) => {
+      assert.ok(r.ok && r.reply.kind === ReplyKind.Result, JSON.stringify(r));
+      assert.ok(r.reply.tail.includes(`"0x0${i + 1}"`), r.reply.tail);
+    });
+    assert.deepEqual(node.traced, [{ traceparent: a.traceparent, methods: Array(4).fill("eth_getBalance") }]);
+    assert.deepEqual(a.told, [{ size: 4, sent: a.traceparent }]);
+    assert.deepEqual(
+      b.told,
+      [{ size: 4, sent: a.traceparent }],
+      "b's span learns which traceparent went out",
+    );
+  });
+
+  it("a sampled call alone goes out alone with its own traceparent; an unsampled batch carries none", async () => {
+    pool = new NetworkPool(
+      record([{ id: "n", node }]),
+      { ...BASE, hedge: undefined, coalesceMax: 20 },
+      new SeenMetrics(),
+    );
+    const a = span(3);
+    const r = await pool.call({ method: "eth_getBalance", params: ["0x01", "latest"], span: a });
+    assert.ok(r.ok);
+    await Promise.all([
+      pool.call({ method: "eth_getBalance", params: ["0x02", "latest"] }),
+      pool.call({ method: "eth_getBalance", params: ["0x03", "latest"] }),
+    ]);
+    assert.deepEqual(node.traced, [
+      { traceparent: a.traceparent, methods: ["eth_getBalance"] },
+      { traceparent: "", methods: ["eth_getBalance", "eth_getBalance"] },
+    ]);
+    assert.deepEqual(a.told, [], "not coalesced");
   });
 });
 

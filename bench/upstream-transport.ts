@@ -73,7 +73,7 @@ async function main(): Promise<void> {
     );
     rows.push(
       await drive("HTTP keep-alive, 1 call per exchange", async (seq) => {
-        const r = await http.exchange(callBody(seq), ExchangeKind.Light, (text) => JSON.parse(text));
+        const r = await http.exchange(callBody(seq), ExchangeKind.Light, (reply) => JSON.parse(reply.text));
         if (!r.ok) throw new Error(`http exchange failed: ${r.failure}`);
         return 1;
       }),
@@ -82,7 +82,7 @@ async function main(): Promise<void> {
       rows.push(
         await drive(`HTTP keep-alive, batches of ${k}`, async (seq) => {
           const body = `[${Array.from({ length: k }, (_, i) => callBody(seq * k + i)).join(",")}]`;
-          const r = await http.exchange(body, ExchangeKind.Light, (text) => JSON.parse(text));
+          const r = await http.exchange(body, ExchangeKind.Light, (reply) => JSON.parse(reply.text));
           if (!r.ok) throw new Error(`http exchange failed: ${r.failure}`);
           return k;
         }),

@@ -346,6 +346,75 @@ static int32_t scan_batch(scan_t *s, int32_t *out, int32_t max_elements) {
   return skip_ws(s, i + 1) == s->n ? count : -1;
 }
 
+/*
+ * A node's answer to a verbatim batch (forward/verbatim.ts): the number of elements when it is a valid
+ * JSON array whose every element is an object with a "result" member and no "error" member (every call
+ * succeeded: nothing more to read); -1 for anything else, which the caller then parses to decide.
+ */
+static int32_t scan_reply(scan_t *s) {
+  int32_t i = skip_ws(s, 0);
+  if (at(s, i) != '[') return -1;
+  i = skip_ws(s, i + 1);
+  if (at(s, i) == ']') return skip_ws(s, i + 1) == s->n ? 0 : -1;
+  int32_t count = 0;
+  for (;;) {
+    if (at(s, i) != '{') return -1;
+    i = skip_ws(s, i + 1);
+    int result = 0;
+    while (at(s, i) != '}') {
+      if (at(s, i) != '"') return -1;
+      int32_t key_start = i;
+      s->escaped = 0;
+      i = scan_string(s, i);
+      if (i < 0 || s->escaped) return -1;
+      int32_t len = i - key_start - 2;
+      if (len == 5 && memcmp(s->b + key_start + 1, "error", 5) == 0) return -1;
+      if (len == 6 && memcmp(s->b + key_start + 1, "result", 6) == 0) result = 1;
+      i = skip_ws(s, i);
+      if (at(s, i) != ':') return -1;
+      i = scan_value(s, skip_ws(s, i + 1));
+      if (i < 0) return -1;
+      i = skip_ws(s, i);
+      if (at(s, i) == ',') {
+        i = skip_ws(s, i + 1);
+        if (at(s, i) != '"') return -1;
+      } else if (at(s, i) != '}') {
+        return -1;
+      }
+    }
+    if (!result) return -1;
+    count++;
+    i = skip_ws(s, i + 1);
+    int32_t c = at(s, i);
+    if (c == ',') {
+      i = skip_ws(s, i + 1);
+      continue;
+    }
+    if (c != ']') return -1;
+    return skip_ws(s, i + 1) == s->n ? count : -1;
+  }
+}
+
+/* scanReply(body: Uint8Array): number */
+static napi_value ScanReply(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t result = -1;
+  napi_value ret;
+  napi_typedarray_type t;
+  size_t len, off;
+  void *data;
+  napi_value ab;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc == 1 &&
+      napi_get_typedarray_info(env, argv[0], &t, &len, &data, &ab, &off) == napi_ok && t == napi_uint8_array &&
+      len < INT32_MAX) {
+    scan_t s = {(const uint8_t *)data, (int32_t)len, 0};
+    result = scan_reply(&s);
+  }
+  napi_create_int32(env, result, &ret);
+  return ret;
+}
+
 /* scanBatchSpans(body: Uint8Array, out: Int32Array, maxElements: number): number */
 static napi_value ScanBatchSpans(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -375,5 +444,7 @@ NAPI_MODULE_INIT() {
   if (napi_create_function(env, "scanBatchSpans", NAPI_AUTO_LENGTH, ScanBatchSpans, NULL, &fn) != napi_ok)
     return NULL;
   if (napi_set_named_property(env, exports, "scanBatchSpans", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "scanReply", NAPI_AUTO_LENGTH, ScanReply, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "scanReply", fn) != napi_ok) return NULL;
   return exports;
 }

@@ -228,7 +228,7 @@ export async function forwardPlan(
     }
     span?.end(undefined, r.ok ? undefined : r.error.reason);
     if (r.ok) {
-      plan.whole = r.value.text;
+      plan.whole = r.value.body;
       for (let j = 0; j < forward.length; j++) plan.categories[plan.forwardIdx[j]!] = r.value.categories[j]!;
       return NOTHING_FORWARDED;
     }
@@ -446,7 +446,7 @@ export interface BatchPlan {
    * The node's answer text for the whole batch, when it went upstream verbatim (forward/verbatim.ts):
    * then it is the response body, and `out` holds nothing.
    */
-  whole?: string;
+  whole?: string | Uint8Array;
   readonly out: (string | undefined)[];
   readonly categories: string[];
   readonly forwardIdx: number[];
@@ -534,7 +534,7 @@ export function setElement(plan: BatchPlan, i: number, text: string | undefined,
 }
 
 /** A settled plan's response body: the node's text of a verbatim batch, else the answers in request order. */
-export function planBody(plan: BatchPlan): string {
+export function planBody(plan: BatchPlan): string | Uint8Array {
   return plan.whole ?? batchJson(plan.out);
 }
 

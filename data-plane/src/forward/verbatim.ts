@@ -1,7 +1,9 @@
 import { categoryOfNodeError, ErrorCategory, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { givesHeadHint } from "../cache/policy";
 import { hasLogsRange } from "../limits/logs-range";
+import { scanReply } from "../rpc/batch-spans";
 import type { RpcCall } from "../rpc/parse";
+import type { ReplyBody } from "../upstream/upstream";
 
 /**
  * Verbatim batches: a client batch whose every element is forwarded goes upstream as the client's own
@@ -61,20 +63,12 @@ function portableId(id: string): boolean {
   return true;
 }
 
-/** Occurrences of `needle` in `text`, counting stops at `max`. */
-function occurrences(text: string, needle: string, max: number): number {
-  let count = 0;
-  let at = text.indexOf(needle);
-  while (at >= 0 && count < max) {
-    count++;
-    at = text.indexOf(needle, at + needle.length);
-  }
-  return count;
-}
-
-/** A node's answer to a verbatim batch: its text for the client, and each call's dashboard category. */
+/**
+ * A node's answer to a verbatim batch: the body for the client (its bytes as the node sent them when every
+ * call succeeded, else its text) and each call's dashboard category.
+ */
 export interface VerbatimReply {
-  readonly text: string;
+  readonly body: string | Uint8Array;
   readonly categories: string[];
 }
 
@@ -88,27 +82,27 @@ export const VerbatimRefusal = {
 export type VerbatimRefusal = (typeof VerbatimRefusal)[keyof typeof VerbatimRefusal];
 
 /**
- * Checks a node's answer to a verbatim batch of `calls` and reads each call's category.
+ * Checks a node's answer to a verbatim batch of `calls` and reads each call's category. Whatever is
+ * passed on is valid JSON.
  *
- * Fast path (geth, anvil, reth, erigon, substrate write compact JSON): an array holding one
- * `jsonrpc":"2.0"` per call with an id and no `rror"` anywhere (so no `"error"`): every call succeeded,
- * nothing is parsed. Otherwise the answer is parsed (so what is passed on is valid JSON) and each error element is
- * matched to its call by id; a call with an id and no answer is upstream_bad_response, as on the usual
- * path (its answer stays missing from the array, which is the node's).
+ * Fast path (every call succeeded, as in nearly every answer): one scan of the bytes (rpc/batch-spans.ts
+ * scanReply, the C addon) finds a valid JSON array of as many objects as calls with an id, each with a
+ * "result" and no "error" member; the bytes then go to the client as they are, never decoded. Otherwise
+ * the answer is parsed and each error element is matched to its call by id; a call with an id and no
+ * answer is upstream_bad_response, as on the usual path (its answer stays missing from the array, which
+ * is the node's).
  */
-export function readVerbatimReply(text: string, calls: readonly RpcCall[]): VerbatimReply | VerbatimRefusal {
+export function readVerbatimReply(
+  reply: ReplyBody,
+  calls: readonly RpcCall[],
+): VerbatimReply | VerbatimRefusal {
   const n = calls.length;
   let answered = 0;
   for (let i = 0; i < n; i++) if (calls[i]!.idText !== undefined) answered++;
-  const first = firstNonSpace(text);
-  if (text.charCodeAt(first) === 0x5b /* [ */ && text.charCodeAt(lastNonSpace(text)) === 0x5d /* ] */) {
-    // The needles leave out their opening quote: searches start at a memchr for the first character,
-    // and a quote is the commonest one in JSON (about 3x slower than from `r` / `j`). `rror"` matches
-    // wherever `"error"` would (and more: the safe side, the parsed path).
-    if (!text.includes('rror"') && occurrences(text, 'jsonrpc":"2.0"', answered + 1) === answered) {
-      return { text, categories: new Array<string>(n).fill(ErrorCategory.Success) };
-    }
+  if (scanReply(reply.bytes) === answered) {
+    return { body: reply.bytes, categories: new Array<string>(n).fill(ErrorCategory.Success) };
   }
+  const text = reply.text;
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -147,26 +141,10 @@ export function readVerbatimReply(text: string, calls: readonly RpcCall[]): Verb
       categories[i] = ErrorCategory.Success;
     }
   }
-  return { text, categories };
+  return { body: text, categories };
 }
 
 function idText(id: unknown): string {
   if (id === null || id === undefined) return "null";
   return typeof id === "string" || typeof id === "number" ? JSON.stringify(id) : "";
-}
-
-function firstNonSpace(text: string): number {
-  let i = 0;
-  while (i < text.length && isSpace(text.charCodeAt(i))) i++;
-  return i;
-}
-
-function lastNonSpace(text: string): number {
-  let i = text.length - 1;
-  while (i >= 0 && isSpace(text.charCodeAt(i))) i--;
-  return i;
-}
-
-function isSpace(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }

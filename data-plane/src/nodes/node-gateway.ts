@@ -59,7 +59,7 @@ export type NodeAuthResult =
 /** What a transport needs to answer: status + body ("" = no body, 204). */
 export interface NodeReply {
   status: number;
-  body: string;
+  body: string | Uint8Array;
   /** 429: the `Retry-After` header (whole seconds). */
   retryAfterSeconds?: number;
   /** The per-second decision, for `X-RateLimit-Limit` / `X-RateLimit-Remaining`. */

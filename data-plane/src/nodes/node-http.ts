@@ -76,7 +76,12 @@ export function serveNodeHttp(
       finish();
     }
   }
-  function send(status: number, body: string, retryAfterSeconds?: number, rate?: RateLimitResult) {
+  function send(
+    status: number,
+    body: string | Uint8Array,
+    retryAfterSeconds?: number,
+    rate?: RateLimitResult,
+  ) {
     if (trace !== undefined) {
       endByStatus(trace, status);
       trace = undefined;

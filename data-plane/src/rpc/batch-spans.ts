@@ -187,15 +187,68 @@ function memberOf(b: Uint8Array, start: number, end: number): number {
   return -1;
 }
 
+/**
+ * A node's answer to a verbatim batch (forward/verbatim.ts): its number of elements when it is a valid
+ * JSON array whose every element is an object with a "result" member and no "error" member (every call
+ * succeeded); -1 for anything else (the caller then parses it to decide). Keys written with escapes and
+ * bytes above 0x7f also give -1. The reference for the C addon's scanReply.
+ */
+export function scanReplyJs(b: Uint8Array): number {
+  let i = skipWs(b, 0);
+  if (byteAt(b, i) !== 0x5b /* [ */) return -1;
+  i = skipWs(b, i + 1);
+  if (byteAt(b, i) === 0x5d) return skipWs(b, i + 1) === b.length ? 0 : -1;
+  let count = 0;
+  for (;;) {
+    if (byteAt(b, i) !== 0x7b /* { */) return -1;
+    i = skipWs(b, i + 1);
+    let result = false;
+    while (byteAt(b, i) !== 0x7d /* } */) {
+      if (byteAt(b, i) !== 0x22) return -1;
+      const keyStart = i;
+      scanState.escaped = false;
+      i = scanString(b, i);
+      if (i < 0 || scanState.escaped) return -1;
+      const len = i - keyStart - 2;
+      if (len === 5 && isText(b, keyStart + 1, "error")) return -1;
+      if (len === 6 && isText(b, keyStart + 1, "result")) result = true;
+      i = skipWs(b, i);
+      if (byteAt(b, i) !== 0x3a /* : */) return -1;
+      i = scanValue(b, skipWs(b, i + 1));
+      if (i < 0) return -1;
+      i = skipWs(b, i);
+      if (byteAt(b, i) === 0x2c /* , */) {
+        i = skipWs(b, i + 1);
+        if (byteAt(b, i) !== 0x22) return -1;
+      } else if (byteAt(b, i) !== 0x7d) {
+        return -1;
+      }
+    }
+    if (!result) return -1;
+    count++;
+    i = skipWs(b, i + 1);
+    const c = byteAt(b, i);
+    if (c === 0x2c) {
+      i = skipWs(b, i + 1);
+      continue;
+    }
+    if (c !== 0x5d) return -1;
+    return skipWs(b, i + 1) === b.length ? count : -1;
+  }
+}
+
 /** Where `npm run build` puts the addon (this file runs compiled, from dist/data-plane/src/rpc). */
 const ADDON_PATH = join(__dirname, "../../../../data-plane/native/build/Release/json_scan.node");
 
-/** The C scan, or undefined when the addon was not built or does not load here (the reason kept). */
-export function loadNativeScan(): { scan?: ScanBatchSpans; error?: string } {
+export type ScanReply = (body: Uint8Array) => number;
+
+/** The C scans, or undefined when the addon was not built or does not load here (the reason kept). */
+export function loadNativeScan(): { scan?: ScanBatchSpans; scanReply?: ScanReply; error?: string } {
   try {
-    const addon = require(ADDON_PATH) as { scanBatchSpans?: ScanBatchSpans };
-    if (typeof addon.scanBatchSpans !== "function") return { error: `${ADDON_PATH}: no scanBatchSpans` };
-    return { scan: addon.scanBatchSpans };
+    const addon = require(ADDON_PATH) as { scanBatchSpans?: ScanBatchSpans; scanReply?: ScanReply };
+    if (typeof addon.scanBatchSpans !== "function" || typeof addon.scanReply !== "function")
+      return { error: `${ADDON_PATH}: no scanBatchSpans or scanReply` };
+    return { scan: addon.scanBatchSpans, scanReply: addon.scanReply };
   } catch (e) {
     return { error: (e as Error).message.split("\n")[0] };
   }
@@ -205,6 +258,9 @@ const native = loadNativeScan();
 
 /** The scan batches go through: the C one when it loads, else the reference (same records, slower). */
 export const scanBatchSpans: ScanBatchSpans = native.scan ?? scanBatchSpansJs;
+
+/** The scan of a verbatim batch's answer: the C one when it loads, else the reference. */
+export const scanReply: ScanReply = native.scanReply ?? scanReplyJs;
 
 /** Which scan is in use, and why not the C one (logged at start-up). */
 export const batchScanner: { kind: "native" | "js"; error?: string } = native.scan

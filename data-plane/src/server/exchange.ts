@@ -79,7 +79,7 @@ export class RpcExchange {
   private xCache = "";
   /** The queued response (see `send`). */
   private answerStatus = 0;
-  private answerBody = "";
+  private answerBody: string | Uint8Array = "";
   /** The admitted key (app endpoints), whose workspace is charged for what is served. */
   private key: VerifiedKey | undefined;
   /** The rate decision, for X-RateLimit-* headers; undefined before admission. */
@@ -574,7 +574,7 @@ export class RpcExchange {
    * before the previous answer (HTTP/1.1 pipelining): pipelining is not supported (README "Endpoints"),
    * as it already was not for any request that waited on an upstream or a key lookup.
    */
-  private send(status: number, body: string): void {
+  private send(status: number, body: string | Uint8Array): void {
     // An aborted or timed-out exchange is already done (onAborted / timeOut), so this one is live.
     if (this.done) return;
     this.done = true;
@@ -601,7 +601,7 @@ export class RpcExchange {
     this.release();
   }
 
-  private write(status: number, body: string): void {
+  private write(status: number, body: string | Uint8Array): void {
     const res = this.res;
     // uWS writes "200 OK" itself when no status was written.
     if (status !== 200) res.writeStatus(STATUS[status] ?? `${status} Error`);

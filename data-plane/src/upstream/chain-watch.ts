@@ -187,8 +187,8 @@ function finalizedOf(a: Answer, height: (result: unknown) => number): number | t
 
 /** One Poll exchange with `u`: the result, RPC_ERROR for a JSON-RPC error, undefined when there was no answer. */
 async function ask(u: Upstream, body: string): Promise<Answer> {
-  const r = await u.exchange(body, ExchangeKind.Poll, (text): Answer | typeof INVALID_REPLY => {
-    const v = JSON.parse(text) as unknown;
+  const r = await u.exchange(body, ExchangeKind.Poll, (reply): Answer | typeof INVALID_REPLY => {
+    const v = JSON.parse(reply.text) as unknown;
     if (v === null || typeof v !== "object" || Array.isArray(v)) return INVALID_REPLY;
     const o = v as { result?: unknown; error?: unknown };
     if (o.error !== undefined && o.error !== null) return RPC_ERROR;

@@ -33,6 +33,7 @@ import {
   type ExchangeResult,
   exchangeFailureRow,
   INVALID_REPLY,
+  type ReplyBody,
   Upstream,
   type UpstreamEvents,
   type UpstreamOptions,
@@ -906,8 +907,8 @@ export class NetworkPool {
     const r = await this.exchangeWithFailover(
       body,
       first,
-      (text) => {
-        const replies = parseBatchReply(text, base, calls.length);
+      (reply) => {
+        const replies = parseBatchReply(reply.text, base, calls.length);
         if (replies === undefined) return INVALID_REPLY;
         if (replies !== REFUSED) return replies;
         // A healthy node that does not take batches: no penalty; stop coalescing for this network.
@@ -963,7 +964,7 @@ export class NetworkPool {
   private async exchangeWithFailover<T>(
     body: string | Uint8Array,
     first: Upstream | undefined,
-    parse: (text: string) => T | typeof INVALID_REPLY | typeof NOT_BAD | typeof RATE_LIMITED,
+    parse: (reply: ReplyBody) => T | typeof INVALID_REPLY | typeof NOT_BAD | typeof RATE_LIMITED,
     kind: ExchangeKind,
     need: Need | undefined,
     elements: number,
@@ -1072,7 +1073,7 @@ export class NetworkPool {
   private hedgedExchange(
     u: Upstream,
     body: string | Uint8Array,
-    parse: (text: string) => unknown,
+    parse: (reply: ReplyBody) => unknown,
     kind: ExchangeKind,
     tried: readonly Upstream[] | undefined,
     need: Need | undefined,
@@ -1203,10 +1204,10 @@ export class NetworkPool {
       const res = await u.exchange(
         body ?? (substrate ? SUBSTRATE_PROBE : EVM_PROBE),
         ExchangeKind.Probe,
-        (text): number | typeof RATE_LIMITED | typeof INVALID_REPLY => {
-          const head = parseHead(text, substrate);
+        (reply): number | typeof RATE_LIMITED | typeof INVALID_REPLY => {
+          const head = parseHead(reply.text, substrate);
           if (head !== undefined) return head;
-          return isRateLimitReply(text) ? RATE_LIMITED : INVALID_REPLY;
+          return isRateLimitReply(reply.text) ? RATE_LIMITED : INVALID_REPLY;
         },
       );
       if (res.ok) {
@@ -1330,9 +1331,9 @@ function singleBody(gid: number, c: OutgoingCall, paramsJson: string | undefined
 }
 
 /** The reply check of a single call sent with id `gid` (see exchangeWithFailover). */
-function singleCheck(gid: number): (text: string) => Reply | typeof INVALID_REPLY | typeof RATE_LIMITED {
-  return (text) => {
-    const reply = parseSingleReply(text, gid);
+function singleCheck(gid: number): (body: ReplyBody) => Reply | typeof INVALID_REPLY | typeof RATE_LIMITED {
+  return (body) => {
+    const reply = parseSingleReply(body.text, gid);
     if (reply === undefined) return INVALID_REPLY;
     return reply.kind === ReplyKind.Error && isRateLimitTail(reply.tail) ? RATE_LIMITED : reply;
   };

@@ -1,6 +1,6 @@
 import { SYSTEM_NUMBER_KEY } from "../../../shared/src/substrate/storage-keys";
 import { parseSingleReply, ReplyKind } from "./reply";
-import { ExchangeKind, INVALID_REPLY, type Upstream } from "./upstream";
+import { ExchangeKind, INVALID_REPLY, type ReplyBody, type Upstream } from "./upstream";
 
 /**
  * The state probe: finds the oldest block whose state an upstream serves, with a few cheap reads
@@ -90,8 +90,8 @@ export function substrateAsk(u: Upstream): AskState {
     const hashReply = await u.exchange(
       `{"jsonrpc":"2.0","id":1,"method":"chain_getBlockHash","params":[${block}]}`,
       ExchangeKind.Capability,
-      (text) => {
-        const reply = parseSingleReply(text, 1);
+      (body) => {
+        const reply = parseSingleReply(body.text, 1);
         if (reply === undefined) return INVALID_REPLY;
         if (reply.kind !== ReplyKind.Result) return null; // null or an error: no such block here
         const v = JSON.parse(`{${reply.tail.slice(1)}`) as { result?: unknown };
@@ -112,8 +112,8 @@ export function substrateAsk(u: Upstream): AskState {
 }
 
 /** A read's verdict: a result = served; a JSON-RPC error = not served. A throttling error gives none. */
-function verdict(text: string): boolean | undefined | typeof INVALID_REPLY {
-  const reply = parseSingleReply(text, 1);
+function verdict(body: ReplyBody): boolean | undefined | typeof INVALID_REPLY {
+  const reply = parseSingleReply(body.text, 1);
   if (reply === undefined) return INVALID_REPLY;
   if (reply.kind !== ReplyKind.Error) return true; // null included: the state is there, the entry is not
   return /"code"\s*:\s*(-32005|429)\b|rate.?limit|too many requests/i.test(reply.tail) ? undefined : false;

@@ -29,10 +29,27 @@ export type ExchangeFailure =
 /** What a reply check returns for a 2xx body that is not a valid JSON-RPC answer (see Upstream.exchange). */
 export const INVALID_REPLY: unique symbol = Symbol("invalid reply");
 
+const EMPTY_BODY = Buffer.alloc(0);
+
 export type ExchangeResult<T> = { ok: true; value: T } | { ok: false; failure: ExchangeFailure };
 
+/**
+ * A 2xx answer's body: its bytes, and its text decoded on first read. A check that can read the bytes
+ * (a verbatim batch's answer, passed on to the client as they are) never pays for the text.
+ */
+export class ReplyBody {
+  private decoded: string | undefined;
+
+  constructor(readonly bytes: Buffer) {}
+
+  get text(): string {
+    if (this.decoded === undefined) this.decoded = this.bytes.toString("utf8");
+    return this.decoded;
+  }
+}
+
 /** Reads a 2xx body into the caller's answer, or INVALID_REPLY. Must not throw. */
-export type ReplyCheck<T> = (text: string) => T | typeof INVALID_REPLY;
+export type ReplyCheck<T> = (body: ReplyBody) => T | typeof INVALID_REPLY;
 
 /** Passed to Upstream.exchange by a caller that may cancel the exchange; `exchange` is set by it. */
 export interface ExchangeControl {
@@ -410,18 +427,15 @@ class ExchangeHandler<T> implements Dispatcher.DispatchHandler {
     const status = this.status;
     let result: ExchangeResult<T>;
     if (status >= 200 && status < 300) {
-      const text =
-        this.chunks !== undefined
-          ? Buffer.concat(this.chunks).toString("utf8")
-          : this.first !== undefined
-            ? this.first.toString("utf8")
-            : "";
+      const body = new ReplyBody(
+        this.chunks !== undefined ? Buffer.concat(this.chunks) : (this.first ?? EMPTY_BODY),
+      );
       this.first = undefined;
       this.chunks = undefined;
       this.free();
       let value: T | typeof INVALID_REPLY;
       try {
-        value = this.check(text);
+        value = this.check(body);
       } catch {
         value = INVALID_REPLY;
       }

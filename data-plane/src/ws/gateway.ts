@@ -393,7 +393,7 @@ export class WsGateway {
   // ---- sending ----
 
   /** Sends one message; a client whose unsent backlog passes WS_MAX_BUFFERED_BYTES is closed (4008). */
-  private send(s: WsSession, text: string): void {
+  private send(s: WsSession, text: string | Uint8Array): void {
     if (s.closed || s.ending) return;
     const ws = s.ws!;
     let status = 1;

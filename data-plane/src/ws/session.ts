@@ -47,7 +47,7 @@ export interface CustomSessionInit {
    * message's span when sampled (data-plane/src/telemetry), which `handle` ends once it has answered (a
    * rejection leaves it to the caller).
    */
-  handle(text: string, requestId: string, trace?: RequestTrace): Promise<string | undefined>;
+  handle(text: string, requestId: string, trace?: RequestTrace): Promise<string | Uint8Array | undefined>;
   readonly subscriptions?: SubscriptionTarget;
 }
 

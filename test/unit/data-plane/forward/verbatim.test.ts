@@ -5,7 +5,13 @@ import {
   verbatimEligible,
 } from "../../../../data-plane/src/forward/verbatim";
 import { parseRpcBody, type RpcCall } from "../../../../data-plane/src/rpc/parse";
+import { ReplyBody } from "../../../../data-plane/src/upstream/upstream";
 import { ErrorCategory, GatewayError } from "../../../../shared/src/jsonrpc/errors";
+
+/** A node's answer as the upstream exchange hands it over. */
+function reply(text: string): ReplyBody {
+  return new ReplyBody(Buffer.from(text));
+}
 
 function calls(text: string): RpcCall[] {
   const p = parseRpcBody(text);
@@ -59,13 +65,21 @@ describe("data-plane: verbatim batches", () => {
       '[{"jsonrpc":"2.0","id":1,"method":"a_b"},{"jsonrpc":"2.0","id":"x","method":"a_b"},{"jsonrpc":"2.0","method":"a_b"}]',
     );
     const ok = readVerbatimReply(
-      ' [{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":"x","result":2}]\n',
+      reply(' [{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":"x","result":2}]\n'),
       cs,
     );
     assert.ok(typeof ok === "object");
     assert.deepEqual(ok.categories, [ErrorCategory.Success, ErrorCategory.Success, ErrorCategory.Success]);
+    // Every call succeeded: the node's bytes go to the client as they are.
+    assert.ok(ok.body instanceof Uint8Array);
+    assert.equal(
+      Buffer.from(ok.body).toString(),
+      ' [{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":"x","result":2}]\n',
+    );
     const mixed = readVerbatimReply(
-      '[{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"bad"}},{"jsonrpc":"2.0","id":1,"result":1}]',
+      reply(
+        '[{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"bad"}},{"jsonrpc":"2.0","id":1,"result":1}]',
+      ),
       cs,
     );
     assert.ok(typeof mixed === "object");
@@ -74,9 +88,11 @@ describe("data-plane: verbatim batches", () => {
       ErrorCategory.ClientError,
       ErrorCategory.Success,
     ]);
-    // "error" (or just `rror"`) anywhere, even inside a result, sends the answer the parsed way.
+    // An "error" member sends the answer the parsed way; "error" inside a result does not.
     const lookalike = readVerbatimReply(
-      '[{"jsonrpc":"2.0","id":1,"result":"horror"},{"jsonrpc":"2.0","id":"x","error":{"code":3,"message":"reverted"}}]',
+      reply(
+        '[{"jsonrpc":"2.0","id":1,"result":"horror"},{"jsonrpc":"2.0","id":"x","error":{"code":3,"message":"reverted"}}]',
+      ),
       cs,
     );
     assert.ok(typeof lookalike === "object");
@@ -86,15 +102,60 @@ describe("data-plane: verbatim batches", () => {
       ErrorCategory.Success,
     ]);
     // One answer missing (the fast path's count does not match): that call is a bad answer.
-    const missing = readVerbatimReply('[{"jsonrpc":"2.0","id":1,"result":1}]', cs);
+    const missing = readVerbatimReply(reply('[{"jsonrpc":"2.0","id":1,"result":1}]'), cs);
     assert.ok(typeof missing === "object");
     assert.equal(missing.categories[1], GatewayError.UpstreamBadResponse.category);
     assert.equal(
-      readVerbatimReply('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no batches"}}', cs),
+      readVerbatimReply(
+        reply('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no batches"}}'),
+        cs,
+      ),
       VerbatimRefusal.BatchesRefused,
     );
-    assert.equal(readVerbatimReply("<html>", cs), VerbatimRefusal.Invalid);
-    assert.equal(readVerbatimReply('[{"jsonrpc":"2.0","id":1,"result":1}', cs), VerbatimRefusal.Invalid);
-    assert.equal(readVerbatimReply("[1,2]", cs), VerbatimRefusal.Invalid);
+    assert.equal(readVerbatimReply(reply("<html>"), cs), VerbatimRefusal.Invalid);
+    assert.equal(
+      readVerbatimReply(reply('[{"jsonrpc":"2.0","id":1,"result":1}'), cs),
+      VerbatimRefusal.Invalid,
+    );
+    assert.equal(readVerbatimReply(reply("[1,2]"), cs), VerbatimRefusal.Invalid);
+  });
+
+  it("passes on only valid JSON: an answer that looks right but is not JSON is refused", () => {
+    const cs = calls('[{"jsonrpc":"2.0","id":1,"method":"a_b"},{"jsonrpc":"2.0","id":2,"method":"a_b"}]');
+    for (const bad of [
+      '[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":2,"result":}]',
+      '[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":2,"result":"0x1}]',
+      '[{"jsonrpc":"2.0","id":1,"result":1}{"jsonrpc":"2.0","id":2,"result":2}]',
+      '[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":2,"result":2},]',
+    ]) {
+      assert.equal(readVerbatimReply(reply(bad), cs), VerbatimRefusal.Invalid, bad);
+    }
+    // Valid, but not the fast path's shape: parsed, and the text passed on.
+    for (const [text, cats] of [
+      [
+        '[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":2,"error":null,"result":2}]',
+        ["success", "success"],
+      ],
+      [
+        '[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":2}]',
+        ["success", "upstream_bad_response"],
+      ],
+      [
+        '[{"jsonrpc":"2.0","id":1,"result":"\u00e9"},{"jsonrpc":"2.0","id":2,"result":"é"}]',
+        ["success", "success"],
+      ],
+    ] as const) {
+      const r = readVerbatimReply(reply(text), cs);
+      assert.ok(typeof r === "object", text);
+      assert.equal(typeof r.body, "string", text);
+      assert.equal(r.body, text);
+      assert.deepEqual(
+        r.categories,
+        cats.map((c) =>
+          c === "success" ? ErrorCategory.Success : GatewayError.UpstreamBadResponse.category,
+        ),
+        text,
+      );
+    }
   });
 });

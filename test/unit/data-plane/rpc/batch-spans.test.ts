@@ -7,14 +7,36 @@ import {
   M_METHOD,
   RECORD,
   type ScanBatchSpans,
+  type ScanReply,
   scanBatchSpans,
   scanBatchSpansJs,
+  scanReply,
+  scanReplyJs,
 } from "../../../../data-plane/src/rpc/batch-spans";
 import { MAX_BATCH_SIZE } from "../../../../shared/src/jsonrpc/types";
 import { BATCHES, el } from "../../../helpers/batch-fixtures";
 import { mutate, prng } from "../../../helpers/json-fuzz";
 
 const native = loadNativeScan().scan as ScanBatchSpans;
+const nativeReply = loadNativeScan().scanReply as ScanReply;
+
+/** Answers of nodes to batches: every call succeeded, and near misses of every kind. */
+const REPLIES = [
+  '[{"jsonrpc":"2.0","id":1,"result":"0x1"},{"jsonrpc":"2.0","id":2,"result":{"a":[1,"]"]}}]',
+  ' [ {"id":"x","jsonrpc":"2.0","result":null} , {"result":[],"id":3} ] \n',
+  "[]",
+  '[{"jsonrpc":"2.0","id":1,"result":"0x1","error":null}]',
+  '[{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}]',
+  '[{"jsonrpc":"2.0","id":1,"result":"err\\"or"},{"jsonrpc":"2.0","id":2,"result":"\\u0065rror"}]',
+  '[{"jsonrpc":"2.0","id":1,"res\\u0075lt":1}]',
+  '[{"jsonrpc":"2.0","id":1}]',
+  '[{"jsonrpc":"2.0","id":1,"result":1},]',
+  '[{"jsonrpc":"2.0","id":1,"result":1,}]',
+  '[{"jsonrpc":"2.0","id":1,"result":1}] x',
+  '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no batches"}}',
+  '[1,{"result":1}]',
+  '[{"jsonrpc":"2.0","id":1,"result":"é"}]',
+];
 
 /** The count and the records both scans give for `text`; records only where they are defined. */
 function scan(fn: ScanBatchSpans, text: string | Buffer): { count: number; records: number[][] } {
@@ -141,6 +163,31 @@ describe("data-plane rpc batch spans (C scan against the JS reference)", () => {
     assert.equal(scan(native, `${"[".repeat(100_000)}${"]".repeat(100_000)}`).count, -1);
   });
 
+  it("reads a node's answer as the JS scan does, on answers and 20,000 random edits of them", () => {
+    const counts = REPLIES.map((r) => nativeReply(Buffer.from(r)));
+    assert.deepEqual(counts, [2, 2, 0, -1, -1, 2, -1, -1, -1, -1, -1, -1, -1, -1]);
+    assert.deepEqual(
+      REPLIES.map((r) => scanReplyJs(Buffer.from(r))),
+      counts,
+    );
+    assert.equal(scanReply, nativeReply);
+    const rnd = prng(0x2e91);
+    let valid = 0;
+    for (let n = 0; n < 20_000; n++) {
+      const text = mutate(REPLIES[Math.floor(rnd() * 3)]!, rnd);
+      const c = nativeReply(Buffer.from(text));
+      assert.equal(c, scanReplyJs(Buffer.from(text)), JSON.stringify(text));
+      // What the scan passes is JSON, an array of that many objects, each with a result and no error.
+      if (c >= 0) {
+        valid++;
+        const v = JSON.parse(text) as Record<string, unknown>[];
+        assert.equal(v.length, c, text);
+        for (const o of v) assert.ok("result" in o && !("error" in o), text);
+      }
+    }
+    assert.ok(valid > 500, String(valid));
+  });
+
   it("refuses arguments it cannot read instead of throwing", () => {
     const call = native as unknown as (...a: unknown[]) => number;
     const out = new Int32Array(MAX_BATCH_SIZE * RECORD);
@@ -151,5 +198,9 @@ describe("data-plane rpc batch spans (C scan against the JS reference)", () => {
     assert.equal(call(Buffer.from("[1]"), new Int32Array(RECORD), 2), -1);
     assert.equal(call(Buffer.from("[1]"), out, -1), -1);
     assert.equal(call(Buffer.from("[1]"), out, 1), 1);
+    const reply = nativeReply as unknown as (...a: unknown[]) => number;
+    assert.equal(reply(), -1);
+    assert.equal(reply('[{"result":1}]'), -1);
+    assert.equal(reply(Buffer.from('[{"result":1}]')), 1);
   });
 });

@@ -4,7 +4,12 @@ import type { AddressInfo } from "node:net";
 import { Worker } from "node:worker_threads";
 import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
 import { BufferBudget, SharedBufferBudget } from "../../../../data-plane/src/upstream/buffer-budget";
-import { ExchangeKind, INVALID_REPLY, Upstream } from "../../../../data-plane/src/upstream/upstream";
+import {
+  ExchangeKind,
+  INVALID_REPLY,
+  type ReplyBody,
+  Upstream,
+} from "../../../../data-plane/src/upstream/upstream";
 
 const KiB = 1024;
 
@@ -92,7 +97,7 @@ describe("data plane: process-wide budget of buffered upstream bytes", function 
       },
     );
   // A reply under 64 bytes stands for an invalid JSON-RPC answer (the `bad` path after a 2xx body).
-  const check = (text: string) => (text.length >= 64 ? text.length : INVALID_REPLY);
+  const check = (reply: ReplyBody) => (reply.text.length >= 64 ? reply.text.length : INVALID_REPLY);
   const ask = (u: Upstream, o: object, kind: ExchangeKind = ExchangeKind.Light) =>
     u.exchange(JSON.stringify(o), kind, check);
 

@@ -6,6 +6,7 @@ import {
   type BreakerCause,
   type ExchangeControl,
   ExchangeKind,
+  type ReplyBody,
   retryAfterMs,
   Upstream,
 } from "../../../../data-plane/src/upstream/upstream";
@@ -191,7 +192,7 @@ describe("data plane: cancelling an upstream exchange (a hedged read's loser)", 
       { timeoutMs: 5_000, connections, breakerThreshold, breakerCooldownMs },
     );
   const BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}';
-  const check = (t: string) => t;
+  const check = (reply: ReplyBody) => reply.text;
 
   it("settles at once as cancelled: the request is aborted, counters released, no breaker count or error", async () => {
     delayMs = 2_000;

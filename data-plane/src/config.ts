@@ -152,6 +152,8 @@ export const dataPlaneEnvShape = {
    * factor in place of V8's 1.1-4x (0 = V8's own heuristics). See memory/heap-tuning.ts.
    */
   V8_HEAP_GROWING_PERCENT: env.int(25, 0, 100),
+  /** V8's allocation-site pretenuring (off by default: see memory/heap-tuning.ts). */
+  V8_ALLOCATION_SITE_PRETENURING: env.bool(false),
   /** Per-second rate limits and daily/monthly quotas (RATE_LIMIT_*, PUBLIC_RATE_LIMIT_PER_SECOND, QUOTA_*). */
   ...limitsEnvShape,
   /**

@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   // fails the process once, before any thread, like any other setting.
   loadTelemetryConfig(DATA_PLANE_SERVICE);
   // V8 flags are process-wide: set here, before any worker thread's heap exists, it applies to every one.
-  tuneHeap(config.V8_HEAP_GROWING_PERCENT);
+  tuneHeap(config.V8_HEAP_GROWING_PERCENT, config.V8_ALLOCATION_SITE_PRETENURING);
   const threads = dataPlaneThreads(config);
   if (threads > 1) return runThreads(config, threads);
   return singleThread(config);

@@ -7,7 +7,7 @@ import type { ReplyBody } from "../upstream/upstream";
 
 /**
  * Verbatim batches: a client batch whose every element is forwarded goes upstream as the client's own
- * text, and the node's answer comes back to the client as the node's text. The gateway still validates
+ * text, and the node's answer comes back to the client as the node's own bytes. The gateway still validates
  * the batch (rpc/parse.ts scans it as strictly as JSON.parse), polices and counts every element, and
  * reads each element's category from the answer; it skips what costs most per element on the usual path:
  * re-serialising each call with a rewritten id, parsing the answer and re-serialising each result. Ids

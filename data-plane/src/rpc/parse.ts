@@ -202,7 +202,7 @@ let idWritten = true;
 let prevMethod: string | undefined;
 
 /**
- * A batch body in one pass over its bytes (json-scan.ts), without JSON.parse: each element object's
+ * A batch body in one pass over its bytes (batch-spans.ts), without JSON.parse: each element object's
  * members are located as spans and only the few strings the gateway reads are made. Undefined when the
  * scan gives up: invalid JSON, any non-ASCII byte, a key or id written with escapes; the caller then
  * parses the text with JSON.parse (parseViaJsonParse), which decides. So whatever the scan accepts,

@@ -1,4 +1,4 @@
-import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import type { RequestLogRecord } from "../../../shared/src/requestlog/contract";
@@ -181,9 +181,14 @@ export class NodeGateway {
       const latencyMs = performance.now() - started;
       const network = nodeUsageNetwork(auth.node.nodeId);
       if (log !== undefined) {
+        // As on the app endpoints: one draw per request for its successes (server/exchange.ts usage).
+        let successes: boolean | undefined;
         for (let i = 0; i < methods.length; i++) {
           const cat = category(i);
-          if (!log.wants(cat)) continue;
+          if (cat === ErrorCategory.Success) {
+            successes ??= log.wants(cat);
+            if (!successes) continue;
+          } else if (!log.wants(cat)) continue;
           if (sink.rows === undefined) sink.rows = [];
           sink.rows.push({
             time: Date.now(),

@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
-import { type ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { RequestLogRecord } from "../../../shared/src/requestlog/contract";
 import { clientIp, ipBucket } from "../allowlist/ip";
@@ -94,6 +94,8 @@ export class RpcExchange {
   private publicIp: string | undefined;
   /** Request-log records sampled so far, completed (HTTP status, client prefix) and handed over in `send`. */
   private logRows: RequestLogRecord[] | undefined;
+  /** Whether this request's successes are logged: drawn once, at its first success (see usage). */
+  private successesSampled: boolean | undefined;
   /** A sampled request's trace (telemetry/tracing.ts); undefined when not sampled or tracing is off. */
   private trace: RequestTrace | undefined;
 
@@ -376,6 +378,16 @@ export class RpcExchange {
     });
     // Sampling first: an unsampled success allocates nothing.
     const log = this.ctx.requestLog;
+    if (category === ErrorCategory.Success) {
+      // One draw per HTTP request, at its first success: a request's successes are logged together or not
+      // at all. Each is still logged with probability REQUEST_LOG_SAMPLE_PERCENT / 100; a batch of 100 at
+      // 1% then costs a set of rows (and a read of the client's address) in 1% of batches instead of about
+      // one row in 63% of them, which cost 8-10 µs per batch (bench A/B with the log at 0%).
+      this.successesSampled ??= log.wants(category);
+      if (!this.successesSampled) return;
+      for (let i = item; i < item + units; i++) this.logRow(method, category, elapsedSeconds, reason, i);
+      return;
+    }
     for (let i = item; i < item + units; i++)
       if (log.wants(category)) this.logRow(method, category, elapsedSeconds, reason, i);
   }

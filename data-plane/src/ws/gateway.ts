@@ -651,9 +651,13 @@ export class WsGateway {
     requestId: string,
     item: number,
     reason: string,
+    /** The message's draw for its successes, when it has several request objects. */
+    successes?: boolean,
   ): void {
     const log = this.ctx.requestLog;
-    if (s.pool === undefined || !log.wants(category)) return;
+    if (s.pool === undefined) return;
+    if (category === ErrorCategory.Success && successes !== undefined ? !successes : !log.wants(category))
+      return;
     const rec = s.key?.record;
     log.record({
       time: Date.now(),
@@ -718,13 +722,15 @@ export class WsGateway {
     const body = planBody(plan);
     if (body !== "") this.send(s, body);
     const secs = (performance.now() - started) / 1000;
+    // As over HTTP: one draw per message for its successes (server/exchange.ts usage).
+    const successes = this.ctx.requestLog.wants(ErrorCategory.Success);
     for (let i = 0; i < n; i++) {
       after[i]?.();
       const category = plan.categories[i]!;
       this.ctx.metrics.request(pool.record.slug, category, secs);
       const it = items[i]!;
       this.hooks.answered(s, isItemError(it) ? "" : it.method, category, secs);
-      this.logRequest(s, it, category, secs, requestId, i, "");
+      this.logRequest(s, it, category, secs, requestId, i, "", successes);
     }
   }
 

@@ -225,6 +225,37 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
     await startDp("100");
   });
 
+  it("samples a request's successes together: at 50%, each batch logs all of its successes or none", async () => {
+    await startDp("50");
+    const ids: string[] = [];
+    for (let n = 0; n < 30; n++) {
+      const batch = [
+        ...Array.from({ length: 8 }, (_, i) => ({ jsonrpc: "2.0", id: i, method: "eth_blockNumber" })),
+        { jsonrpc: "2.0", id: 8, method: "stub_error" },
+      ];
+      // The plan's per-second limit counts every element: wait out a refusal (it logs no success).
+      let r = await post(rpc(), batch);
+      while (r.status === 429) {
+        await sleep(1_000);
+        r = await post(rpc(), batch);
+      }
+      assert.equal(r.status, 200);
+      ids.push(r.headers.get("x-request-id")!);
+    }
+    const last = await nodeError();
+    await waitFor(a.token, { requestId: last }, 1);
+    await sleep(300);
+    // The error element is always logged; the 8 successes of one request all, or none.
+    const counts = await Promise.all(
+      ids.map(async (requestId) => (await list(a.token, { requestId }, 50)).edges.length),
+    );
+    for (const c of counts) assert.ok(c === 1 || c === 9, String(counts));
+    const sampled = counts.filter((c) => c === 9).length;
+    // Binomial(30, 0.5): outside 3..27 with probability about 1e-6.
+    assert.ok(sampled >= 3 && sampled <= 27, String(sampled));
+    await startDp("100");
+  });
+
   it("survives a worker restart: records sent while it is down arrive once", async () => {
     await worker!.close();
     worker = undefined;

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { byteAt, scanState, scanString, scanValue, skipWs } from "./json-scan";
+import { byteAt, isWord, scanState, scanString, scanValue, skipWs } from "./json-scan";
 
 /**
  * The batch scan: one pass over a JSON-RPC batch body's bytes that validates it (what JSON.parse
@@ -114,7 +114,7 @@ function scanMembers(b: Uint8Array, i: number, out: Int32Array, r: number): numb
     const valueStart = i;
     scanState.escaped = false;
     if (member === M_PARAMS) i = scanParams(b, i, out, r + ARG0);
-    else if (member === M_JSONRPC && isVersion(b, i)) i += 5;
+    else if (member === M_JSONRPC && isWord(b, i, '"2.0"')) i += 5;
     else i = scanValue(b, i);
     if (i < 0) return -1;
     if (member >= 0) {
@@ -160,30 +160,19 @@ function compactMember(b: Uint8Array, i: number): number {
   if (i + 10 > b.length) return -1;
   const c = b[i + 1];
   if (c === 0x69 /* i */) return b[i + 2] === 0x64 && b[i + 3] === 0x22 && b[i + 4] === 0x3a ? M_ID : -1;
-  if (c === 0x6d /* m */) return isText(b, i + 2, 'ethod":') ? M_METHOD : -1;
-  if (c === 0x70 /* p */) return isText(b, i + 2, 'arams":') ? M_PARAMS : -1;
-  if (c === 0x6a /* j */) return isText(b, i + 2, 'sonrpc":') ? M_JSONRPC : -1;
+  if (c === 0x6d /* m */) return isWord(b, i + 2, 'ethod":') ? M_METHOD : -1;
+  if (c === 0x70 /* p */) return isWord(b, i + 2, 'arams":') ? M_PARAMS : -1;
+  if (c === 0x6a /* j */) return isWord(b, i + 2, 'sonrpc":') ? M_JSONRPC : -1;
   return -1;
-}
-
-/** Whether the bytes at `i` are the ASCII `text` (the caller checked the length is there). */
-function isText(b: Uint8Array, i: number, text: string): boolean {
-  for (let k = 0; k < text.length; k++) if (b[i + k] !== text.charCodeAt(k)) return false;
-  return true;
-}
-
-/** Whether `"2.0"` is at `i`. */
-function isVersion(b: Uint8Array, i: number): boolean {
-  return i + 5 <= b.length && b[i] === 0x22 && isText(b, i + 1, '2.0"');
 }
 
 /** Which member the key b[start, end) (quotes included, no escapes) names; -1 for any other key. */
 function memberOf(b: Uint8Array, start: number, end: number): number {
   const len = end - start - 2;
   const k = start + 1;
-  if (len === 2) return isText(b, k, "id") ? M_ID : -1;
-  if (len === 6) return isText(b, k, "method") ? M_METHOD : isText(b, k, "params") ? M_PARAMS : -1;
-  if (len === 7) return isText(b, k, "jsonrpc") ? M_JSONRPC : -1;
+  if (len === 2) return isWord(b, k, "id") ? M_ID : -1;
+  if (len === 6) return isWord(b, k, "method") ? M_METHOD : isWord(b, k, "params") ? M_PARAMS : -1;
+  if (len === 7) return isWord(b, k, "jsonrpc") ? M_JSONRPC : -1;
   return -1;
 }
 
@@ -210,8 +199,8 @@ export function scanReplyJs(b: Uint8Array): number {
       i = scanString(b, i);
       if (i < 0 || scanState.escaped) return -1;
       const len = i - keyStart - 2;
-      if (len === 5 && isText(b, keyStart + 1, "error")) return -1;
-      if (len === 6 && isText(b, keyStart + 1, "result")) result = true;
+      if (len === 5 && isWord(b, keyStart + 1, "error")) return -1;
+      if (len === 6 && isWord(b, keyStart + 1, "result")) result = true;
       i = skipWs(b, i);
       if (byteAt(b, i) !== 0x3a /* : */) return -1;
       i = scanValue(b, skipWs(b, i + 1));

@@ -128,8 +128,8 @@ function scanKey(b: Uint8Array, i: number): number {
   return skipWs(b, i + 1);
 }
 
-/** Whether the bytes at `i` are `word` (ASCII). */
-function isWord(b: Uint8Array, i: number, word: string): boolean {
+/** Whether the bytes at `i` are `word` (ASCII); false when the text ends first. */
+export function isWord(b: Uint8Array, i: number, word: string): boolean {
   if (i + word.length > b.length) return false;
   for (let k = 0; k < word.length; k++) if (b[i + k] !== word.charCodeAt(k)) return false;
   return true;

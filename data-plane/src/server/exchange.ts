@@ -378,18 +378,16 @@ export class RpcExchange {
     });
     // Sampling first: an unsampled success allocates nothing.
     const log = this.ctx.requestLog;
-    if (category === ErrorCategory.Success) {
-      // One draw per HTTP request, at its first success: a request's successes are logged together or not
-      // at all. Each is still logged with probability REQUEST_LOG_SAMPLE_PERCENT / 100; a batch of 100 at
-      // 1% then costs a set of rows (and a read of the client's address) in 1% of batches instead of about
-      // one row in 63% of them, which cost 8-10 µs per batch (bench A/B with the log at 0%).
-      this.successesSampled ??= log.wants(category);
-      if (!this.successesSampled) return;
-      for (let i = item; i < item + units; i++) this.logRow(method, category, elapsedSeconds, reason, i);
-      return;
-    }
+    // Successes: one draw per HTTP request, at its first success, so a request's successes are logged
+    // together or not at all. Each is still logged with probability REQUEST_LOG_SAMPLE_PERCENT / 100; a
+    // batch of 100 at 1% then costs a set of rows (and a read of the client's address) in 1% of batches
+    // instead of about one row in 63% of them, which cost 8-10 µs per batch (bench A/B with the log at 0%).
+    // Errors: each asked (always logged while the log is on).
+    const successes =
+      category === ErrorCategory.Success ? (this.successesSampled ??= log.wants(category)) : undefined;
+    if (successes === false) return;
     for (let i = item; i < item + units; i++)
-      if (log.wants(category)) this.logRow(method, category, elapsedSeconds, reason, i);
+      if (successes || log.wants(category)) this.logRow(method, category, elapsedSeconds, reason, i);
   }
 
   private logRow(

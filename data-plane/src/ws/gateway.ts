@@ -656,8 +656,9 @@ export class WsGateway {
   ): void {
     const log = this.ctx.requestLog;
     if (s.pool === undefined) return;
-    if (category === ErrorCategory.Success && successes !== undefined ? !successes : !log.wants(category))
-      return;
+    const wanted =
+      category === ErrorCategory.Success && successes !== undefined ? successes : log.wants(category);
+    if (!wanted) return;
     const rec = s.key?.record;
     log.record({
       time: Date.now(),

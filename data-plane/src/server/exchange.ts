@@ -383,9 +383,12 @@ export class RpcExchange {
     // batch of 100 at 1% then costs a set of rows (and a read of the client's address) in 1% of batches
     // instead of about one row in 63% of them, which cost 8-10 µs per batch (bench A/B with the log at 0%).
     // Errors: each asked (always logged while the log is on).
-    const successes =
-      category === ErrorCategory.Success ? (this.successesSampled ??= log.wants(category)) : undefined;
-    if (successes === false) return;
+    let successes: boolean | undefined;
+    if (category === ErrorCategory.Success) {
+      this.successesSampled ??= log.wants(category);
+      successes = this.successesSampled;
+      if (!successes) return;
+    }
     for (let i = item; i < item + units; i++)
       if (successes || log.wants(category)) this.logRow(method, category, elapsedSeconds, reason, i);
   }

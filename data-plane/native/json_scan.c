@@ -25,6 +25,8 @@
 #define F_SAME_METHOD 4
 /* Escape flag of member m: F_ESCAPED << m. */
 #define F_ESCAPED 8
+/* A member other than the four (a node may read "METHOD" as method: see batch-spans.ts). */
+#define F_OTHER_MEMBER 128
 
 #define M_JSONRPC 0
 #define M_ID 1
@@ -293,6 +295,8 @@ static int32_t scan_members(scan_t *s, int32_t i, int32_t *r) {
         flags |= F_ESCAPED << member;
       else
         flags &= ~(F_ESCAPED << member);
+    } else {
+      flags |= F_OTHER_MEMBER;
     }
     i = skip_ws(s, i);
     int32_t c = at(s, i);

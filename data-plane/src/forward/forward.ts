@@ -4,7 +4,7 @@ import type { MethodRules } from "../access/access-rules";
 import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
 import type { ResponseCache } from "../cache/response-cache";
 import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
-import { checkLogsRange, hasLogsRange } from "../limits/logs-range";
+import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import type { Metrics } from "../metrics/metrics";
 import type { MethodPolicy } from "../policy/method-policy";
 import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
@@ -71,6 +71,18 @@ export function elementRefusal(
   return undefined;
 }
 
+/**
+ * The call as it is checked and sent: for a method with a filter object (eth_getLogs, eth_newFilter) the
+ * filter rebuilt from the members the range check reads (checkedFilterParams), every other call as it is.
+ * Every entry applies it before the checks, so that what the node runs is what was checked.
+ */
+export function checkedCall(call: RpcCall): RpcCall {
+  if (!hasLogsRange(call.method)) return call;
+  const params = call.params;
+  const checked = checkedFilterParams(params);
+  return checked === params ? call : { method: call.method, params: checked, idText: call.idText };
+}
+
 /** What forwardCall did with a single call. */
 export const Outcome = {
   /** Refused before forwarding (method policy, eth_getLogs range): `refusal`. */
@@ -108,6 +120,7 @@ export function forwardCall(
   rules?: MethodRules,
   trace?: RequestTrace,
 ): CallOutcome | Promise<CallOutcome> {
+  call = checkedCall(call);
   const refusal = elementRefusal(call, pool, policy, rules);
   if (refusal !== undefined) return { kind: Outcome.Refused, refusal };
   const key = cacheKey(deps, call, pool);
@@ -475,12 +488,13 @@ export function planBatch(
   let runMethod: string | undefined;
   let runRefusal: ElementRefusal | undefined;
   for (let i = 0; i < n; i++) {
-    const item = items[i]!;
-    if (isItemError(item)) {
-      out[i] = errorJson(item.error, item.idText, { requestId });
-      categories[i] = item.error.category;
+    const element = items[i]!;
+    if (isItemError(element)) {
+      out[i] = errorJson(element.error, element.idText, { requestId });
+      categories[i] = element.error.category;
       continue;
     }
+    const item = checkedCall(element);
     let refused: ElementRefusal | undefined;
     if (item.method === runMethod) {
       refused = runRefusal;

@@ -20,6 +20,53 @@ export function hasLogsRange(method: string): boolean {
   return m === "eth_getlogs" || m === "eth_newfilter";
 }
 
+/** The filter members a node reads, spelt as the range check reads them (and only these go upstream). */
+const FILTER_MEMBERS = ["fromBlock", "toBlock", "blockHash", "address", "topics"] as const;
+
+/**
+ * An eth_getLogs / eth_newFilter call's params as they go upstream: the filter object rebuilt from the
+ * five members the range check reads, by their exact names (the last of repeated keys, as JSON.parse kept
+ * it); every other member is dropped. A node decoding with Go's encoding/json (geth, erigon, bor) reads
+ * "FromBlock", "TOBLOCK" or "ſ"-spelt keys as the members themselves, the last one winning, so a filter
+ * forwarded as written could ask it for a wider range than the one checked. The same params object when
+ * there is nothing to drop (the filter already holds only those members), so the usual call allocates
+ * nothing. Params with no filter object are returned as they are (the node refuses them).
+ */
+export function checkedFilterParams(params: unknown): unknown {
+  if (params === null || typeof params !== "object") return params;
+  if (Array.isArray(params)) {
+    const filter = params[0];
+    const checked = checkedFilter(filter);
+    if (checked === filter) return params;
+    const copy = params.slice();
+    copy[0] = checked;
+    return copy;
+  }
+  // By name (jsonrpsee-based nodes such as reth take `{"filter": {...}}`): only `filter` is kept.
+  // Without a `filter` object there is nothing the range check read (the node refuses such params).
+  const named = params as Record<string, unknown>;
+  const filter = named.filter;
+  if (filter === null || typeof filter !== "object" || Array.isArray(filter)) return params;
+  const checked = checkedFilter(filter);
+  return checked === filter && onlyKey(named, "filter") ? params : { filter: checked };
+}
+
+function checkedFilter(filter: unknown): unknown {
+  if (filter === null || typeof filter !== "object" || Array.isArray(filter)) return filter;
+  const f = filter as Record<string, unknown>;
+  let kept = 0;
+  for (const k of FILTER_MEMBERS) if (Object.hasOwn(f, k)) kept++;
+  if (Object.keys(f).length === kept) return filter;
+  const out: Record<string, unknown> = {};
+  for (const k of FILTER_MEMBERS) if (Object.hasOwn(f, k)) out[k] = f[k];
+  return out;
+}
+
+function onlyKey(o: Record<string, unknown>, key: string): boolean {
+  const keys = Object.keys(o);
+  return keys.length === 1 && keys[0] === key;
+}
+
 /** A refusal: the row (LogsRangeTooLarge), its message naming the range and the limit, and `data.limit`. */
 export interface LogsRangeRefusal {
   readonly row: typeof GatewayError.LogsRangeTooLarge;

@@ -25,6 +25,13 @@ export const F_REPEATED = 2;
 export const F_SAME_METHOD = 4;
 /** The value of member m holds a backslash escape (anywhere, for a container): `F_ESCAPED << m`. */
 export const F_ESCAPED = 8;
+/**
+ * The element has a member other than jsonrpc, id, method and params. The gateway reads only those four,
+ * by their exact names; a node may read others as them (Go's encoding/json, in geth, erigon and bor,
+ * matches member names without regard to case, with Unicode folding, and keeps the last: to it "METHOD"
+ * or "ſ"-spelt names are the method), so such an element never goes upstream as the client wrote it.
+ */
+export const F_OTHER_MEMBER = 128;
 
 /** Members, by index: their value's start (-1 absent) is at `1 + 2m`, its end at `2 + 2m`. */
 export const M_JSONRPC = 0;
@@ -123,6 +130,8 @@ function scanMembers(b: Uint8Array, i: number, out: Int32Array, r: number): numb
       out[at] = valueStart;
       out[at + 1] = i;
       flags = scanState.escaped ? flags | (F_ESCAPED << member) : flags & ~(F_ESCAPED << member);
+    } else {
+      flags |= F_OTHER_MEMBER;
     }
     i = skipWs(b, i);
     const c = byteAt(b, i);

@@ -5,6 +5,7 @@ import {
   ARGS,
   F_ESCAPED,
   F_OBJECT,
+  F_OTHER_MEMBER,
   F_REPEATED,
   F_SAME_METHOD,
   M_ID,
@@ -209,10 +210,12 @@ let prevMethod: string | undefined;
  * JSON.parse accepts too and reads as the same items (test/unit/data-plane/rpc/parse.test.ts compares
  * the two on hostile inputs); the scan only has to be fast on the batches clients really send.
  *
- * It also tells whether the text may go upstream verbatim (`verbatim`): no element repeats a member
- * (JSON.parse keeps the last of repeated keys, a node may keep the first, and then what the node runs
- * would not be what the gateway checked) and every id's text is the one the gateway echoes (an id
- * written `1e3`, `1.0` or `-0` would come back from the node in another spelling).
+ * It also tells whether the text may go upstream verbatim (`verbatim`): every element's members are
+ * exactly jsonrpc, id, method and params, none repeated (JSON.parse keeps the last of repeated keys, a
+ * node may keep the first; Go's decoder reads "METHOD" or "Params" as the member it checks: then what the
+ * node runs would not be what the gateway checked), and every id's text is the one the gateway echoes
+ * (an id written `1e3`, `1.0` or `-0` would come back from the node in another spelling). Any other
+ * element is re-serialised from the values checked, which drops every other member.
  */
 function scanBatch(text: string, b: Uint8Array): ParseResult | undefined {
   // Byte offsets are the text's only while both are ASCII: the scan gives up on any other byte, and a
@@ -233,7 +236,7 @@ function scanBatch(text: string, b: Uint8Array): ParseResult | undefined {
       items[k] = INVALID_NULL_ID;
       continue;
     }
-    if ((flags & F_REPEATED) !== 0) verbatim = false;
+    if ((flags & (F_REPEATED | F_OTHER_MEMBER)) !== 0) verbatim = false;
     const item = elementItem(text, b, r, flags, same);
     if (item === undefined) return undefined;
     if (!idWritten) verbatim = false;

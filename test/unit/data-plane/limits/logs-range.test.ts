@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { checkLogsRange, hasLogsRange } from "../../../../data-plane/src/limits/logs-range";
+import {
+  checkedFilterParams,
+  checkLogsRange,
+  hasLogsRange,
+} from "../../../../data-plane/src/limits/logs-range";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 
 const hex = (n: number) => `0x${n.toString(16)}`;
@@ -140,5 +144,33 @@ describe("data plane: eth_getLogs block range check", () => {
     }
     // The quoted bound is bounded in length (it comes from the client).
     assert.ok(check({ fromBlock: "x".repeat(100_000) })!.message.length < 200);
+  });
+
+  it("rebuilds the filter from the five members it reads, dropping every other spelling; nothing to drop, nothing made", () => {
+    const wide = JSON.parse('[{"fromBlock":"0x100","toBlock":"0x101","FromBlock":"0x0","ToBlock":"latest"}]');
+    assert.deepEqual(checkedFilterParams(wide), [{ fromBlock: "0x100", toBlock: "0x101" }]);
+    assert.deepEqual(wide[0].FromBlock, "0x0", "the client's params are not changed");
+    const all = {
+      fromBlock: "0x1",
+      toBlock: "0x2",
+      blockHash: null,
+      address: ["0xa"],
+      topics: [null, ["0xb"]],
+    };
+    const plain = [all, "extra"];
+    assert.equal(checkedFilterParams(plain), plain, "already canonical: the same object");
+    assert.deepEqual(checkedFilterParams([{ ...all, fromBloc\u212a: "0x0", blockhash: "0x9" }, "extra"]), [
+      all,
+      "extra",
+    ]);
+    // By name (reth): only `filter`, itself rebuilt.
+    assert.deepEqual(checkedFilterParams({ filter: { toBlock: "0x2", TOBLOCK: "latest" }, Filter: {} }), {
+      filter: { toBlock: "0x2" },
+    });
+    const named = { filter: { fromBlock: "0x1" } };
+    assert.equal(checkedFilterParams(named), named);
+    // No filter object: as it is (the node refuses it).
+    for (const p of [undefined, null, [], ["0x1"], [null], [[1]], {}])
+      assert.equal(checkedFilterParams(p), p);
   });
 });

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   batchScanner,
   F_OBJECT,
+  F_OTHER_MEMBER,
   F_SAME_METHOD,
   loadNativeScan,
   M_METHOD,
@@ -143,6 +144,18 @@ describe("data-plane rpc batch spans (C scan against the JS reference)", () => {
       [false, true, false, false, false, true],
     );
     assert.ok(records[0]![1 + 2 * M_METHOD]! > 0);
+  });
+
+  it("marks an element with a member other than the four, however close its name is to one of them", () => {
+    const text =
+      `[${el("1", "a")},{"jsonrpc":"2.0","id":1,"method":"a","METHOD":"b"},{"Params":[],"jsonrpc":"2.0","id":2,"method":"a"},` +
+      '{"jsonrpc":"2.0","method":"a","x":{"method":"b"}},{"jsonrpc":"2.0","id":3,"method":"a","params":[{"method":"b"}]},{}]';
+    const { count, records } = sameScans(text) as ReturnType<typeof scan>;
+    assert.equal(count, 6);
+    assert.deepEqual(
+      records.map((r) => (r[0]! & F_OTHER_MEMBER) !== 0),
+      [false, true, true, true, false, false],
+    );
   });
 
   it("stops at the batch limit, and on nesting past 512 gives up where the JS scan goes on", () => {

@@ -157,7 +157,7 @@ describe("data-plane rpc parse", () => {
     assert.ok(valid > 1000, String(valid));
   });
 
-  it("says when the text may go upstream as it is: no repeated member, every id as written, ASCII", () => {
+  it("says when the text may go upstream as it is: the four members only, none repeated, every id as written, ASCII", () => {
     const verbatim = (text: string) => {
       const r = parseRpcBody(text);
       assert.ok(r.ok && r.batch, text);
@@ -172,6 +172,11 @@ describe("data-plane rpc parse", () => {
     assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"id":1,"method":"a"}]'));
     assert.ok(!verbatim('[{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"a"}]'));
     assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","p\\u0061rams":[]}]'));
+    // Go's decoder reads these as method / params / id (case folded, last wins): re-serialised, never sent as written.
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","METHOD":"b"}]'));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","params":[],"Params":[1]}]'));
+    assert.ok(!verbatim(`[${el("1")},{"jsonrpc":"2.0","id":2,"ID":3,"method":"a"}]`));
+    assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","extra":true}]'));
     assert.ok(!verbatim('[{"jsonrpc":"2.0","id":"\\u0061","method":"a"}]'));
     assert.ok(!verbatim('[{"jsonrpc":"2.0","id":1,"method":"a","params":["é"]}]'));
   });

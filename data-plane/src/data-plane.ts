@@ -179,7 +179,10 @@ export async function startDataPlane(
         })
       : undefined;
   const usage = overrides.usage ?? ownedUsage!.recorder;
-  const ownedRequestLog = overrides.requestLog === undefined ? createRequestLog(config, logger) : undefined;
+  const ownedRequestLog =
+    overrides.requestLog === undefined
+      ? createRequestLog(config, logger, metrics instanceof PromMetrics ? metrics.registry : undefined)
+      : undefined;
   const requestLog = overrides.requestLog ?? ownedRequestLog!.log;
   metrics.limitsHealth(() => limits.redisHealth());
   const nodeLookup =

@@ -9,6 +9,7 @@ import {
   type RequestLogRecord,
   RequestLogRecordSchema,
 } from "../../../shared/src/requestlog/contract";
+import { makeSafe } from "../../../shared/src/requestlog/safe-record";
 import { entryJson, StreamConsumer } from "../common/stream-consumer";
 import { dayStart, ensurePartitions, retentionCutoff } from "./requestlog.partitions";
 
@@ -26,7 +27,7 @@ export interface RequestLogIngestorOptions {
   beforeAck?: (entryId: string) => void;
 }
 
-/** Rows per INSERT: 13 parameters each, well under Postgres' 65,535 bind parameters. */
+/** Rows per INSERT: 14 parameters each, well under Postgres' 65,535 bind parameters. */
 const ROWS_PER_INSERT = 1_000;
 /** Records stamped further ahead than this (a skewed clock) are skipped rather than given a partition. */
 const MAX_FUTURE_MS = 86_400_000;
@@ -87,6 +88,9 @@ export class RequestLogIngestor {
     const cutoff = retentionCutoff(now, this.opts.retentionDays);
     const out: RequestLogRecord[] = [];
     for (const r of batch.data.records) {
+      // Made safe before the schema: a record from elsewhere than a data plane may still hold a U+0000, or
+      // a method too long for the schema that is kept cut instead of skipped.
+      if (typeof r === "object" && r !== null && !Array.isArray(r)) makeSafe(r as RequestLogRecord);
       const rec = RequestLogRecordSchema.safeParse(r);
       if (!rec.success) {
         this.stats.invalid++;
@@ -119,7 +123,7 @@ export class RequestLogIngestor {
         const b = params.length;
         tuples.push(
           `(to_timestamp($${b + 1}::double precision / 1000), $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, ` +
-            `$${b + 7}, $${b + 8}, $${b + 9}, $${b + 10}, $${b + 11}, $${b + 12}, $${b + 13})`,
+            `$${b + 7}, $${b + 8}, $${b + 9}, $${b + 10}, $${b + 11}, $${b + 12}, $${b + 13}, $${b + 14})`,
         );
         params.push(
           r.time,
@@ -130,6 +134,7 @@ export class RequestLogIngestor {
           r.network,
           r.transport,
           r.method,
+          r.methodLength ?? null,
           r.httpStatus,
           r.category,
           r.reason,
@@ -139,7 +144,7 @@ export class RequestLogIngestor {
       }
       const res = (await this.ds.query(
         `INSERT INTO request_log (time, request_id, item, workspace_id, app_id, network, transport, method,
-           http_status, category, reason, latency_ms, client_ip)
+           method_length, http_status, category, reason, latency_ms, client_ip)
          VALUES ${tuples.join(", ")} ON CONFLICT DO NOTHING RETURNING 1`,
         params,
       )) as unknown[];

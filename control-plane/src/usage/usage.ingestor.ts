@@ -10,6 +10,7 @@ import {
   UsageRowSchema,
   UUID_RE,
 } from "../../../shared/src/usage/contract";
+import { safeText } from "../../../shared/src/text/safe-text";
 import { entryJson, StreamConsumer } from "../common/stream-consumer";
 import { applyBatch } from "./usage.sql";
 
@@ -91,6 +92,9 @@ export class UsageIngestor {
         (row.data.workspaceId === null || UUID_RE.test(row.data.workspaceId)) &&
         (row.data.appId === null || UUID_RE.test(row.data.appId))
       ) {
+        // The data plane only writes bounded ASCII names (MethodBounder); an entry from anything else must
+        // not carry what Postgres refuses (U+0000) into the rollups either.
+        row.data.method = safeText(row.data.method, 128) || "other";
         rows.push(row.data);
       } else {
         this.stats.invalidRows++;

@@ -20,6 +20,10 @@ export interface RequestLogIngestorOptions {
   batch: number;
   claimIdleMs: number;
   retentionDays: number;
+  /** Failures of one entry (Postgres answering) before it is set aside to the dead-letter stream (default 5). */
+  maxAttempts?: number;
+  /** First wait before a failed entry is tried again; doubles (default 1 s). */
+  retryBaseMs?: number;
   /** Removal of idle consumers (StreamConsumerOptions; defaults 1 h and 24 h). */
   pruneIntervalMs?: number;
   pruneIdleMs?: number;
@@ -64,6 +68,11 @@ export class RequestLogIngestor {
       label: "request-log",
       pruneIntervalMs: opts.pruneIntervalMs,
       pruneIdleMs: opts.pruneIdleMs,
+      maxAttempts: opts.maxAttempts,
+      attemptBackoffMs: opts.retryBaseMs,
+      deadLetterStream: names.deadLetterStream(names.requestLogStream()),
+      // A failure while Postgres itself is away is not the entry's fault (see StreamConsumerOptions.probe).
+      probe: () => this.ds.query("SELECT 1"),
       handle: (id, fields) => this.store(id, fields),
     });
   }

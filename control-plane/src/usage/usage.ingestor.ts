@@ -19,6 +19,10 @@ export interface UsageIngestorOptions {
   blockMs: number;
   batch: number;
   claimIdleMs: number;
+  /** Failures of one entry (Postgres answering) before it is set aside to the dead-letter stream (default 5). */
+  maxAttempts?: number;
+  /** First wait before a failed entry is tried again; doubles (default 1 s). */
+  retryBaseMs?: number;
   /** Removal of idle consumers (StreamConsumerOptions; defaults 1 h and 24 h). */
   pruneIntervalMs?: number;
   pruneIdleMs?: number;
@@ -71,6 +75,11 @@ export class UsageIngestor {
       label: "usage",
       pruneIntervalMs: opts.pruneIntervalMs,
       pruneIdleMs: opts.pruneIdleMs,
+      maxAttempts: opts.maxAttempts,
+      attemptBackoffMs: opts.retryBaseMs,
+      deadLetterStream: names.deadLetterStream(names.usageStream()),
+      // A failure while Postgres itself is away is not the entry's fault (see StreamConsumerOptions.probe).
+      probe: () => this.ds.query("SELECT 1"),
       handle: (id, fields) => this.apply(id, fields),
     });
   }

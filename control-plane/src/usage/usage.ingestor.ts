@@ -2,6 +2,7 @@ import { DataSource } from "typeorm";
 import { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
+import { safeText } from "../../../shared/src/text/safe-text";
 import {
   USAGE_CONSUMER_GROUP,
   USAGE_STREAM_FIELD,
@@ -10,7 +11,6 @@ import {
   UsageRowSchema,
   UUID_RE,
 } from "../../../shared/src/usage/contract";
-import { safeText } from "../../../shared/src/text/safe-text";
 import { entryJson, StreamConsumer } from "../common/stream-consumer";
 import { applyBatch } from "./usage.sql";
 

@@ -6,9 +6,9 @@ import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/
 import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
-import { withRetryAfter } from "../auth/lookup-throttle";
 import { bearerToken, type JwtCheck } from "../auth/jwt";
 import type { VerifiedKey } from "../auth/key-verifier";
+import { withRetryAfter } from "../auth/lookup-throttle";
 import {
   elementRefusal,
   forwardCall,

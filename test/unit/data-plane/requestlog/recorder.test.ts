@@ -206,7 +206,8 @@ describe("data-plane: RedisRequestLog", () => {
     );
     for (const r of got) {
       assert.ok(r.method.length <= 100);
-      assert.ok(!/[\u0000-\u001f]/.test(r.method));
+      for (let i = 0; i < r.method.length; i++)
+        assert.ok(r.method.charCodeAt(i) >= 0x20, "no control character");
       // What Postgres gets: the UTF-8 of the text has no NUL and decodes back to the same text.
       const bytes = Buffer.from(r.method, "utf8");
       assert.ok(!bytes.includes(0));

@@ -57,6 +57,17 @@ export interface StreamConsumerOptions {
   probe?: () => Promise<unknown>;
 }
 
+/**
+ * Thrown by a handler to end the round at once: the entry stays pending and nothing is counted against
+ * it, as when the store is away (the ingestors' test hooks throw it to simulate a crash before XACK).
+ */
+export class HaltRound extends Error {
+  constructor(cause: unknown) {
+    super(String((cause as Error)?.message ?? cause), { cause });
+    this.name = "HaltRound";
+  }
+}
+
 /** Default attempts of one entry before it is set aside. */
 export const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_DEAD_LETTER_MAXLEN = 10_000;
@@ -311,7 +322,7 @@ export class StreamConsumer {
       try {
         done = await this.opts.handle(id, fields);
       } catch (err) {
-        if (!(await this.storeWorks())) throw err;
+        if (err instanceof HaltRound || !(await this.storeWorks())) throw err;
         await this.entryFailed(id, fields, err);
         continue;
       }

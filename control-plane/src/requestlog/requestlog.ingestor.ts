@@ -10,7 +10,7 @@ import {
   RequestLogRecordSchema,
 } from "../../../shared/src/requestlog/contract";
 import { makeSafe } from "../../../shared/src/requestlog/safe-record";
-import { entryJson, StreamConsumer } from "../common/stream-consumer";
+import { entryJson, HaltRound, StreamConsumer } from "../common/stream-consumer";
 import { dayStart, ensurePartitions, retentionCutoff } from "./requestlog.partitions";
 
 export interface RequestLogIngestorOptions {
@@ -81,7 +81,11 @@ export class RequestLogIngestor {
     const records = this.parse(id, fields);
     if (records.length > 0) await this.insert(records);
     this.stats.entries++;
-    this.opts.beforeAck?.(id);
+    try {
+      this.opts.beforeAck?.(id);
+    } catch (err) {
+      throw new HaltRound(err); // a simulated crash: the round ends there
+    }
     return true;
   }
 

@@ -11,7 +11,7 @@ import {
   UsageRowSchema,
   UUID_RE,
 } from "../../../shared/src/usage/contract";
-import { entryJson, StreamConsumer } from "../common/stream-consumer";
+import { entryJson, HaltRound, StreamConsumer } from "../common/stream-consumer";
 import { applyBatch } from "./usage.sql";
 
 export interface UsageIngestorOptions {
@@ -118,6 +118,12 @@ export class UsageIngestor {
     const applied = await applyBatch(this.ds.manager, parsed.data.batchId, id, rows);
     if (applied) this.stats.applied++;
     else this.stats.duplicates++;
-    return this.opts.beforeAck?.(id) !== false;
+    let ack: boolean | undefined;
+    try {
+      ack = this.opts.beforeAck?.(id);
+    } catch (err) {
+      throw new HaltRound(err); // a simulated crash: the round ends there
+    }
+    return ack !== false;
   }
 }

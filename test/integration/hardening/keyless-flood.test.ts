@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { request } from "node:http";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
@@ -211,4 +212,53 @@ describe("keyless flood: 10,000 unknown keys from one address", function () {
       }
     });
   }
+
+  it("the throttle holds on every path: HTTP, WebSocket upgrades and dedicated-node endpoints answer 429 with Retry-After", async () => {
+    const base = await startDp({ KEY_LOOKUP_MAX_FAILURES: "3", KEY_LOOKUP_WINDOW_MS: "3600000" });
+    const unknown = () => randomBytes(24).toString("base64url");
+    const call = { jsonrpc: "2.0", id: 1, method: "eth_chainId" };
+    for (let i = 0; i < 3; i++)
+      assert.equal((await post(`${base}/evm-stub/rpc?apikey=${unknown()}`, call)).status, 401);
+    const checkThrottled = (status: number, retryAfter: string | null | undefined, body: string) => {
+      assert.equal(status, 429);
+      const s = Number(retryAfter);
+      assert.ok(s >= 1 && s <= 3600, `Retry-After ${retryAfter}`);
+      const err = JSON.parse(body).error;
+      assert.equal(err.data.reason, "key_lookup_throttled");
+      assert.equal(err.data.category, "Too Many Requests");
+      assert.ok(err.data.retryAfterMs > 0 && err.data.retryAfterMs <= 3_600_000);
+    };
+    const http = await post(`${base}/evm-stub/rpc?apikey=${unknown()}`, call);
+    checkThrottled(http.status, http.headers.get("retry-after"), http.text);
+    const node = await post(`${base}/nodes/00000000-0000-4000-8000-000000000000/${unknown()}`, call);
+    checkThrottled(node.status, node.headers.get("retry-after"), node.text);
+    for (const path of [
+      `/evm-stub/rpc?apikey=${unknown()}`,
+      `/nodes/00000000-0000-4000-8000-000000000000/${unknown()}`,
+    ]) {
+      const upgrade = await new Promise<{ status: number; retryAfter: string | undefined; body: string }>(
+        (resolve, reject) => {
+          const req = request(`${base}${path}`, {
+            headers: {
+              connection: "Upgrade",
+              upgrade: "websocket",
+              "sec-websocket-version": "13",
+              "sec-websocket-key": randomBytes(16).toString("base64"),
+            },
+          });
+          req.on("response", (res) => {
+            let body = "";
+            res.on("data", (c: Buffer) => (body += c.toString()));
+            res.on("end", () =>
+              resolve({ status: res.statusCode!, retryAfter: res.headers["retry-after"] as string, body }),
+            );
+          });
+          req.on("upgrade", () => reject(new Error(`${path}: upgraded`)));
+          req.on("error", reject);
+          req.end();
+        },
+      );
+      checkThrottled(upgrade.status, upgrade.retryAfter, upgrade.body);
+    }
+  });
 });

@@ -76,7 +76,17 @@ export class HttpServer implements ExchangeTracker {
           guard.http("node", (res, req) =>
             this.refusing
               ? this.shuttingDown(res, "")
-              : serveNodeHttp(nodes, this, guard, maxBody, res, req, keyInPath, ctx.tracing),
+              : serveNodeHttp(
+                  nodes,
+                  this,
+                  guard,
+                  maxBody,
+                  res,
+                  req,
+                  keyInPath,
+                  ctx.tracing,
+                  ctx.trustedProxies,
+                ),
           ),
         );
       }

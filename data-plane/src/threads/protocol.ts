@@ -14,6 +14,8 @@ export interface ThreadData {
   readonly bufferBudget: SharedArrayBuffer;
   /** The per-tenant caps' counts shared by every thread (limits/tenant-counts.ts: allocateTenantTables). */
   readonly tenantTables: SharedArrayBuffer;
+  /** Failed key look-ups per client address, shared by every thread (auth/lookup-throttle.ts). */
+  readonly keyLookupTable: SharedArrayBuffer;
 }
 
 /** Main thread -> serving thread. */

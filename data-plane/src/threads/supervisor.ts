@@ -2,6 +2,7 @@ import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
+import { KeyLookupThrottle } from "../auth/lookup-throttle";
 import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
 import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
@@ -66,6 +67,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const readyFlags = ThreadReadiness.allocate(threadCount);
   const bufferBudget = SharedBufferBudget.allocate();
   const tenantTables = allocateTenantTables();
+  const keyLookupTable = KeyLookupThrottle.allocate();
   const threads: Thread[] = [];
   let stopping = false;
   let exitCode = 0;
@@ -196,6 +198,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       readyFlags,
       bufferBudget,
       tenantTables,
+      keyLookupTable,
     };
     const worker = new Worker(join(__dirname, "worker.js"), { workerData: data });
     const t: Thread = {

@@ -101,6 +101,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
       metrics,
       bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
       tenantCounts: sharedTenantCounts(data.tenantTables),
+      keyLookupTable: data.keyLookupTable,
       thread: hooks,
     },
   ).then(

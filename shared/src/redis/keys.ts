@@ -88,6 +88,22 @@ export class RedisNames {
   }
 
   /**
+   * Stream: entries a stream consumer set aside after they failed INGEST_MAX_ATTEMPTS times (the original
+   * fields plus `deadEntryId`, `deadError`, `deadAttempts`, `deadAt`), e.g. `requestlog:stream:dead`.
+   */
+  deadLetterStream(stream: string): string {
+    return `${stream}:dead`;
+  }
+
+  /**
+   * Hash per UTC minute (epoch ms of its start) of errors that belong to no workspace (unknown or missing
+   * key, public endpoint): field `<reason>|<client /24 or /48>`, value = count. Short TTL.
+   */
+  keylessErrors(minuteMs: number): string {
+    return `${this.prefix}keyless:${minuteMs}`;
+  }
+
+  /**
    * Prefix BullMQ puts in front of its queue keys (`<bullPrefix>:<queue>:...`), inside the namespace. On a
    * Redis Cluster it is a hash tag, `{<prefix>bull}`: BullMQ's scripts touch several keys of a queue at
    * once, so they must share a slot (every queue then lives in that one slot). A single Redis keeps the

@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { poisonedJobs } from "../../../../control-plane/src/common/metrics";
 import { newWebhookEventId, recordDeliveries } from "../../../../control-plane/src/webhooks/webhook.queue";
 import { type ControlPlaneWorker, startWorker } from "../../../../control-plane/src/worker/worker";
+import { JobName, QueueName } from "../../../../shared/src/queue/names";
 import { utcDayKey } from "../../../../shared/src/quota/day";
 import { ADMIN_TOKEN, code, createApp, type Harness, type Json, startHarness } from "../harness";
 import { type Received, WebhookReceiver } from "./receiver";
@@ -220,6 +222,33 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       at[1] - at[0] >= RETRY_BASE_MS * 0.9 && at[2] - at[1] >= 2 * RETRY_BASE_MS * 0.9,
       `attempt times ${at}`,
     );
+  });
+
+  it("a poisoned delivery job fails at once (no retries), is kept among the failed jobs and counted; other deliveries go on", async () => {
+    const counted = async () =>
+      (await poisonedJobs.get()).values.find((v) => v.labels.queue === QueueName.Webhooks)?.value ?? 0;
+    const before = await counted();
+    const q = worker!.webhooks.queue.queue;
+    // Not a delivery id (Postgres would refuse it on every attempt), with retries and a long backoff.
+    const poisoned = await q.add(
+      JobName.WebhookDeliver,
+      { deliveryId: "not-a-uuid\u0000" },
+      { attempts: 6, backoff: { type: "exponential", delay: 60_000 }, removeOnFail: 50 },
+    );
+    const { endpoint } = await create(a.token, { eventTypes: ["QUOTA_THRESHOLD"] }, "/after-poison");
+    await h.ok(
+      `mutation($id: ID!) { sendTestWebhook(endpointId: $id) { id } }`,
+      { id: endpoint.id },
+      a.token,
+    );
+    await rx.waitFor("/after-poison", (rs) => rs.length === 1);
+    const job = await until("the poisoned job failed", async () => {
+      const j = await q.getJob(poisoned.id!);
+      return j !== undefined && (await j.getState()) === "failed" ? j : undefined;
+    });
+    assert.equal(job.attemptsMade, 1, "no retry of a payload that can never run");
+    assert.match(job.failedReason, /poisoned webhook-deliver payload/);
+    assert.equal(await counted(), before + 1);
   });
 
   it("gives up after WEBHOOK_MAX_ATTEMPTS: FAILED with every attempt recorded", async () => {

@@ -507,10 +507,39 @@ function checkWorkerAndNodes(objs: K8sObject[]): void {
 function checkServiceMonitor(objs: K8sObject[]): void {
   const sm = find(objs, "ServiceMonitor", "data-plane");
   assert.equal(sm.apiVersion, "monitoring.coreos.com/v1");
-  const svc = find(objs, "Service", "data-plane");
+  const dp = workload(objs, "data-plane");
+  const c = dp.pod.containers[0];
+  const { env } = resolveEnv(objs, GATEWAY_NS, c);
+  // /metrics is on METRICS_PORT, a container port of its own, reachable from Prometheus (not loopback).
+  const metricsPort = loadDataPlaneConfig(env).METRICS_PORT;
+  const named = (c.ports ?? []).find((p: K8sObject) => p.containerPort === metricsPort);
+  assert.ok(named, `data plane: METRICS_PORT ${metricsPort} is not a container port`);
+  assert.notEqual(
+    env.METRICS_HOST ?? "127.0.0.1",
+    "127.0.0.1",
+    "data plane: metrics bound to loopback in a pod",
+  );
+  const publicSvc = find(objs, "Service", "data-plane");
+  for (const p of publicSvc.spec.ports)
+    assert.ok(
+      p.targetPort !== named.name && p.targetPort !== metricsPort,
+      "the public data-plane Service exposes the metrics port",
+    );
+  const scraped = objs.filter(
+    (o) =>
+      o.kind === "Service" &&
+      o.metadata.namespace === GATEWAY_NS &&
+      selects(sm.spec.selector, o.metadata.labels),
+  );
+  assert.deepEqual(
+    scraped.map((o) => o.metadata.name),
+    ["data-plane-metrics"],
+    "the ServiceMonitor must select the data-plane-metrics Service only",
+  );
+  const svc = scraped[0]!;
   assert.ok(
-    selects(sm.spec.selector, svc.metadata.labels),
-    "the ServiceMonitor does not select the data-plane Service",
+    selects({ matchLabels: svc.spec.selector }, dp.labels),
+    "data-plane-metrics does not select the data plane",
   );
   assert.ok(
     Array.isArray(sm.spec.endpoints) && sm.spec.endpoints.length > 0,
@@ -519,14 +548,18 @@ function checkServiceMonitor(objs: K8sObject[]): void {
   const allowed = new Set(["port", "path", "interval", "scrapeTimeout", "scheme"]);
   for (const ep of sm.spec.endpoints) {
     for (const k of Object.keys(ep)) assert.ok(allowed.has(k), `ServiceMonitor endpoint field ${k}`);
+    const port = svc.spec.ports.find((p: K8sObject) => p.name === ep.port);
+    assert.ok(port, `ServiceMonitor port ${ep.port} not on the Service`);
     assert.ok(
-      svc.spec.ports.some((p: K8sObject) => p.name === ep.port),
-      `ServiceMonitor port ${ep.port} not on the Service`,
+      port.targetPort === named.name || port.targetPort === metricsPort,
+      `ServiceMonitor port ${ep.port} does not reach METRICS_PORT`,
     );
     assert.equal(ep.path, "/metrics");
     assert.match(ep.interval, /^\d+s$/);
   }
   assert.deepEqual(Object.keys(sm.spec).sort(), ["endpoints", "selector"], "ServiceMonitor spec fields");
+  const ann = dp.object.spec.template.metadata.annotations ?? {};
+  assert.equal(ann["prometheus.io/port"], String(metricsPort), "prometheus.io/port is not METRICS_PORT");
 }
 
 function checkAll(objs: K8sObject[], v: Validators): void {
@@ -566,6 +599,7 @@ describe("deploy/kubernetes (kustomize)", function () {
         "Deployment/worker",
         "Job/migrate",
         "ServiceMonitor/data-plane",
+        "Service/data-plane-metrics",
         "NetworkPolicy/dedicated-nodes-ingress",
       ]) {
         assert.ok(kinds.includes(k), `${k} missing`);
@@ -756,9 +790,39 @@ describe("deploy/kubernetes (kustomize)", function () {
       [
         "ServiceMonitor on a missing port",
         (o) => {
-          find(o, "ServiceMonitor", "data-plane").spec.endpoints[0].port = "metrics";
+          find(o, "ServiceMonitor", "data-plane").spec.endpoints[0].port = "http";
         },
-        /ServiceMonitor port metrics not on the Service/,
+        /ServiceMonitor port http not on the Service/,
+      ],
+      [
+        "ServiceMonitor scraping the public Service",
+        (o) => {
+          find(o, "ServiceMonitor", "data-plane").spec.selector.matchLabels["app.kubernetes.io/component"] =
+            "data-plane";
+        },
+        /must select the data-plane-metrics Service only/,
+      ],
+      [
+        "the metrics port on the public Service",
+        (o) => {
+          find(o, "Service", "data-plane").spec.ports.push({
+            name: "metrics",
+            port: 9464,
+            targetPort: "metrics",
+          });
+        },
+        /public data-plane Service exposes the metrics port/,
+      ],
+      [
+        "metrics left on loopback in the pod",
+        (o) => {
+          const env = dp(o).pod.containers[0].env;
+          env.splice(
+            env.findIndex((e: K8sObject) => e.name === "METRICS_HOST"),
+            1,
+          );
+        },
+        /metrics bound to loopback in a pod/,
       ],
     ];
     for (const [what, breakIt, expected] of cases) {

@@ -35,7 +35,7 @@ export interface ControlPlane {
 }
 
 export interface ControlPlaneOptions {
-  /** Host to bind (default 0.0.0.0). */
+  /** Host to bind (default: CONTROL_PLANE_HOST). */
   host?: string;
   /** Full re-publish into Redis after start (default true). */
   publishOnStart?: boolean;
@@ -216,7 +216,7 @@ export async function createControlPlane(
     srv.requestTimeout = config.requestTimeoutMs;
     await new Promise<void>((resolve, reject) => {
       srv.once("error", reject);
-      srv.listen(config.port, opts.host ?? "0.0.0.0", () => resolve());
+      srv.listen(config.port, opts.host ?? config.host, () => resolve());
     });
     // graphql-ws subscriptions on the same path (`dedicatedNodeStatus`); the token comes in connectionParams.
     // A message over the cap closes its socket with 1009 (ws) before it is buffered whole.

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import path from "node:path";
 import { readFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
+import path from "node:path";
 import { acceptsConnection, freePort } from "../helpers/ports";
 import { createTestDatabase, type TestDatabase } from "../helpers/postgres";
 import { type StartedProcess, startProcess } from "../helpers/process";

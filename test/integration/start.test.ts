@@ -94,6 +94,8 @@ describe("npm start (scripts/start.js)", function () {
       assert.equal(await acceptsConnection("127.0.0.2", port), false, `${name} listens beyond 127.0.0.1`);
     }
     assert.equal((await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).status, 200);
+    const ready = await fetch(`http://127.0.0.1:${ports.cp}/readyz`);
+    assert.deepEqual(await ready.json(), { status: "ready", postgres: "ok", redis: "ok" });
     assert.equal((await fetch(`http://127.0.0.1:${ports.dp}/metrics`)).status, 404);
 
     // The demo account: a random password printed once, which logs in, and no operator rights. The

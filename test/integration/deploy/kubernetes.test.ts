@@ -257,8 +257,8 @@ function checkProbes(objs: K8sObject[]): void {
   );
   assert.equal(
     cp.readinessProbe?.httpGet?.path,
-    "/healthz",
-    "control-plane readiness probe is not GET /healthz",
+    "/readyz",
+    "control-plane readiness probe is not GET /readyz",
   );
   for (const c of [dp, cp]) {
     const ports = new Set((c.ports ?? []).flatMap((p: K8sObject) => [p.name, p.containerPort]));
@@ -668,6 +668,13 @@ describe("deploy/kubernetes (kustomize)", function () {
           dp(o).pod.containers[0].readinessProbe.httpGet.path = "/healthz";
         },
         /readiness probe is not GET \/readyz/,
+      ],
+      [
+        "control-plane readiness that ignores Postgres and Redis",
+        (o) => {
+          workload(o, "control-plane").pod.containers[0].readinessProbe.httpGet.path = "/healthz";
+        },
+        /control-plane readiness probe is not GET \/readyz/,
       ],
       [
         "no liveness probe",

@@ -287,6 +287,33 @@ describe("data plane with DATA_PLANE_THREADS=2: start-up", function () {
     }
   });
 
+  it("a metrics port already taken stops the whole process: exit 1, the reason on stderr", async () => {
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
+    const metricsPort = (holder.address() as AddressInfo).port;
+    try {
+      const child = spawn(process.execPath, [DATA_PLANE_MAIN], {
+        env: { ...process.env, ...env(0), METRICS_PORT: String(metricsPort) },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d;
+      });
+      child.stderr.on("data", (d: Buffer) => {
+        out += d;
+      });
+      const code = await new Promise<number | null>((r) => child.once("exit", r));
+      assert.equal(code, 1, out);
+      assert.match(
+        out,
+        new RegExp(`could not serve metrics on 127\\.0\\.0\\.1:${metricsPort}: .*EADDRINUSE`),
+      );
+    } finally {
+      holder.close();
+    }
+  });
+
   it("a thread that cannot listen stops the whole process: exit 1, the reason on stderr", async () => {
     // A socket without SO_REUSEPORT holds the port: no thread can join it.
     const holder = createServer();

@@ -174,6 +174,7 @@ async function main() {
     "RPC gateway is running.",
     `  GraphQL:        ${cpUrl}`,
     `  Console:        ${cpUrl.replace(/\/graphql$/, "/console/")} (log in with the demo account)`,
+    `  Metrics:        ${env.METRICS_PORT === "0" ? "(a free port: see the data plane's log)" : `http://${reachable(env.METRICS_HOST ?? "127.0.0.1")}:${env.METRICS_PORT ?? "9464"}/metrics (not on the RPC port)`}`,
     `  Operator token: ${generatedAdmin ? `${adminToken} (generated; set ADMIN_TOKEN to keep one)` : "(ADMIN_TOKEN from your environment)"}`,
     "                  the platform operator: GraphQL with `Authorization: Bearer <operator token>`;",
     "                  setOperator(account:, operator: true) with it opens an account's Operator pages",

@@ -93,6 +93,7 @@ describe("npm start (scripts/start.js)", function () {
       assert.equal(await acceptsConnection("127.0.0.1", port), true, `${name} not listening on ${port}`);
       assert.equal(await acceptsConnection("127.0.0.2", port), false, `${name} listens beyond 127.0.0.1`);
     }
+    assert.match(out, new RegExp(`Metrics: +http://127\\.0\\.0\\.1:${ports.metrics}/metrics`));
     assert.equal((await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).status, 200);
     const ready = await fetch(`http://127.0.0.1:${ports.cp}/readyz`);
     assert.deepEqual(await ready.json(), { status: "ready", postgres: "ok", redis: "ok" });

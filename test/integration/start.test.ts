@@ -42,7 +42,7 @@ describe("npm start (scripts/start.js)", function () {
     await db.drop();
   });
 
-  it("serves the printed demo key, refuses a wrong one, restarts a killed child with backoff, and stops everything on SIGTERM", async () => {
+  it("listens on 127.0.0.1 only, serves the printed demo key, gives the demo account a random password and no operator rights, restarts a killed child with backoff, and stops everything on SIGTERM", async () => {
     proc = await startProcess(process.execPath, ["scripts/start.js"], {
       cwd: root,
       env: {

@@ -521,6 +521,13 @@ function checkWorkerAndNodes(objs: K8sObject[]): void {
   }
   assert.ok(dataPlaneAllowed, "the data plane cannot reach dedicated nodes");
   checkNodeEgress(objs, nodesNs, nodePod);
+  // Admission refuses a node pod without the securityContext checkNodePod expects, whatever builds it.
+  const ns = objs.find((o) => o.kind === "Namespace" && o.metadata.name === nodesNs);
+  assert.equal(
+    ns?.metadata.labels?.["pod-security.kubernetes.io/enforce"],
+    "restricted",
+    `${nodesNs} does not enforce the restricted Pod Security Standard`,
+  );
 }
 
 /** CIDR -> [first address, last address] as bigints (IPv4 in 32 bits, IPv6 in 128). */
@@ -1083,6 +1090,15 @@ describe("deploy/kubernetes (kustomize)", function () {
           )!.data.TRUSTED_PROXIES = "10.244.0.0/16";
         },
         /TRUSTED_PROXIES 10\.244\.0\.0\/16 trusts 65536 addresses/,
+      ],
+      [
+        "the nodes' namespace at baseline",
+        (o) => {
+          o.find((x) => x.kind === "Namespace" && x.metadata.name === "rpc-gateway-nodes")!.metadata.labels[
+            "pod-security.kubernetes.io/enforce"
+          ] = "baseline";
+        },
+        /rpc-gateway-nodes does not enforce the restricted Pod Security Standard/,
       ],
       [
         "local node provider",

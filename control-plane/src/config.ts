@@ -11,6 +11,11 @@ export const DEV_KEY_ENCRYPTION_SECRET = "rpc-gateway-dev-key-encryption-secret-
 const schema = z.object({
   ...commonEnvShape,
   CONTROL_PLANE_PORT: env.port(4000),
+  /**
+   * Interface the control plane binds to. Every interface by default, as a container needs (compose's
+   * published port, a Kubernetes Service); `npm start` sets 127.0.0.1 unless told otherwise.
+   */
+  CONTROL_PLANE_HOST: z.string().min(1).default("0.0.0.0"),
   /** Operator token. When unset, a random one is generated at start (and logged as generated, not shown). */
   ADMIN_TOKEN: z
     .string()
@@ -152,6 +157,8 @@ export interface ControlPlaneConfig {
   redisKeyPrefix: string;
   logLevel: string;
   port: number;
+  /** CONTROL_PLANE_HOST: the interface to bind. */
+  host: string;
   adminToken: string;
   /** True when ADMIN_TOKEN was not set and a random one was generated for this process. */
   adminTokenGenerated: boolean;
@@ -211,6 +218,7 @@ export function loadConfig(
     redisKeyPrefix: e.REDIS_KEY_PREFIX,
     logLevel: e.LOG_LEVEL,
     port: e.CONTROL_PLANE_PORT,
+    host: e.CONTROL_PLANE_HOST,
     adminToken: e.ADMIN_TOKEN ?? randomBytes(32).toString("base64url"),
     adminTokenGenerated: e.ADMIN_TOKEN === undefined,
     keyEncryptionSecret: e.KEY_ENCRYPTION_SECRET ?? DEV_KEY_ENCRYPTION_SECRET,

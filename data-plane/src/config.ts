@@ -15,6 +15,13 @@ export const dataPlaneEnvShape = {
   /** Interface the HTTP server binds to. */
   DATA_PLANE_HOST: z.string().default("0.0.0.0"),
   /**
+   * Prometheus `GET /metrics` listener of the process (metrics/server.ts), apart from the public port: its
+   * series name every network, upstream and dedicated node. Loopback by default; a scraper elsewhere needs
+   * METRICS_HOST set (0.0.0.0 in the container images' deployments). 0 = a free port.
+   */
+  METRICS_PORT: env.port(9464),
+  METRICS_HOST: z.string().default("127.0.0.1"),
+  /**
    * Threads serving requests, each a whole data plane listening on the same port (threads/supervisor.ts).
    * Unset = the CPUs this process may run on (`os.availableParallelism()`: its affinity mask, not a
    * container's CPU quota, so set it to the CPU limit under one). 1 = no worker thread at all.

@@ -102,8 +102,6 @@ export interface PlaneThreadHooks {
   readonly index: number;
   /** /readyz of the process, given this thread's own readiness: ready only when every thread is. */
   ready(own: boolean): boolean;
-  /** /metrics of the whole process: every thread's series aggregated. */
-  renderMetrics(): Promise<string | undefined>;
 }
 
 /** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
@@ -368,7 +366,6 @@ export async function startDataPlane(
       ? { ready }
       : {
           ready: () => thread.ready(ready()),
-          renderMetrics: () => thread.renderMetrics(),
           thread: thread.index,
         },
   );

@@ -121,7 +121,8 @@ export class AuthResolver {
   }
 
   @Query(() => [AccessToken], {
-    description: "The caller's live tokens (not revoked or expired), newest first, at most 100 (never the secrets).",
+    description:
+      "The caller's live tokens (not revoked or expired), newest first, at most 100 (never the secrets).",
   })
   accessTokens(@Ctx() ctx: GqlContext): Promise<AccessToken[]> {
     return ctx.services.auth.listAccessTokens(ctx);

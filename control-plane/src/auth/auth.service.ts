@@ -299,11 +299,7 @@ export class AuthService {
    * passwords faster than a log-in could). Every other token of the account is revoked (a password is
    * usually changed because it, or a device, leaked); the token of this request keeps working.
    */
-  async changePassword(
-    ctx: RequestContext,
-    currentPassword: string,
-    newPassword: string,
-  ): Promise<boolean> {
+  async changePassword(ctx: RequestContext, currentPassword: string, newPassword: string): Promise<boolean> {
     const accountId = requireAccount(ctx);
     const principal = ctx.principal as Extract<Principal, { kind: "account" }>;
     const repo = this.ds.getRepository(Account);

@@ -46,7 +46,14 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 0
 `;
 
-type PairCommand = (key: string, now: number, free: number, base: number, max: number, memory: number) => Promise<number>;
+type PairCommand = (
+  key: string,
+  now: number,
+  free: number,
+  base: number,
+  max: number,
+  memory: number,
+) => Promise<number>;
 
 function subject(v: string): string {
   return createHash("sha256").update(v, "utf8").digest("hex").slice(0, 32);
@@ -102,7 +109,11 @@ export class LoginRateLimiter {
       );
     }
     const windows: [string, number, number][] = [
-      [this.names.loginAttempts("ip", subject(throttleSubject(ip))), o.maxAttemptsPerAddress, o.windowSeconds],
+      [
+        this.names.loginAttempts("ip", subject(throttleSubject(ip))),
+        o.maxAttemptsPerAddress,
+        o.windowSeconds,
+      ],
       [this.names.loginAttempts("email", subject(email)), o.maxAttemptsPerEmail, o.emailWindowSeconds],
     ];
     // One MULTI per counter: the keys hash to different Redis Cluster slots, and each counter only needs

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { LoginRateLimiter, type LoginThrottleOptions } from "../../../control-plane/src/auth/login-rate-limit";
+import {
+  LoginRateLimiter,
+  type LoginThrottleOptions,
+} from "../../../control-plane/src/auth/login-rate-limit";
 import { code, GqlResult, Harness, Json, startHarness } from "./harness";
 
 const LOG_IN = `mutation($e: String!, $p: String!) { logIn(email: $e, password: $p) { token } }`;
@@ -161,7 +164,8 @@ describe("control-plane: log-in throttle per (email, client address)", function 
       let passed = 0;
       // 20 addresses, each until its back-off: 3 free attempts each = 60 attempts offered.
       for (let a = 0; a < 20; a++) {
-        for (let i = 0; i < 3; i++) if ((await attempt(l, "spread@example.com", `10.3.0.${a}`)) === 0) passed++;
+        for (let i = 0; i < 3; i++)
+          if ((await attempt(l, "spread@example.com", `10.3.0.${a}`)) === 0) passed++;
       }
       assert.equal(passed, 40, "LOGIN_EMAIL_MAX_ATTEMPTS = 40 in this window");
       // Five addresses alone stay under it: 15 attempts.

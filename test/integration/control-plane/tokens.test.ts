@@ -92,7 +92,10 @@ describe("control-plane: token lifetimes, changePassword, logOutEverywhere", fun
     const other = await h.signUp();
     const second = (await h.ok(LOG_IN, { e: email, p: PASSWORD })).logIn.token as string;
     const pat = (await h.ok(CREATE, { n: "ci" }, u.token)).createAccessToken.token as string;
-    assert.equal((await h.ok(CHANGE, { c: PASSWORD, n: "a brand new password" }, u.token)).changePassword, true);
+    assert.equal(
+      (await h.ok(CHANGE, { c: PASSWORD, n: "a brand new password" }, u.token)).changePassword,
+      true,
+    );
     assert.equal(code(await whoAmI(u.token)), undefined, "the caller's token still works");
     for (const t of [second, pat]) {
       const r = await whoAmI(t);

@@ -28,7 +28,13 @@ class RecordingClient {
     (this as unknown as Record<string, unknown>)[name] = async (...args: (string | number)[]) => {
       const n = def.numberOfKeys ?? Number(args.shift());
       this.calls.push({ what: name, keys: args.slice(0, n).map(String) });
-      return name === "rgQuotaApply" ? [0, 0] : name === "rgRateLimitSync" ? [0, 0] : name === "rgLoginPair" ? 0 : 1;
+      return name === "rgQuotaApply"
+        ? [0, 0]
+        : name === "rgRateLimitSync"
+          ? [0, 0]
+          : name === "rgLoginPair"
+            ? 0
+            : 1;
     };
   }
 

@@ -77,6 +77,11 @@ const schema = z.object({
   GRAPHQL_MAX_ALIASES: env.int(15, 0, 1000),
   GRAPHQL_MAX_TOKENS: env.int(2000, 100, 100_000),
   GRAPHQL_MAX_COST: env.int(5000, 100, 1_000_000),
+  /**
+   * Objects one operation may ask for, each list counted at its `first`/`limit` argument or its largest
+   * size (graphql/cost.ts): a query over every app with its keys, allowlists and endpoints is refused.
+   */
+  GRAPHQL_MAX_LIST_COST: env.int(20_000, 100, 10_000_000),
   GRAPHQL_MAX_DIRECTIVES: env.int(50, 0, 1000),
   /** Largest /graphql HTTP body and largest graphql-ws message. */
   GRAPHQL_MAX_BODY_BYTES: env.int(1024 * 1024, 1024, 64 * 1024 * 1024),
@@ -264,6 +269,7 @@ export function loadConfig(
       maxAliases: e.GRAPHQL_MAX_ALIASES,
       maxTokens: e.GRAPHQL_MAX_TOKENS,
       maxCost: e.GRAPHQL_MAX_COST,
+      maxListCost: e.GRAPHQL_MAX_LIST_COST,
       maxDirectives: e.GRAPHQL_MAX_DIRECTIVES,
     },
     graphqlMaxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,

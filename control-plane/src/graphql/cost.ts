@@ -67,6 +67,18 @@ const REPORT_ROW_TYPES: ReadonlySet<string> = new Set([
   "PlatformUsageByWorkspace",
 ]);
 
+/**
+ * Lists only the platform operator may read: a tenant is refused (FORBIDDEN) before any per-item work,
+ * and the operator is trusted with its own infrastructure, so each counts as one item (a tenant probing
+ * them gets FORBIDDEN, not a cost refusal).
+ */
+const OPERATOR_LISTS: ReadonlySet<string> = new Set([
+  "Query.operatorWorkspaces",
+  "Workspace.operatorMembers",
+  "Network.upstreams",
+  "UpstreamHealthView.perInstance",
+]);
+
 /** Items a list not in LIST_SIZES counts. */
 export const DEFAULT_LIST_SIZE = 100;
 
@@ -158,7 +170,7 @@ export function operationCost(input: CostInput): number {
           : (LEAF_COSTS[key] ?? 0);
         if (each === 0) continue;
         let size = 1;
-        if (isListType(getNullableType(field.type))) {
+        if (isListType(getNullableType(field.type)) && !OPERATOR_LISTS.has(key)) {
           const spec = LIST_SIZES[key] ?? { max: DEFAULT_LIST_SIZE };
           const asked = spec.arg
             ? argValue(sel, field, spec.arg)

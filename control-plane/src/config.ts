@@ -44,8 +44,8 @@ const schema = z.object({
    * Personal access tokens (createAccessToken): the lifetime when `expiresInSeconds` is not given, and
    * the longest one that may be asked for.
    */
-  PERSONAL_TOKEN_DEFAULT_TTL_SECONDS: env.int(30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
-  PERSONAL_TOKEN_MAX_TTL_SECONDS: env.int(365 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+  ACCESS_TOKEN_TTL_SECONDS: env.int(30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+  ACCESS_TOKEN_MAX_TTL_SECONDS: env.int(365 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
   /** Log-in attempts allowed per client address (IPv6: /64), over all emails, within one window. */
   LOGIN_MAX_ATTEMPTS: env.int(30, 1, 1_000_000),
   LOGIN_WINDOW_SECONDS: env.int(300, 1, 24 * 3600),
@@ -184,8 +184,8 @@ export interface ControlPlaneConfig {
   /** PUBLIC_CONSOLE_URL without a trailing slash; null: derived from the bound port. */
   publicConsoleUrl: string | null;
   sessionTtlSeconds: number;
-  personalTokenDefaultTtlSeconds: number;
-  personalTokenMaxTtlSeconds: number;
+  accessTokenTtlSeconds: number;
+  accessTokenMaxTtlSeconds: number;
   loginMaxAttempts: number;
   loginWindowSeconds: number;
   loginFreeFailures: number;
@@ -247,12 +247,9 @@ export function loadConfig(
     publicWsUrl: e.PUBLIC_WS_URL.replace(/\/+$/, ""),
     publicConsoleUrl: e.PUBLIC_CONSOLE_URL ? e.PUBLIC_CONSOLE_URL.replace(/\/+$/, "") : null,
     sessionTtlSeconds: e.SESSION_TTL_SECONDS,
-    personalTokenMaxTtlSeconds: e.PERSONAL_TOKEN_MAX_TTL_SECONDS,
+    accessTokenMaxTtlSeconds: e.ACCESS_TOKEN_MAX_TTL_SECONDS,
     // A default above the maximum would mint tokens nobody could ask for explicitly.
-    personalTokenDefaultTtlSeconds: Math.min(
-      e.PERSONAL_TOKEN_DEFAULT_TTL_SECONDS,
-      e.PERSONAL_TOKEN_MAX_TTL_SECONDS,
-    ),
+    accessTokenTtlSeconds: Math.min(e.ACCESS_TOKEN_TTL_SECONDS, e.ACCESS_TOKEN_MAX_TTL_SECONDS),
     loginMaxAttempts: e.LOGIN_MAX_ATTEMPTS,
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,
     loginFreeFailures: e.LOGIN_FREE_FAILURES,

@@ -79,8 +79,8 @@ export function createServices(
       {
         adminToken: config.adminToken,
         sessionTtlSeconds: config.sessionTtlSeconds,
-        personalTokenDefaultTtlSeconds: config.personalTokenDefaultTtlSeconds,
-        personalTokenMaxTtlSeconds: config.personalTokenMaxTtlSeconds,
+        accessTokenTtlSeconds: config.accessTokenTtlSeconds,
+        accessTokenMaxTtlSeconds: config.accessTokenMaxTtlSeconds,
       },
       new SignUpRateLimiter(redis, names, config.signUpMaxPerIp, config.signUpWindowSeconds),
       members,

@@ -78,7 +78,7 @@ export class AuthResolver {
 
   @Mutation(() => CreatedAccessToken, {
     description:
-      "A personal token for automation (shown once). It expires after expiresInSeconds (60 up to PERSONAL_TOKEN_MAX_TTL_SECONDS, 365 days by default), or PERSONAL_TOKEN_DEFAULT_TTL_SECONDS (30 days by default) when not given.",
+      "A personal token for automation (shown once). It expires after expiresInSeconds (60 up to ACCESS_TOKEN_MAX_TTL_SECONDS, 365 days by default), or ACCESS_TOKEN_TTL_SECONDS (30 days by default) when not given.",
   })
   createAccessToken(
     @Arg("name", () => String) name: string,

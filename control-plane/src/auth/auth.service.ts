@@ -36,9 +36,9 @@ export interface AuthServiceOptions {
   adminToken: string;
   sessionTtlSeconds: number;
   /** createAccessToken without `expiresInSeconds`. */
-  personalTokenDefaultTtlSeconds: number;
+  accessTokenTtlSeconds: number;
   /** The longest `expiresInSeconds` createAccessToken accepts. */
-  personalTokenMaxTtlSeconds: number;
+  accessTokenMaxTtlSeconds: number;
 }
 
 /** Most tokens `accessTokens` lists (newest first): each log-in adds a session token. */
@@ -204,11 +204,11 @@ export class AuthService {
   ): Promise<string> {
     const token = newToken(kind);
     // Every token expires: sessions after SESSION_TTL_SECONDS, personal tokens when asked (at most
-    // PERSONAL_TOKEN_MAX_TTL_SECONDS) or after PERSONAL_TOKEN_DEFAULT_TTL_SECONDS.
+    // ACCESS_TOKEN_MAX_TTL_SECONDS) or after ACCESS_TOKEN_TTL_SECONDS.
     const ttl =
       kind === AccessTokenKind.SESSION
         ? this.opts.sessionTtlSeconds
-        : (expiresInSeconds ?? this.opts.personalTokenDefaultTtlSeconds);
+        : (expiresInSeconds ?? this.opts.accessTokenTtlSeconds);
     await repo.save(
       repo.create({
         accountId,
@@ -231,7 +231,7 @@ export class AuthService {
     if (trimmed.length < 1 || trimmed.length > TOKEN_NAME_MAX) {
       throw badInput("name", `Token name must be 1-${TOKEN_NAME_MAX} characters`);
     }
-    const max = this.opts.personalTokenMaxTtlSeconds;
+    const max = this.opts.accessTokenMaxTtlSeconds;
     if (
       expiresInSeconds != null &&
       (!Number.isInteger(expiresInSeconds) ||
@@ -240,7 +240,7 @@ export class AuthService {
     ) {
       throw badInput(
         "expiresInSeconds",
-        `expiresInSeconds must be between ${PERSONAL_TOKEN_MIN_TTL_SECONDS} and ${max} (PERSONAL_TOKEN_MAX_TTL_SECONDS)`,
+        `expiresInSeconds must be between ${PERSONAL_TOKEN_MIN_TTL_SECONDS} and ${max} (ACCESS_TOKEN_MAX_TTL_SECONDS)`,
       );
     }
     const repo = this.ds.getRepository(AccessToken);

@@ -125,7 +125,7 @@ describe("control-plane: accounts and tokens", () => {
     const pat = d.createAccessToken.token;
     assert.match(pat, /^rgp_/);
     assert.equal(d.createAccessToken.accessToken.kind, "PERSONAL");
-    // No lifetime asked: PERSONAL_TOKEN_DEFAULT_TTL_SECONDS (30 days).
+    // No lifetime asked: ACCESS_TOKEN_TTL_SECONDS (30 days).
     const ttlMs = Date.parse(d.createAccessToken.accessToken.expiresAt) - Date.now();
     assert.ok(Math.abs(ttlMs - 30 * 24 * 3600 * 1000) < 60_000, String(ttlMs));
     const list = await h.ok("{ accessTokens { id name kind } }", {}, pat);

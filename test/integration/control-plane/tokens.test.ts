@@ -18,8 +18,8 @@ describe("control-plane: token lifetimes, changePassword, logOutEverywhere", fun
 
   before(async () => {
     h = await startHarness({
-      PERSONAL_TOKEN_DEFAULT_TTL_SECONDS: String(3600),
-      PERSONAL_TOKEN_MAX_TTL_SECONDS: String(86_400),
+      ACCESS_TOKEN_TTL_SECONDS: String(3600),
+      ACCESS_TOKEN_MAX_TTL_SECONDS: String(86_400),
       SESSION_TTL_SECONDS: String(7200),
     });
   });

@@ -21,12 +21,12 @@ describe("control-plane: config", () => {
     assert.equal(c.loginBackoffMaxMs, 900_000);
     assert.equal(c.loginEmailMaxAttempts, 1000);
     assert.equal(c.loginEmailWindowSeconds, 3600);
-    assert.equal(c.personalTokenDefaultTtlSeconds, 30 * 24 * 3600);
-    assert.equal(c.personalTokenMaxTtlSeconds, 365 * 24 * 3600);
+    assert.equal(c.accessTokenTtlSeconds, 30 * 24 * 3600);
+    assert.equal(c.accessTokenMaxTtlSeconds, 365 * 24 * 3600);
     // A default above the maximum is cut to it.
     assert.equal(
-      loadConfig({ PERSONAL_TOKEN_DEFAULT_TTL_SECONDS: "7200", PERSONAL_TOKEN_MAX_TTL_SECONDS: "3600" })
-        .personalTokenDefaultTtlSeconds,
+      loadConfig({ ACCESS_TOKEN_TTL_SECONDS: "7200", ACCESS_TOKEN_MAX_TTL_SECONDS: "3600" })
+        .accessTokenTtlSeconds,
       3600,
     );
     assert.equal(c.republishIntervalSeconds, 300);

@@ -2,7 +2,7 @@ import { MigrationInterface, QueryRunner } from "typeorm";
 
 /**
  * Every token expires (issue 24 §4). Personal tokens created without a lifetime get one: 365 days
- * after their creation (PERSONAL_TOKEN_MAX_TTL_SECONDS' default), but never sooner than 30 days from
+ * after their creation (ACCESS_TOKEN_MAX_TTL_SECONDS' default), but never sooner than 30 days from
  * this migration, so automation using an old token has a month to replace it.
  */
 export class TokenExpiry1700000024400 implements MigrationInterface {

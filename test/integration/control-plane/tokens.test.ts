@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { code, Harness, startHarness } from "./harness";
+import { ADMIN_TOKEN, code, Harness, startHarness } from "./harness";
 
 const LOG_IN = `mutation($e: String!, $p: String!) { logIn(email: $e, password: $p) { token } }`;
 const CREATE = `mutation($n: String!, $s: Int) {
@@ -123,5 +123,8 @@ describe("control-plane: token lifetimes, changePassword, logOutEverywhere", fun
     // The password still works: a new session.
     assert.ok((await h.ok(LOG_IN, { e: email, p: PASSWORD })).logIn.token);
     assert.equal(code(await h.gql("mutation { logOutEverywhere }")), "UNAUTHENTICATED");
+    // The operator token belongs to no account.
+    assert.equal(code(await h.gql("mutation { logOutEverywhere }", {}, ADMIN_TOKEN)), "FORBIDDEN");
+    assert.equal(code(await h.gql(CHANGE, { c: "x-password", n: "y-password-y" }, ADMIN_TOKEN)), "FORBIDDEN");
   });
 });

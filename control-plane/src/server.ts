@@ -262,7 +262,7 @@ export async function createControlPlane(
           }
           const document = wsLimits.parse(payload.query);
           if (!("kind" in document)) return document;
-          const errors = wsLimits.validate(wsSchema, document);
+          const errors = wsLimits.validate(wsSchema, document, payload.operationName, payload.variables);
           if (errors.length > 0) return errors;
           return {
             schema: wsSchema,

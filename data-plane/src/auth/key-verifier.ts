@@ -1,4 +1,5 @@
 import { hash as oneShotHash } from "node:crypto";
+import { malformedApiKey } from "../../../shared/src/crypto/api-key";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
@@ -162,6 +163,9 @@ export class CachingKeyVerifier implements KeyVerifier {
       }
       this.front.delete(apiKey);
     }
+    // A key claiming our prefixed format with a wrong checksum was never issued: refused without a
+    // hash, a cache entry or a Redis read, so a flood of made-up keys costs Redis nothing.
+    if (malformedApiKey(apiKey)) return UNKNOWN;
     const hash = oneShotHash("sha256", apiKey, "hex");
     const hit = this.positive.get(hash, clock);
     if (hit !== undefined) {

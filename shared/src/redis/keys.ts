@@ -59,10 +59,11 @@ export class RedisNames {
   }
 
   /**
-   * String counter: login attempts for one email or one client IP in the current window (control plane
-   * only). The subject is hashed so no address or email appears in Redis key names.
+   * Failed log-ins (control plane only): `ip` and `email` are string counters for the current window,
+   * `pair` (one email from one client address) a hash `{n, last}` driving its back-off. The subject is
+   * hashed so no address or email appears in Redis key names.
    */
-  loginAttempts(scope: "email" | "ip", subjectHash: string): string {
+  loginAttempts(scope: "email" | "ip" | "pair", subjectHash: string): string {
     return `${this.prefix}login:${scope}:${subjectHash}`;
   }
 

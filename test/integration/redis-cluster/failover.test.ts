@@ -214,7 +214,13 @@ class Scenario {
       (i) => `app-failover-${i}`,
       (a) => names.rateLimitWindow(`app:${a}`, 0),
     );
-    const keyOnVictim = () => nameOn(owners, this.victim, generateApiKey, (k) => names.apiKey(hashApiKey(k)));
+    const keyOnVictim = () =>
+      nameOn(
+        owners,
+        this.victim,
+        () => generateApiKey(),
+        (k) => names.apiKey(hashApiKey(k)),
+      );
     const plan = {
       name: "test",
       requestsPerSecond: RATE,
@@ -227,7 +233,12 @@ class Scenario {
     const elsewhere = this.cluster.ports.find((p) => p !== this.victim)!;
     this.other = await this.seeder.putKey(
       record,
-      nameOn(owners, elsewhere, generateApiKey, (k) => names.apiKey(hashApiKey(k))),
+      nameOn(
+        owners,
+        elsewhere,
+        () => generateApiKey(),
+        (k) => names.apiKey(hashApiKey(k)),
+      ),
     );
     this.fresh = Array.from({ length: 1_000 }, keyOnVictim);
     await Promise.all(this.fresh.map((k) => this.seeder.putKey(record, k)));

@@ -364,8 +364,12 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     assert.equal(code(gone), "NOT_FOUND");
   });
 
-  it("roles: every member reads endpoints and deliveries; only an OWNER or ADMIN manages them", async () => {
-    const { endpoint } = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/roles");
+  it("roles: every member reads endpoints and deliveries; only an OWNER or ADMIN manages them; a VIEWER sees URLs masked", async () => {
+    const { endpoint } = await create(
+      a.token,
+      { eventTypes: ["KEY_REGENERATED"] },
+      "/roles/T0KEN-in-path?sig=s3cret",
+    );
     const id = endpoint.id;
     const member = async (role: string) => {
       const email = `wh-${role.toLowerCase()}-${Date.now()}@example.com`;
@@ -397,6 +401,25 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
         { w: a.workspaceId },
       ],
     ];
+    // URLs: whole for the OWNER, an ADMIN and a MEMBER; scheme, host and port only for a VIEWER.
+    const whole = rx.url("/roles/T0KEN-in-path?sig=s3cret");
+    const masked = `${new URL(whole).origin}/********`;
+    for (const [token, url, isMasked] of [
+      [a.token, whole, false],
+      [admin, whole, false],
+      [memberToken, whole, false],
+      [viewer, masked, true],
+    ] as const) {
+      const one = await h.ok(`query($id: ID!) { webhookEndpoint(id: $id) { url urlMasked } }`, { id }, token);
+      assert.deepEqual(one.webhookEndpoint, { url, urlMasked: isMasked });
+      const all = await h.ok(
+        `query($w: ID!) { webhookEndpoints(workspaceId: $w) { id url } }`,
+        { w: a.workspaceId },
+        token,
+      );
+      assert.equal(all.webhookEndpoints.find((e: Json) => e.id === id).url, url);
+      if (isMasked) assert.doesNotMatch(JSON.stringify(all), /T0KEN|s3cret/);
+    }
     for (const token of [memberToken, viewer]) {
       const list = await h.ok<{ webhookEndpoints: Json[] }>(
         `query($w: ID!) { webhookEndpoints(workspaceId: $w) { id } }`,

@@ -1,7 +1,7 @@
 import { DataSource } from "typeorm";
+import { MAX_APPS_PER_WORKSPACE } from "../apps/app.service";
 import { requireAuthenticated } from "../auth/auth.service";
 import { isPlatformOperator, RequestContext } from "../auth/context";
-import { MAX_APPS_PER_WORKSPACE } from "../apps/app.service";
 import { badInput } from "../common/errors";
 import { requireOperator } from "../networks/network.service";
 import { PublicationService } from "../publication/publication.service";

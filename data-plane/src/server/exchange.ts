@@ -293,7 +293,10 @@ export class RpcExchange {
 
   /** A refused JWT: 401 with its reason, or 429 with `Retry-After` when failed checks are throttled. */
   private jwtRefused(r: JwtRefused): void {
-    if (r.retryAfterMs === undefined) return this.fail(r.row, "null", undefined, true, r.message);
+    if (r.retryAfterMs === undefined) {
+      this.fail(r.row, "null", undefined, true, r.message);
+      return;
+    }
     this.refuse(
       {
         row: r.row,

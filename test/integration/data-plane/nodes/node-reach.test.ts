@@ -78,12 +78,12 @@ describe("data plane: dedicated nodes never reach past themselves (real anvil)",
     await new Promise<void>((resolve) => (lure ? lure.close(() => resolve()) : resolve()));
   });
 
-  const FORK = () => [{ forking: { jsonRpcUrl: lureUrl, blockNumber: 1 } }];
+  const forkParams = () => [{ forking: { jsonRpcUrl: lureUrl, blockNumber: 1 } }];
   const attacks = (): [string, unknown][] => [
-    ["anvil_reset", FORK()],
+    ["anvil_reset", forkParams()],
     ["anvil_reset", { forking: { jsonRpcUrl: lureUrl } }],
-    ["ANVIL_RESET", FORK()],
-    ["hardhat_reset", FORK()],
+    ["ANVIL_RESET", forkParams()],
+    ["hardhat_reset", forkParams()],
     ["anvil_setRpcUrl", [lureUrl]],
     ["hardhat_setRpcUrl", [lureUrl]],
     ["admin_addPeer", [`enode://${"a".repeat(128)}@127.0.0.1:30303`]],
@@ -112,7 +112,7 @@ describe("data plane: dedicated nodes never reach past themselves (real anvil)",
       // A batch: a plain call first, then the forking reset, then another.
       const batch = await post(nodeUrl(key), [
         { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" },
-        { jsonrpc: "2.0", id: 2, method: "anvil_reset", params: FORK() },
+        { jsonrpc: "2.0", id: 2, method: "anvil_reset", params: forkParams() },
         { jsonrpc: "2.0", id: 3, method: "anvil_setRpcUrl", params: [lureUrl] },
       ]);
       assert.equal(batch.status, 200);

@@ -14,8 +14,9 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
  *   invalid elements count too). The limiter is consulted once per message with the whole cost: a batch
  *   that would cross the limit is refused whole and consumes nothing.
  * - App keys are limited per workspace (`ws:{workspaceId}`: all its apps and keys together, so creating
- *   more apps buys no more throughput) at the plan's `requestsPerSecond`; the public endpoint per client IP (`ip:{address}`; IPv6 per /64, `ip:2001:db8:1:2::/64`, see
- *   allowlist/ip.ts ipBucket) at `PUBLIC_RATE_LIMIT_PER_SECOND`.
+ *   more apps buys no more throughput) at the plan's `requestsPerSecond`; the public endpoint per client
+ *   IP (`ip:{address}`; IPv6 per /64, `ip:2001:db8:1:2::/64`, see allowlist/ip.ts ipBucket) at
+ *   `PUBLIC_RATE_LIMIT_PER_SECOND`.
  * - Dedicated-node keys (`kind: "node"`) are limited per node (`node:{nodeId}`) at the plan's
  *   `requestsPerSecond`, with no quota: nodes have their own limits, their traffic is not counted as served.
  * - Then, for app keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
@@ -70,8 +71,17 @@ export interface AdmissionOptions {
  * workspace id in Redis (`rl:{ws:<id>}:<second>`).
  */
 export function workspaceIdentifier(key: VerifiedKey): string {
-  return `ws:${key.record.workspaceId}`;
+  const workspaceId = key.record.workspaceId;
+  let id = workspaceIds.get(workspaceId);
+  if (id === undefined) {
+    // Bounded: one string per active workspace, rebuilt after a clear.
+    if (workspaceIds.size >= 16_384) workspaceIds.clear();
+    id = `ws:${workspaceId}`;
+    workspaceIds.set(workspaceId, id);
+  }
+  return id;
 }
+const workspaceIds = new Map<string, string>();
 
 /** The rate limiter's identifier for an app's own cap: per app, else per key. */
 export function keyIdentifier(key: VerifiedKey): string {

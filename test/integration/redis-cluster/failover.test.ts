@@ -103,7 +103,7 @@ function nameOn(
     const keys = key(name);
     if (typeof keys === "string" ? on(keys) : keys.every(on)) return name;
   }
-  throw new Error(`no name found on the master on ${port}`);
+  throw new Error(`no name found on the master on ${port} (slots: ${JSON.stringify(owners)})`);
 }
 
 /** A plain connection to one node (no cluster routing), for CLIENT LIST / CLIENT KILL / INFO there. */
@@ -207,7 +207,9 @@ class Scenario {
     this.ws = nameOn(
       owners,
       this.victim,
-      (i) => `ws-failover-${i}`,
+      // Names of varying length: the two keys' CRC16 slots differ by a constant per name length (CRC is
+      // linear), so with one length both might never fall on the same master.
+      (i) => `ws-failover-${"x".repeat(i % 29)}${i}`,
       // The workspace's quota counter and its per-second windows (every app of it shares them).
       (w) => [names.quotaDay(w, day), names.rateLimitWindow(`ws:${w}`, 0)],
     );

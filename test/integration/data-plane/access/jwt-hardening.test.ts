@@ -5,6 +5,7 @@ import type { AccessRecord, JwtKeyRecord } from "../../../../shared/src/redis/re
 import { evmNetwork } from "../../../helpers/seed-redis";
 import { type Gateway, post, type RpcResponse, startGateway } from "../harness";
 import { call, RecordingUpstream } from "../limits/fixtures";
+import { TestWsClient } from "../ws/ws-client";
 
 /**
  * What a JWT costs the data plane, attacked (issue 24, "JWT verification cost"): keys outside RSA
@@ -197,6 +198,23 @@ describe("data plane: JWT verification cost under attack (key sizes, kid, failed
       .setProtectedHeader({ alg: "RS256", kid: "main" })
       .sign(good.privateKey);
     assert.equal(reasonOf(await post(url, call("lim_jwt"), from(attacker, another))), "jwt_throttled");
+    // A WebSocket upgrade from the attacker with a new token is refused the same way, before any check.
+    const wsToken = await new SignJWT({ exp: now() + 60, jti: "ws" })
+      .setProtectedHeader({ alg: "RS256", kid: "main" })
+      .sign(stranger.privateKey);
+    const upgrade = await TestWsClient.open(`ws://127.0.0.1:${g.port()}/eth/rpc?apikey=${keyText}`, {
+      "x-forwarded-for": attacker,
+      authorization: `Bearer ${wsToken}`,
+    }).then(
+      (c) => {
+        c.close();
+        return undefined;
+      },
+      (e: { status?: number; body?: { error?: { data?: { reason?: string; retryAfterMs?: number } } } }) => e,
+    );
+    assert.equal(upgrade?.status, 429);
+    assert.equal(upgrade?.body?.error?.data?.reason, "jwt_throttled");
+    assert.ok((upgrade?.body?.error?.data?.retryAfterMs ?? 0) > 0);
     // A token verified before the flood is served from the cache, even from the attacker's address.
     assert.equal((await post(url, call("lim_jwt"), from(attacker, fresh))).status, 200);
     assert.equal(up.count("lim_jwt"), forwardedBefore + 2, "no refused request was forwarded");

@@ -132,6 +132,14 @@ const schema = z.object({
   WEBHOOK_DELIVERY_RETENTION_DAYS: env.int(30, 1, 3650),
   /** Deliveries one worker sends at once. */
   WEBHOOK_CONCURRENCY: env.int(8, 1, 256),
+  /**
+   * Deliveries of one workspace attempted at once, all workers together; the workspace's other deliveries
+   * wait (no attempt used), so one tenant's slow endpoints cannot hold every delivery slot.
+   */
+  WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE: env.int(2, 1, 256),
+  /** `sendTestWebhook` calls per endpoint per WEBHOOK_TEST_WINDOW_SECONDS; past it TOO_MANY_REQUESTS. */
+  WEBHOOK_TEST_MAX_PER_ENDPOINT: env.int(5, 1, 10_000),
+  WEBHOOK_TEST_WINDOW_SECONDS: env.int(60, 1, 86_400),
 });
 
 /** The environment schema: docs/contracts.md lists every variable (test/unit/docs/contracts.test.ts checks it). */
@@ -168,6 +176,9 @@ export interface WebhookSettings {
   quotaCheckIntervalMs: number;
   deliveryRetentionDays: number;
   concurrency: number;
+  maxInFlightPerWorkspace: number;
+  testMaxPerEndpoint: number;
+  testWindowSeconds: number;
 }
 
 export interface ControlPlaneConfig {
@@ -297,6 +308,9 @@ export function loadConfig(
       quotaCheckIntervalMs: e.WEBHOOK_QUOTA_CHECK_INTERVAL_MS,
       deliveryRetentionDays: e.WEBHOOK_DELIVERY_RETENTION_DAYS,
       concurrency: e.WEBHOOK_CONCURRENCY,
+      maxInFlightPerWorkspace: e.WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE,
+      testMaxPerEndpoint: e.WEBHOOK_TEST_MAX_PER_ENDPOINT,
+      testWindowSeconds: e.WEBHOOK_TEST_WINDOW_SECONDS,
     },
   };
 }

@@ -21,6 +21,7 @@ import { UsageService } from "./usage/usage.service";
 import { QueueWebhookEmitter } from "./webhooks/webhook.emitter";
 import { WebhookQueue } from "./webhooks/webhook.queue";
 import { WebhookService } from "./webhooks/webhook.service";
+import { TestSendThrottle } from "./webhooks/webhook-throttles";
 import { MemberService } from "./workspaces/member.service";
 import { WorkspaceService } from "./workspaces/workspace.service";
 
@@ -107,7 +108,19 @@ export function createServices(
       log,
       webhookEmitter,
     ),
-    webhooks: new WebhookService(ds, workspaces, webhookQueue, encryptionKey, config.webhooks),
+    webhooks: new WebhookService(
+      ds,
+      workspaces,
+      webhookQueue,
+      encryptionKey,
+      config.webhooks,
+      new TestSendThrottle(
+        redis,
+        names,
+        config.webhooks.testMaxPerEndpoint,
+        config.webhooks.testWindowSeconds,
+      ),
+    ),
     operator: new OperatorService(ds, redis, names, config.usageMaxRangeDays),
   };
 }

@@ -228,6 +228,16 @@ export const dataPlaneEnvShape = {
   KEY_LOOKUP_WINDOW_MS: env.int(60_000, 100, 3_600_000),
   /** Clock skew allowed on a JWT's `nbf` (seconds); `exp` is checked without leeway. */
   JWT_NBF_LEEWAY_S: env.int(30, 0, 3_600),
+  /**
+   * Failed JWT verifications (auth/jwt-throttle.ts) counted in fixed windows of this length; past either
+   * maximum below, tokens that would need a signature check get 429 `jwt_throttled` until the window ends.
+   * Per process thread; tokens already verified are never throttled.
+   */
+  JWT_FAILURE_WINDOW_MS: env.int(10_000, 100, 3_600_000),
+  /** Failed JWT verifications per client address (IPv6 per /64) per window, all apps together. */
+  JWT_MAX_FAILURES_PER_ADDRESS: env.int(20, 1, 1_000_000),
+  /** Failed JWT verifications per app per window, all addresses together. */
+  JWT_MAX_FAILURES_PER_APP: env.int(200, 1, 1_000_000),
   /** Namespaces shared nodes serve beyond the built-in allow-list (comma-separated, e.g. `bor,zks`). */
   SHARED_NODE_EXTRA_NAMESPACES: env.list(""),
   /**

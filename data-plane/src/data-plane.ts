@@ -2,6 +2,7 @@ import { createLogger, type Logger } from "../../shared/src/log/logger";
 import { RedisNames } from "../../shared/src/redis/keys";
 import { type Cidr, parseCidr } from "./allowlist/ip";
 import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
+import { JwtFailureThrottle } from "./auth/jwt-throttle";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { KeyLookupThrottle } from "./auth/lookup-throttle";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
@@ -214,6 +215,11 @@ export async function startDataPlane(
   const jwt = new JwtVerifier({
     maxEntries: config.JWT_CACHE_MAX_ENTRIES,
     nbfLeewaySeconds: config.JWT_NBF_LEEWAY_S,
+    throttle: new JwtFailureThrottle({
+      windowMs: config.JWT_FAILURE_WINDOW_MS,
+      maxFailuresPerAddress: config.JWT_MAX_FAILURES_PER_ADDRESS,
+      maxFailuresPerApp: config.JWT_MAX_FAILURES_PER_APP,
+    }),
   });
   if (metrics instanceof PromMetrics) registerJwtMetrics(metrics.registry, jwt);
   const nodes = new NodeGateway({

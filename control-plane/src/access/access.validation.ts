@@ -27,8 +27,14 @@ export const CLAIM_MAX = 256;
 export const KID_MAX = 128;
 /** Longest PEM or JWK text accepted (an RSA-8192 certificate fits). */
 export const KEY_TEXT_MAX = 16_384;
-/** Smallest RSA modulus accepted for RS256 (bits). */
+/**
+ * RSA moduli accepted for RS256 (bits), and the one public exponent (65537). The data plane verifies a
+ * signature per uncached token: a larger modulus costs it more CPU per request than a request is worth,
+ * a smaller one or an odd exponent (e = 3) is weak. The data plane ignores a published key outside these.
+ */
 export const RSA_MIN_BITS = 2048;
+export const RSA_MAX_BITS = 4096;
+export const RSA_EXPONENT = 65537n;
 
 export type JwtAlgorithmName = "RS256" | "ES256";
 
@@ -161,8 +167,11 @@ export function parsePublicKey(raw: string, algorithm?: JwtAlgorithmName | null)
   let inferred: JwtAlgorithmName;
   if (key.asymmetricKeyType === "rsa") {
     const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-    if (bits < RSA_MIN_BITS)
-      throw badInput("key", `RSA keys must have at least ${RSA_MIN_BITS} bits (this one: ${bits})`);
+    if (bits < RSA_MIN_BITS || bits > RSA_MAX_BITS)
+      throw badInput("key", `RSA keys must have ${RSA_MIN_BITS} to ${RSA_MAX_BITS} bits (this one: ${bits})`);
+    const e = key.asymmetricKeyDetails?.publicExponent;
+    if (e !== RSA_EXPONENT)
+      throw badInput("key", `RSA keys must have the public exponent 65537 (this one: ${e ?? "unknown"})`);
     inferred = "RS256";
   } else if (key.asymmetricKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1") {
     inferred = "ES256";

@@ -3,7 +3,7 @@ import { DataSource, EntityManager, In, IsNull } from "typeorm";
 import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
 import { RequestContext } from "../auth/context";
 import { batchLoader, groupBy } from "../common/batch-loader";
-import { badInput, isUuid, notFound } from "../common/errors";
+import { badInput, forbidden, isUuid, notFound } from "../common/errors";
 import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { PublicationService } from "../publication/publication.service";
 import type { WebhookEmitter } from "../webhooks/webhook.emitter";
@@ -109,7 +109,22 @@ export class AppService {
     const name = validName(input.name);
     const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.CreateApps);
     const app = await this.ds.transaction(async (m) => {
-      if ((await m.getRepository(App).countBy({ workspaceId: wsId })) >= MAX_APPS_PER_WORKSPACE) {
+      // Locks the workspace row: concurrent creates are serialised, so the plan's limit holds.
+      const rows: { max_apps: number | null; name: string }[] = await m.query(
+        `SELECT p.max_apps, p.name FROM workspaces w JOIN plans p ON p.id = w.plan_id
+         WHERE w.id = $1 FOR UPDATE OF w`,
+        [wsId],
+      );
+      const plan = rows[0];
+      if (!plan) throw notFound("Workspace");
+      const count = await m.getRepository(App).countBy({ workspaceId: wsId });
+      if (plan.max_apps !== null && count >= plan.max_apps) {
+        throw forbidden(
+          `App limit reached: plan "${plan.name}" allows ${plan.max_apps} app(s) per workspace; delete an app or change the plan`,
+          { reason: "PLAN_APP_LIMIT", limit: plan.max_apps },
+        );
+      }
+      if (count >= MAX_APPS_PER_WORKSPACE) {
         throw badInput("name", `A workspace may have at most ${MAX_APPS_PER_WORKSPACE} apps`);
       }
       const repo = m.getRepository(App);

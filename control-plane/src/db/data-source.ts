@@ -29,6 +29,7 @@ import { AppAccessRules1700000016100 } from "./migrations/1700000016100-app-acce
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
 import { RequestLog1700000017300 } from "./migrations/1700000017300-request-log";
 import { AccountOperator1700000017600 } from "./migrations/1700000017600-account-operator";
+import { PlanMaxApps1700000018300 } from "./migrations/1700000018300-plan-max-apps";
 import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
 import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
 
@@ -67,6 +68,7 @@ export const MIGRATIONS = [
   Webhooks1700000017200,
   RequestLog1700000017300,
   AccountOperator1700000017600,
+  PlanMaxApps1700000018300,
   RequestLogMethodLength1700000024210,
   TokenExpiry1700000024400,
 ];

@@ -24,7 +24,7 @@ export class Plan {
   @Column({ name: "daily_request_limit", type: "bigint", transformer: bigintToNumber })
   dailyRequestLimit: number;
 
-  /** Requests per second per app key. */
+  /** Requests per second per workspace (all its apps together); per node on dedicated-node endpoints. */
   @Field(() => Int)
   @Column({ name: "requests_per_second", type: "integer" })
   requestsPerSecond: number;
@@ -37,6 +37,14 @@ export class Plan {
   @Field(() => Int)
   @Column({ name: "max_dedicated_nodes", type: "integer", default: 0 })
   maxDedicatedNodes: number;
+
+  /** Apps a workspace on this plan may have; null = no plan limit (MAX_APPS_PER_WORKSPACE still applies). */
+  @Field(() => Int, {
+    nullable: true,
+    description: "Apps a workspace on this plan may have (createApp refuses past it); null = no limit.",
+  })
+  @Column({ name: "max_apps", type: "integer", nullable: true })
+  maxApps: number | null;
 
   /**
    * A workspace owner may switch to this plan itself (`changePlan`); any other plan is assigned by the

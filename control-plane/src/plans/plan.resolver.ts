@@ -26,6 +26,15 @@ export class PlanInput {
   @Max(10_000)
   maxDedicatedNodes?: number | null;
 
+  @Field(() => Int, {
+    nullable: true,
+    description: "Apps a workspace on the plan may have, 0..1000; null = no limit (set on every upsert).",
+  })
+  @IsOptional()
+  @Min(0)
+  @Max(1000)
+  maxApps?: number | null;
+
   @Field(() => Boolean, {
     nullable: true,
     description:

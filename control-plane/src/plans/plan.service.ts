@@ -1,4 +1,5 @@
 import { DataSource } from "typeorm";
+import { MAX_APPS_PER_WORKSPACE } from "../apps/app.service";
 import { requireAuthenticated } from "../auth/auth.service";
 import { isPlatformOperator, RequestContext } from "../auth/context";
 import { badInput } from "../common/errors";
@@ -15,6 +16,8 @@ export interface PlanInputData {
   requestsPerSecond: number;
   monthlyRequestLimit?: number | null;
   maxDedicatedNodes?: number | null;
+  /** Null / omitted: no plan limit on apps (MAX_APPS_PER_WORKSPACE still applies). */
+  maxApps?: number | null;
   /** Omitted / null: false for a new plan (private unless said otherwise), unchanged for an existing one. */
   selfService?: boolean | null;
 }
@@ -80,6 +83,10 @@ export class PlanService {
     if (!Number.isInteger(maxNodes) || maxNodes < 0 || maxNodes > 10_000) {
       throw badInput("maxDedicatedNodes", "maxDedicatedNodes must be 0..10000");
     }
+    const maxApps = input.maxApps ?? null;
+    if (maxApps !== null && (!Number.isInteger(maxApps) || maxApps < 0 || maxApps > MAX_APPS_PER_WORKSPACE)) {
+      throw badInput("maxApps", `maxApps must be 0..${MAX_APPS_PER_WORKSPACE} or null`);
+    }
     const plan = await this.ds.transaction(async (m) => {
       const repo = m.getRepository(Plan);
       const existing = await repo.findOne({
@@ -91,6 +98,7 @@ export class PlanService {
       row.requestsPerSecond = input.requestsPerSecond;
       row.monthlyRequestLimit = input.monthlyRequestLimit ?? null;
       row.maxDedicatedNodes = maxNodes;
+      row.maxApps = maxApps;
       if (input.selfService != null) row.selfService = input.selfService;
       else if (!existing) row.selfService = false;
       return repo.save(row);

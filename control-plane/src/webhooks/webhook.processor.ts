@@ -1,4 +1,4 @@
-import { type Job, UnrecoverableError, Worker } from "bullmq";
+import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import type { DataSource } from "typeorm";
 import { z } from "zod";
 import type { Logger } from "../../../shared/src/log/logger";
@@ -20,6 +20,7 @@ import { nextAttemptDelayMs, recordDeliveries, WebhookQueue } from "./webhook.qu
 import { WEBHOOK_TEST_EVENT, WebhookDeliveryStatus } from "./webhook.types";
 import { openWebhookSecret } from "./webhook-secret";
 import { type AttemptOutcome, WebhookSender } from "./webhook-sender";
+import { WorkspaceDeliverySlots } from "./webhook-throttles";
 
 export const WEBHOOK_QUOTA_SCHEDULER_ID = "webhook-quota-check-every";
 export const WEBHOOK_RETENTION_SCHEDULER_ID = "webhook-retention-every";
@@ -54,7 +55,12 @@ export class WebhookOperations {
     private readonly encryptionKey: Buffer,
     private readonly cfg: WebhookSettings,
     private readonly log: Logger,
+    /** Per-workspace delivery slots (none: no per-workspace cap). */
+    private readonly slots?: WorkspaceDeliverySlots,
   ) {}
+
+  /** Deliveries put back because their workspace was at WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE. */
+  deferred = 0;
 
   /** Creates the event's deliveries: one per enabled endpoint of the workspace subscribed to its type. */
   async fanout(event: WebhookEventPayload): Promise<number> {
@@ -92,7 +98,33 @@ export class WebhookOperations {
    * never reuses one. A 2xx answer: SUCCEEDED. A refused address, a disabled endpoint or an unreadable
    * secret, or the last attempt: FAILED. Otherwise the job throws and BullMQ retries after its backoff.
    */
-  async deliver(job: Job<JobPayloads[JobName.WebhookDeliver]>): Promise<string> {
+  async deliver(job: Job<JobPayloads[JobName.WebhookDeliver]>, token?: string): Promise<string> {
+    if (this.slots === undefined) return this.attempt(job);
+    const { deliveryId } = job.data;
+    const rows: { workspace_id: string }[] = await this.ds.query(
+      `SELECT workspace_id FROM webhook_deliveries WHERE id = $1 AND status = 'PENDING'`,
+      [deliveryId],
+    );
+    const workspaceId = rows[0]?.workspace_id;
+    if (workspaceId === undefined) return "not pending";
+    if (!(await this.slots.acquire(workspaceId, deliveryId))) {
+      // The workspace has its share of deliveries in flight: back in the queue without using an attempt
+      // (BullMQ does not count a DelayedError), and this worker slot goes to the next job.
+      this.deferred++;
+      await job.moveToDelayed(Date.now() + WorkspaceDeliverySlots.retryDelayMs(this.cfg.timeoutMs), token);
+      throw new DelayedError();
+    }
+    try {
+      return await this.attempt(job);
+    } finally {
+      await this.slots.release(workspaceId, deliveryId).catch((err: Error) => {
+        // The slot lapses by itself after its lease.
+        this.log.warn({ err: err.message, deliveryId }, "could not release a webhook delivery slot");
+      });
+    }
+  }
+
+  private async attempt(job: Job<JobPayloads[JobName.WebhookDeliver]>): Promise<string> {
     const { deliveryId } = job.data;
     // TypeORM answers an UPDATE with [rows, affected].
     const [claimed] = (await this.ds.query(
@@ -238,6 +270,13 @@ export async function startWebhookWorker(deps: {
     deps.encryptionKey,
     cfg,
     log,
+    // A slot outlives any one attempt (WEBHOOK_TIMEOUT_MS) and the Postgres writes around it.
+    new WorkspaceDeliverySlots(
+      deps.redis,
+      deps.names,
+      cfg.maxInFlightPerWorkspace,
+      cfg.timeoutMs * 2 + 30_000,
+    ),
   );
   const keep = { removeOnComplete: 20, removeOnFail: 50 };
   // Idempotent: also called again when Redis lost its data (worker/recovery.service.ts).
@@ -257,7 +296,7 @@ export async function startWebhookWorker(deps: {
   await ensureSchedulers();
   const worker = new Worker(
     QueueName.Webhooks,
-    tracedProcessor(async (job: Job) => {
+    tracedProcessor(async (job: Job, token?: string) => {
       switch (job.name as JobName) {
         case JobName.WebhookFanout:
           return ops.fanout(
@@ -265,7 +304,7 @@ export async function startWebhookWorker(deps: {
           );
         case JobName.WebhookDeliver:
           checkedPayload(job, DeliverPayloadSchema, log);
-          return ops.deliver(job as Job<JobPayloads[JobName.WebhookDeliver]>);
+          return ops.deliver(job as Job<JobPayloads[JobName.WebhookDeliver]>, token);
         case JobName.WebhookQuotaCheck:
           return ops.checkQuotas();
         case JobName.WebhookRetention:

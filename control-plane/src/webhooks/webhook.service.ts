@@ -15,6 +15,7 @@ import { WebhookAttempt } from "./webhook-attempt.entity";
 import { WebhookDelivery } from "./webhook-delivery.entity";
 import { WEBHOOK_DESCRIPTION_MAX, WebhookEndpoint } from "./webhook-endpoint.entity";
 import { sealWebhookSecret } from "./webhook-secret";
+import type { TestSendThrottle } from "./webhook-throttles";
 
 /** Endpoints per workspace. */
 export const MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE = 20;
@@ -67,6 +68,8 @@ export class WebhookService {
     private readonly queue: WebhookQueue,
     private readonly encryptionKey: Buffer,
     private readonly settings: WebhookSettings,
+    /** Test sends per endpoint (none: not throttled). */
+    private readonly testThrottle?: TestSendThrottle,
   ) {}
 
   /**
@@ -203,6 +206,8 @@ export class WebhookService {
    */
   async sendTest(ctx: RequestContext, endpointId: string): Promise<WebhookDelivery> {
     const endpoint = await this.endpointForCaller(ctx, endpointId, "manage");
+    // After the role check: only the endpoint's managers spend its budget.
+    await this.testThrottle?.hit(endpoint.id);
     const event: WebhookEventPayload = {
       id: newWebhookEventId(),
       type: WEBHOOK_TEST_EVENT,

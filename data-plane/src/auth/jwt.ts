@@ -4,6 +4,7 @@ import { Counter, type Registry } from "prom-client";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { JwtRecord } from "../../../shared/src/redis/records";
 import { InFlightMap } from "../memory/in-flight-map";
+import { isThrottled, type JwtFailureThrottle } from "./jwt-throttle";
 import { TtlLru } from "./ttl-lru";
 
 /**
@@ -37,6 +38,34 @@ export const MAX_TOKEN_CHARS = 8192;
 
 const ACCEPTED_ALGS = new Set(["RS256", "ES256"]);
 
+/**
+ * RSA moduli accepted (bits). Below 2048 is forgeable in practice; above 4096 each verification costs
+ * more CPU than a request is worth (it grows with the square of the size), and a client chooses how
+ * often it runs.
+ */
+export const RSA_MIN_BITS = 2048;
+export const RSA_MAX_BITS = 4096;
+/** The only public exponent accepted (65537, base64url "AQAB"); e = 3 and other odd choices are refused. */
+export const RSA_EXPONENT_B64 = "AQAB";
+
+/**
+ * Whether a published key may be used: RSA 2048..4096 bits with e = 65537 for RS256, EC P-256 for ES256.
+ * The control plane refuses anything else when the key is added (access/access.validation.ts); a key in
+ * Redis that does not pass (written by hand, or by an older control plane) is ignored, as if absent.
+ */
+export function jwkAcceptable(alg: string, jwk: JWK): boolean {
+  if (alg === "ES256") return jwk.kty === "EC" && jwk.crv === "P-256";
+  if (alg !== "RS256" || jwk.kty !== "RSA" || jwk.e !== RSA_EXPONENT_B64 || typeof jwk.n !== "string") {
+    return false;
+  }
+  const n = Buffer.from(jwk.n, "base64url");
+  let i = 0;
+  while (i < n.length && n[i] === 0) i++;
+  if (i === n.length) return false;
+  const bits = (n.length - i - 1) * 8 + (32 - Math.clz32(n[i]!));
+  return bits >= RSA_MIN_BITS && bits <= RSA_MAX_BITS;
+}
+
 interface JwtKey {
   readonly kid: string;
   readonly alg: "RS256" | "ES256";
@@ -51,7 +80,9 @@ export class CompiledJwt {
   readonly subject: string | undefined;
 
   constructor(r: JwtRecord) {
-    this.keys = r.keys.map((k) => Object.freeze({ kid: k.kid, alg: k.alg, jwk: { ...k.jwk } as JWK }));
+    this.keys = r.keys
+      .filter((k) => jwkAcceptable(k.alg, k.jwk as JWK))
+      .map((k) => Object.freeze({ kid: k.kid, alg: k.alg, jwk: { ...k.jwk } as JWK }));
     for (const k of this.keys) this.byKid.set(k.kid, k);
     this.audience = r.audience ?? undefined;
     this.subject = r.subject ?? undefined;
@@ -75,6 +106,9 @@ export interface JwtRefused {
   readonly row: ErrorRow;
   /** Says what exactly (sent as the error's message); undefined = the row's. */
   readonly message: string | undefined;
+  /** `JwtThrottled` only: ms until the throttle's window ends (`Retry-After`), and the limit reached. */
+  readonly retryAfterMs?: number;
+  readonly limit?: number;
 }
 
 /** One cached verdict. Every field set in the constructor: one hidden class for all entries. */
@@ -102,6 +136,8 @@ export interface JwtVerifierOptions {
   maxEntries: number;
   /** Leeway for `nbf` (seconds); `exp` gets none. */
   nbfLeewaySeconds: number;
+  /** Failed verifications per app and per client address (none: not throttled). */
+  throttle?: JwtFailureThrottle;
 }
 
 /** Verifications by outcome (`ok` or the refusal's reason) and cache hits, for /metrics and tests. */
@@ -117,6 +153,7 @@ export class JwtVerifier {
   private readonly frontMax: number;
   private readonly pending = new InFlightMap<string, Promise<JwtCheck>>();
   private readonly leewayS: number;
+  private readonly throttle: JwtFailureThrottle | undefined;
   private readonly counts = new Map<string, number>();
   private hits = 0;
 
@@ -129,13 +166,21 @@ export class JwtVerifier {
     });
     this.frontMax = Math.min(FRONT_MAX, opts.maxEntries);
     this.leewayS = opts.nbfLeewaySeconds;
+    this.throttle = opts.throttle;
   }
 
   /**
    * Checks `token` (the bearer token, "" when the request carries none) for app `appId` under `config`.
    * Synchronous on a cached verdict; a promise when the signature has to be verified. Never rejects.
+   * `address` is the client's address bucket (`ipBucket`): a token that needs a check is refused
+   * (`JwtThrottled`) while the address or the app has used its failed verifications (jwt-throttle.ts).
    */
-  check(config: CompiledJwt, appId: string, token: string): JwtCheck | Promise<JwtCheck> {
+  check(
+    config: CompiledJwt,
+    appId: string,
+    token: string,
+    address = "unknown",
+  ): JwtCheck | Promise<JwtCheck> {
     if (token === "") return MISSING;
     if (token.length > MAX_TOKEN_CHARS) return refused(GatewayError.JwtMalformed, "token too long");
     const nowMs = Date.now();
@@ -156,10 +201,23 @@ export class JwtVerifier {
     }
     let p = this.pending.get(id);
     if (p === undefined) {
+      // Joining a check in flight costs nothing; a new one is throttled first.
+      const attempt = this.throttle?.begin(appId, address);
+      if (attempt !== undefined && isThrottled(attempt)) {
+        this.count(GatewayError.JwtThrottled.reason);
+        return {
+          ok: false,
+          row: GatewayError.JwtThrottled,
+          message: `${GatewayError.JwtThrottled.message} (${attempt.limit} per ${attempt.scope === "app" ? "app" : "client address"})`,
+          retryAfterMs: attempt.retryAfterMs,
+          limit: attempt.limit,
+        };
+      }
       const run = this.verify(config, token)
         .catch((): JwtCheck => refused(GatewayError.JwtMalformed))
         .then((r) => {
           if (this.pending.get(id) === run) this.pending.delete(id);
+          if (r.ok && attempt !== undefined) this.throttle!.succeeded(attempt);
           this.count(r.ok ? "ok" : r.row.reason);
           const until = r.ok
             ? r.expiresAtMs
@@ -232,12 +290,19 @@ export class JwtVerifier {
       }
       candidates = [k];
     } else {
+      // Without a kid only a single-key app is checked: trying every key would multiply the cost of each
+      // bad token by the number of keys.
+      if (config.keys.length > 1) {
+        return refused(
+          GatewayError.JwtMalformed,
+          `kid required: the app has ${config.keys.length} keys; put the key's kid in the token's header`,
+        );
+      }
       candidates = config.keys.filter((k) => k.alg === alg);
       if (candidates.length === 0) return refused(GatewayError.JwtBadSignature, `no registered ${alg} key`);
     }
     for (const k of candidates) {
       const r = await this.verifyWith(config, k, alg, token);
-      // Without a kid, a signature that does not verify with one key may with the next.
       if (r !== "bad_signature") return r;
     }
     return refused(

@@ -6,7 +6,7 @@ import type { ResponseCache } from "../cache/response-cache";
 import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
 import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import type { Metrics } from "../metrics/metrics";
-import type { MethodPolicy } from "../policy/method-policy";
+import { type MethodPolicy, readsParams } from "../policy/method-policy";
 import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../server/respond";
 import type { ChildSpan, RequestTrace, SpanAttributes } from "../telemetry/tracing";
@@ -58,7 +58,7 @@ export function elementRefusal(
   rules?: MethodRules,
 ): ElementRefusal | undefined {
   const network = pool.record;
-  const blocked = policy.check(call.method, network);
+  const blocked = policy.check(call.method, network, readsParams(call.method) ? call.params : undefined);
   if (blocked !== undefined) return { row: GatewayError.MethodBlocked, message: blocked };
   if (rules !== undefined) {
     const refused = rules.refusal(call.method);
@@ -500,7 +500,7 @@ export function planBatch(
       refused = runRefusal;
     } else {
       refused = refuse(item);
-      runMethod = hasLogsRange(item.method) ? undefined : item.method;
+      runMethod = hasLogsRange(item.method) || readsParams(item.method) ? undefined : item.method;
       runRefusal = refused;
     }
     if (refused !== undefined) {

@@ -13,18 +13,19 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
  * - `cost` is the number of request objects in the message (a batch of 30 costs 30; notifications and
  *   invalid elements count too). The limiter is consulted once per message with the whole cost: a batch
  *   that would cross the limit is refused whole and consumes nothing.
- * - App keys are limited per app (`app:{appId}`, so a regenerated key and its predecessor in its grace
- *   period share one budget; `key:{hash}` for a key without an app) at the plan's `requestsPerSecond`;
- *   the public endpoint per client IP (`ip:{address}`; IPv6 per /64, `ip:2001:db8:1:2::/64`, see
- *   allowlist/ip.ts ipBucket) at `PUBLIC_RATE_LIMIT_PER_SECOND`.
+ * - App keys are limited per workspace (`ws:{workspaceId}`: all its apps and keys together, so creating
+ *   more apps buys no more throughput) at the plan's `requestsPerSecond`; the public endpoint per client
+ *   IP (`ip:{address}`; IPv6 per /64, `ip:2001:db8:1:2::/64`, see allowlist/ip.ts ipBucket) at
+ *   `PUBLIC_RATE_LIMIT_PER_SECOND`.
  * - Dedicated-node keys (`kind: "node"`) are limited per node (`node:{nodeId}`) at the plan's
  *   `requestsPerSecond`, with no quota: nodes have their own limits, their traffic is not counted as served.
  * - Then, for app keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
- * - Apps' own caps (access rules, docs/contracts.md#access-rules): a per-second cap lowers the limit of the
- *   app's window (`app:{appId}`: the plan's limit is already per app, so one window and one check serve
- *   both; a refusal names the cap that refused: `app_rate_limit` when the app's cap is the lower); a daily
- *   cap is one more quota, per app (`Limits.appQuota`), checked after the workspace's. Only apps with a
- *   daily cap are counted per app.
+ * - Apps' own caps (access rules, docs/contracts.md#access-rules): a per-second cap below the plan's is
+ *   one more window, per app (`app:{appId}`, so a regenerated key and its predecessor in its grace period
+ *   share it), asked first without consuming, then the workspace's window, then the app's is committed:
+ *   all in one synchronous turn, so a refusal by either window consumes nothing from the other. A refusal
+ *   names the window that refused (`app_rate_limit` for the app's cap). A daily cap is one more quota, per
+ *   app (`Limits.appQuota`), checked after the workspace's. Only apps with a daily cap are counted per app.
  * - After answering, `recordServed(key, units)` counts the response objects actually returned (one unit
  *   each; a notification returns none). Per-element error objects inside a served batch (an invalid
  *   element, a blocked method, an upstream error for that element) are response objects and count;
@@ -65,7 +66,24 @@ export interface AdmissionOptions {
   publicPerSecond: number;
 }
 
-/** The rate limiter's identifier for a key: per app, else per key. */
+/**
+ * The rate limiter's identifier for a workspace: every app key of it shares this window. Tagged on the
+ * workspace id in Redis (`rl:{ws:<id>}:<second>`).
+ */
+export function workspaceIdentifier(key: VerifiedKey): string {
+  const workspaceId = key.record.workspaceId;
+  let id = workspaceIds.get(workspaceId);
+  if (id === undefined) {
+    // Bounded: one string per active workspace, rebuilt after a clear.
+    if (workspaceIds.size >= 16_384) workspaceIds.clear();
+    id = `ws:${workspaceId}`;
+    workspaceIds.set(workspaceId, id);
+  }
+  return id;
+}
+const workspaceIds = new Map<string, string>();
+
+/** The rate limiter's identifier for an app's own cap: per app, else per key. */
 export function keyIdentifier(key: VerifiedKey): string {
   if (key.limitId !== undefined) return key.limitId;
   const appId = key.record.appId;
@@ -112,13 +130,21 @@ export class LimitsGate {
     }
     const access = key.access;
     const cap = access?.requestsPerSecond;
-    const capped = cap !== undefined && cap < plan.requestsPerSecond;
-    const rate = this.limits.rateLimiter.check(
-      keyIdentifier(key),
-      cost,
-      capped ? cap : plan.requestsPerSecond,
-    );
-    if (!rate.allowed) return this.rateRefusal(rate, "app", cost, capped);
+    const limiter = this.limits.rateLimiter;
+    let rate: RateLimitResult;
+    if (cap !== undefined && cap < plan.requestsPerSecond) {
+      const appId = keyIdentifier(key);
+      const app = limiter.check(appId, cost, cap, false);
+      if (!app.allowed) return this.rateRefusal(app, "app", cost, true);
+      const ws = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
+      if (!ws.allowed) return this.rateRefusal(ws, "app", cost);
+      const committed = limiter.check(appId, cost, cap);
+      // The headers show the tighter of the two windows.
+      rate = committed.remaining < ws.remaining ? committed : ws;
+    } else {
+      rate = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
+      if (!rate.allowed) return this.rateRefusal(rate, "app", cost);
+    }
     const q = this.limits.quota.check(key.record.workspaceId, plan, cost);
     if (q.allowed) {
       const daily = access?.requestsPerDay;

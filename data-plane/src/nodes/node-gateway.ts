@@ -17,7 +17,7 @@ import {
 } from "../forward/forward";
 import { type LimitsGate, nodeIdentifier } from "../limits/admission";
 import type { Metrics } from "../metrics/metrics";
-import { type MethodPolicy, SafeModeMethodPolicy } from "../policy/method-policy";
+import { type MethodPolicy, reachMessage, reachRefusal, SafeModeMethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import type { RequestLog } from "../requestlog/recorder";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
@@ -47,10 +47,18 @@ export function safeModeBlocked(method: string): string | undefined {
     : `${method} is not available: this dedicated node's rpc-methods is Safe; switch it to Unsafe to call it`;
 }
 
+/** Refused in both modes: methods that reach past the node (a fork URL, a peer, a listener, host files). */
+function reachBlocked(method: string, params: unknown): string | undefined {
+  const why = reachRefusal(method, params);
+  return why === undefined ? undefined : reachMessage(method, why);
+}
+
 /** A node key's Safe mode as the forwarding core's method policy. */
-const SAFE_MODE: MethodPolicy = { check: (method) => safeModeBlocked(method) };
-/** Unsafe: the node serves everything its owner asks of it. */
-const UNSAFE_MODE: MethodPolicy = { check: () => undefined };
+const SAFE_MODE: MethodPolicy = {
+  check: (method, _network, params) => reachBlocked(method, params) ?? safeModeBlocked(method),
+};
+/** Unsafe: the node serves everything its owner asks of it that stays within the node. */
+const UNSAFE_MODE: MethodPolicy = { check: (method, _network, params) => reachBlocked(method, params) };
 
 export type NodeAuthResult =
   | { ok: true; key: VerifiedKey; node: NodeRecord }

@@ -5,8 +5,11 @@ import type { NetworkRecord } from "../../../shared/src/redis/records";
  * and a message saying why; it never reaches an upstream.
  */
 export interface MethodPolicy {
-  /** `undefined` when allowed, else the message for the client. */
-  check(method: string, network: NetworkRecord): string | undefined;
+  /**
+   * `undefined` when allowed, else the message for the client. `params` (the call's, absent = undefined)
+   * is read only for the few methods whose danger is in them (`readsParams`).
+   */
+  check(method: string, network: NetworkRecord, params?: unknown): string | undefined;
 }
 
 const STATE = "it changes node state";
@@ -181,6 +184,99 @@ const UNSAFE_NAMESPACES = new Map<string, string>([
 /** Namespaces gated on the network's `allowDebug`. */
 const DEBUG_NAMESPACES = new Set(["debug", "trace"]);
 
+const CONNECTS = "it makes the node connect to an address of the caller's choosing";
+const LISTENS = "it opens a new RPC listener on the node, outside the gateway";
+const HOST_FILES = "it reads or writes files on the node's host";
+
+/**
+ * Methods refused on every endpoint, shared or dedicated, Safe or Unsafe (lowercased): they reach past the
+ * node itself. The gateway's dedicated nodes run on the operator's hosts and network, so a node told to
+ * connect somewhere (a fork URL, a peer) would let a tenant make requests from inside that network
+ * (SSRF); a new listener would serve RPC around the gateway; a path would touch the host's files. Methods
+ * that only change the node's own chain (anvil_setBalance, evm_mine, debug_setHead, anvil_reset without a
+ * fork) are the owner's business on an Unsafe dedicated node.
+ */
+const REACH = new Map<string, string>([
+  ["anvil_setrpcurl", CONNECTS],
+  ["hardhat_setrpcurl", CONNECTS],
+  ["admin_addpeer", CONNECTS],
+  ["admin_addtrustedpeer", CONNECTS],
+  ["system_addreservedpeer", CONNECTS],
+  ["parity_addreservedpeer", CONNECTS],
+  ["admin_starthttp", LISTENS],
+  ["admin_startws", LISTENS],
+  ["admin_startrpc", LISTENS],
+  ["admin_exportchain", HOST_FILES],
+  ["admin_importchain", HOST_FILES],
+  ["debug_writeblockprofile", HOST_FILES],
+  ["debug_writememprofile", HOST_FILES],
+  ["debug_writemutexprofile", HOST_FILES],
+  ["debug_blockprofile", HOST_FILES],
+  ["debug_mutexprofile", HOST_FILES],
+  ["debug_cpuprofile", HOST_FILES],
+  ["debug_startcpuprofile", HOST_FILES],
+  ["debug_gotrace", HOST_FILES],
+  ["debug_startgotrace", HOST_FILES],
+]);
+
+/**
+ * Resets that fork when given a config (`anvil_reset` / `hardhat_reset` with `{ forking: { jsonRpcUrl } }`):
+ * allowed only with no params, `[]`, `[null]` or `[{}]` (a plain reset of the local chain); anything
+ * else is refused, whatever its spelling, as a node told where to connect.
+ */
+const RESETS = new Set(["anvil_reset", "hardhat_reset"]);
+
+/** Whether `check` reads this method's params (a batch must not take one element's verdict for the next). */
+export function readsParams(method: string): boolean {
+  // Called per call: a cheap test on the first letter (a / h, either case) before any lowercasing.
+  const m = method.trim();
+  const c = m.charCodeAt(0) | 0x20;
+  if (c !== 0x61 && c !== 0x68) return false;
+  return RESETS.has(m.toLowerCase());
+}
+
+function plainReset(params: unknown): boolean {
+  if (params === undefined || params === null) return true;
+  if (!Array.isArray(params) || params.length > 1) return false;
+  const p = params[0];
+  if (p === undefined || p === null) return true;
+  return typeof p === "object" && !Array.isArray(p) && Object.keys(p).length === 0;
+}
+
+/** Why `method` (with `params`) is refused on every endpoint, or undefined. */
+export function reachRefusal(method: string, params: unknown): string | undefined {
+  const lower = method.trim().toLowerCase();
+  const why = REACH.get(lower);
+  if (why !== undefined) return why;
+  if (RESETS.has(lower) && !plainReset(params)) return `${CONNECTS} (a fork URL)`;
+  return undefined;
+}
+
+/** The message of a method refused on every endpoint. */
+export function reachMessage(method: string, why: string): string {
+  return `${method} is not available on any endpoint: ${why}`;
+}
+
+/**
+ * `debug_*` methods a shared node with `allowDebug` still refuses: they change the node for every tenant
+ * (rewinding the chain, logging, GC, compaction), unlike the tracing reads allowDebug is for.
+ */
+const SHARED_DEBUG_DENY = new Set(
+  [
+    "debug_setHead",
+    "debug_setGCPercent",
+    "debug_setBlockProfileRate",
+    "debug_setMutexProfileFraction",
+    "debug_setTrieFlushInterval",
+    "debug_verbosity",
+    "debug_vmodule",
+    "debug_freeOSMemory",
+    "debug_chaindbCompact",
+    "debug_stopCPUProfile",
+    "debug_stopGoTrace",
+  ].map((m) => m.toLowerCase()),
+);
+
 /** Bound of the per-method memo: method names come from clients, so it must not grow without limit. */
 const MEMO_MAX_ENTRIES = 4096;
 
@@ -204,6 +300,8 @@ function namespaceOf(method: string): string {
  */
 function decideShared(name: string, extra: ReadonlySet<string>): Decision {
   const method = name.trim();
+  const reach = REACH.get(method.toLowerCase());
+  if (reach !== undefined) return blocked(reach);
   const ns = namespaceOf(method);
   const rule = SHARED_NAMESPACES.get(ns);
   if (rule !== undefined) {
@@ -216,21 +314,26 @@ function decideShared(name: string, extra: ReadonlySet<string>): Decision {
     if (rule.only !== undefined && !rule.only.has(lower)) return blocked(rule.onlyWhy ?? UNKNOWN);
     return ALLOWED;
   }
-  if (DEBUG_NAMESPACES.has(ns)) return DEBUG;
+  if (DEBUG_NAMESPACES.has(ns)) {
+    return SHARED_DEBUG_DENY.has(method.toLowerCase()) ? blocked(ADMIN) : DEBUG;
+  }
   if (extra.has(ns)) return ALLOWED;
   return blocked(UNSAFE_NAMESPACES.get(ns.toLowerCase()) ?? UNKNOWN);
 }
 
+const DEBUG_NODE = "it debugs the node (heavy, and some debug_* methods change it)";
+
 /**
  * What a node started with `--rpc-methods Safe` refuses (its own chain's namespaces stay open), plus
- * account and dev-node methods: only known-unsafe names, not an allow-list, so names are compared
- * trimmed and lowercased throughout (a deny list must not be stepped around by spelling).
+ * account, dev-node and `debug_*` methods: only known-unsafe names, not an allow-list, so names are
+ * compared trimmed and lowercased throughout (a deny list must not be stepped around by spelling).
  */
 function decideSafeMode(name: string): Decision {
   const method = name.trim().toLowerCase();
   const ns = namespaceOf(method);
   const unsafeNs = UNSAFE_NAMESPACES.get(ns);
   if (unsafeNs !== undefined) return blocked(unsafeNs);
+  if (ns === "debug") return blocked(DEBUG_NODE);
   const rule = SHARED_NAMESPACES.get(ns);
   if (rule === undefined) return ALLOWED;
   const denied = rule.deny?.get(method);
@@ -294,14 +397,17 @@ export class SharedNodeMethodPolicy implements MethodPolicy {
     const d = this.memo.get(method);
     if (d.verdict === Verdict.Allowed) return undefined;
     if (d.verdict === Verdict.Debug) return network.allowDebug ? undefined : debugMessage(method);
-    return blockedMessage(method, d.why);
+    // Every REACH method is refused here by name (the resets are in namespaces shared nodes never serve).
+    return REACH.has(method.trim().toLowerCase())
+      ? reachMessage(method, d.why)
+      : blockedMessage(method, d.why);
   }
 }
 
 /**
- * A dedicated node in Safe mode: the known-unsafe methods and namespaces are refused, anything else
- * (including the chain's own namespaces and `debug_*`) reaches the node. `undefined` when allowed, else
- * the reason.
+ * A dedicated node in Safe mode: the known-unsafe methods and namespaces are refused (`debug_*` too),
+ * anything else (including the chain's own namespaces) reaches the node. `undefined` when allowed, else
+ * the reason. The methods refused on every endpoint (`reachRefusal`) are the node gateway's to add.
  */
 export class SafeModeMethodPolicy {
   private readonly memo = new DecisionMemo(decideSafeMode);

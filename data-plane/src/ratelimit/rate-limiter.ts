@@ -14,8 +14,12 @@ export interface RateLimiter {
    * Admits `cost` request objects (a batch of 30 costs 30) for `identifier` against `limitPerSecond`.
    * All or nothing: a request that would take the identifier over the limit is refused whole and
    * consumes nothing. Synchronous and never throws; no Redis round trip.
+   *
+   * `commit: false` decides without consuming: a caller that must pass two windows (an app's cap and its
+   * workspace's limit) asks the first, checks the second, then commits the first, all in one synchronous
+   * turn, so a refusal by either consumes nothing from the other.
    */
-  check(identifier: string, cost: number, limitPerSecond: number): RateLimitResult;
+  check(identifier: string, cost: number, limitPerSecond: number, commit?: boolean): RateLimitResult;
 }
 
 export interface RateLimitResult {
@@ -104,7 +108,7 @@ export class LocalRateLimiter implements RateLimiter {
     this.clock = opts.clock ?? systemClock;
   }
 
-  check(identifier: string, cost: number, limitPerSecond: number): RateLimitResult {
+  check(identifier: string, cost: number, limitPerSecond: number, commit = true): RateLimitResult {
     const nowMs = this.clock.now();
     const index = Math.floor(nowMs / WINDOW_MS);
     // A clock stepping backwards stays in the newest window seen, rather than reopening an old one.
@@ -119,7 +123,7 @@ export class LocalRateLimiter implements RateLimiter {
       return refuse(limitPerSecond, used, windowEndMs, nowMs, "batch_exceeds_limit");
     }
     if (used + cost > limitPerSecond) return refuse(limitPerSecond, used, windowEndMs, nowMs);
-    if (cost > 0) this.counts.set(identifier, used + cost);
+    if (cost > 0 && commit) this.counts.set(identifier, used + cost);
     return {
       allowed: true,
       limit: limitPerSecond,

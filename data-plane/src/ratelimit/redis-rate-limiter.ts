@@ -210,7 +210,7 @@ export class RedisReconciledRateLimiter implements RateLimiter {
     return this.current.size;
   }
 
-  check(identifier: string, cost: number, limitPerSecond: number): RateLimitResult {
+  check(identifier: string, cost: number, limitPerSecond: number, commit = true): RateLimitResult {
     const nowMs = this.clock.now();
     this.roll(nowMs);
     const windowEndMs = (this.windowIndex + 1) * WINDOW_MS;
@@ -259,7 +259,7 @@ export class RedisReconciledRateLimiter implements RateLimiter {
       const share = Math.floor((limitPerSecond - e.othersCount - e.localAtSync - unseen) / e.peers);
       if (sinceSync + cost > share) return refuse(limitPerSecond, used, windowEndMs, nowMs);
     }
-    if (cost > 0) e.localCount += cost;
+    if (cost > 0 && commit) e.localCount += cost;
     return {
       allowed: true,
       limit: limitPerSecond,

@@ -3,7 +3,7 @@ import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/
 import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { RequestLogRecord } from "../../../shared/src/requestlog/contract";
 import { clientIp, ipBucket } from "../allowlist/ip";
-import { bearerToken, type JwtCheck } from "../auth/jwt";
+import { bearerToken, type JwtCheck, type JwtRefused } from "../auth/jwt";
 import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
 import {
   type CallOutcome,
@@ -18,7 +18,7 @@ import {
   refusalJson,
 } from "../forward/forward";
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
-import type { RateLimitResult } from "../ratelimit/rate-limiter";
+import { type RateLimitResult, retryAfterSeconds } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import type { RequestTrace } from "../telemetry/tracing";
 import { type NetworkPool } from "../upstream/network-pool";
@@ -279,9 +279,10 @@ export class RpcExchange {
       if (uaRefused !== undefined) return this.fail(uaRefused, "null");
       if (access.jwt !== undefined) {
         const appId = key.record.appId ?? key.hash;
-        const c = this.ctx.jwt.check(access.jwt, appId, bearerToken(this.authorization));
+        const address = ipBucket(this.clientAddress());
+        const c = this.ctx.jwt.check(access.jwt, appId, bearerToken(this.authorization), address);
         if (c instanceof Promise) return c.then((r) => this.jwtChecked(r, key, text));
-        if (!c.ok) return this.fail(c.row, "null", undefined, true, c.message);
+        if (!c.ok) return this.jwtRefused(c);
       }
     }
     return this.admitted(key, text);
@@ -290,8 +291,26 @@ export class RpcExchange {
   /** After a JWT that had to be verified (not cached): refused with its reason, or on to admission. */
   private jwtChecked(r: JwtCheck, key: VerifiedKey, text: string): Pending {
     if (this.aborted) return;
-    if (!r.ok) return this.fail(r.row, "null", undefined, true, r.message);
+    if (!r.ok) return this.jwtRefused(r);
     return this.admitted(key, text);
+  }
+
+  /** A refused JWT: 401 with its reason, or 429 with `Retry-After` when failed checks are throttled. */
+  private jwtRefused(r: JwtRefused): void {
+    if (r.retryAfterMs === undefined) {
+      this.fail(r.row, "null", undefined, true, r.message);
+      return;
+    }
+    this.refuse(
+      {
+        row: r.row,
+        retryAfterMs: r.retryAfterMs,
+        retryAfterSeconds: retryAfterSeconds(r.retryAfterMs),
+        limit: r.limit ?? 0,
+        message: r.message,
+      },
+      "null",
+    );
   }
 
   private admitted(key: VerifiedKey | undefined, text: string): Pending {

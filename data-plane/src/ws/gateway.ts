@@ -227,8 +227,8 @@ export class WsGateway {
         if (access.jwt === undefined) return { pool, endpoint, key };
         // The token is checked at the upgrade (and again after key.upsert); the session closes at its exp.
         const withJwt = (c: JwtCheck): SessionInit | ErrorRow =>
-          c.ok ? { pool, endpoint, key, tokenExpiresAtMs: c.expiresAtMs } : refusalRow(c.row, c.message);
-        const c = this.ctx.jwt.check(access.jwt, key.record.appId ?? key.hash, info.jwt);
+          c.ok ? { pool, endpoint, key, tokenExpiresAtMs: c.expiresAtMs } : refusalRow(c.row, c.message, c);
+        const c = this.ctx.jwt.check(access.jwt, key.record.appId ?? key.hash, info.jwt, ipBucket(info.ip));
         return c instanceof Promise ? c.then(withJwt) : withJwt(c);
       };
       const v = this.ctx.verifier.verify(info.apiKey, Date.now(), () => ipBucket(info.ip));
@@ -294,7 +294,8 @@ export class WsGateway {
       if (aborted) return;
       if (this.closing) d = GatewayError.ShuttingDown;
       if (isErrorRow(d)) {
-        refuse({ row: d, retryAfterMs: (d as { retryAfterMs?: number }).retryAfterMs });
+        const t = d as Partial<ThrottledRow>;
+        refuse({ row: d, retryAfterMs: t.retryAfterMs, limit: t.limit });
         return;
       }
       // Re-checked: other upgrades may have opened while the key was being looked up.
@@ -894,9 +895,11 @@ export class WsGateway {
     if (m === undefined || s.key === undefined) return;
     const apply = (d: SessionInit | ErrorRow) => {
       if (s.closed || s.ending) return;
-      // Internal = Redis unavailable: keep serving on what we had rather than dropping everyone.
+      // Internal = Redis unavailable: keep serving on what we had rather than dropping everyone. A
+      // throttled re-check (someone else flooding the app with bad tokens) is no verdict on this token.
       if (isErrorRow(d)) {
-        if (d !== GatewayError.Internal) this.end(s, isJwtRow(d) ? WsClose.JwtRefused : WsClose.KeyRevoked);
+        if (d !== GatewayError.Internal && d.reason !== GatewayError.JwtThrottled.reason)
+          this.end(s, isJwtRow(d) ? WsClose.JwtRefused : WsClose.KeyRevoked);
         return;
       }
       if (d.key !== undefined) s.key = d.key;
@@ -1104,8 +1107,27 @@ function isSubscriptionCall(call: RpcCall): boolean {
   return SUBSCRIBE.has(call.method) || UNSUBSCRIBE.has(call.method);
 }
 
+/** A refusal by a throttle (JWT failures, key look-ups): its upgrade answer carries `Retry-After`. */
+interface ThrottledRow extends ErrorRow {
+  readonly retryAfterMs: number;
+  readonly limit: number;
+}
+
 /** `row` with a more specific message (a JWT refusal's), as the upgrade refusal's body carries it. */
-function refusalRow(row: ErrorRow, message: string | undefined): ErrorRow {
+function refusalRow(
+  row: ErrorRow,
+  message: string | undefined,
+  throttled?: { retryAfterMs?: number; limit?: number },
+): ErrorRow {
+  if (throttled?.retryAfterMs !== undefined) {
+    const t: ThrottledRow = {
+      ...row,
+      message: message ?? row.message,
+      retryAfterMs: throttled.retryAfterMs,
+      limit: throttled.limit ?? 0,
+    };
+    return Object.freeze(t);
+  }
   return message === undefined ? row : Object.freeze({ ...row, message });
 }
 

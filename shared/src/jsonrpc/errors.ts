@@ -142,6 +142,17 @@ export const GatewayError = Object.freeze({
     "jwt_wrong_subject",
     "Unauthorized: JWT subject (sub) is not the app's",
   ),
+  /**
+   * Too many failed JWT verifications from the client's address or for the app in the current window
+   * (JWT_FAILURE_WINDOW_MS, JWT_MAX_FAILURES_PER_ADDRESS / _PER_APP); refused before any signature check.
+   */
+  JwtThrottled: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "jwt_throttled",
+    "Too many requests: too many failed JWT verifications",
+  ),
   NotFound: row(404, -32601, ErrorCategory.ClientError, "not_found", "Not found: unknown network or path"),
   MethodBlocked: row(200, -32601, ErrorCategory.ClientError, "method_blocked", "Method not allowed"),
   /** A method the app's access rules refuse (not on its allow-list, or on its deny-list); per element. */

@@ -211,4 +211,20 @@ export class RedisNames {
   webhookQuotaMarker(workspaceId: string, dayKey: string, percent: number): string {
     return `${this.prefix}webhook:quota:{${workspaceId}}:${dayKey}:${percent}`;
   }
+
+  /**
+   * String counter (expires with its window): `sendTestWebhook` calls for one endpoint in the current
+   * WEBHOOK_TEST_WINDOW_SECONDS window.
+   */
+  webhookTestSends(endpointId: string): string {
+    return `${this.prefix}webhook:test:{${endpointId}}`;
+  }
+
+  /**
+   * Sorted set: the workspace's webhook deliveries being attempted now, by any worker; member = delivery
+   * id, score = Redis time (ms) after which a slot left by a crashed worker counts as free.
+   */
+  webhookInFlight(workspaceId: string): string {
+    return `${this.prefix}webhook:inflight:{${workspaceId}}`;
+  }
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createPublicKey, generateKeyPairSync } from "node:crypto";
+import { createPublicKey, generateKeyPairSync, randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { type KeyRecord, KeyRecordSchema, type PlaneEvent } from "../../../shared/src/redis/records";
@@ -15,6 +15,14 @@ import { ADMIN_TOKEN, code, createApp, type Harness, startHarness } from "./harn
 const RULES = `accessRules { methodMode methods requestsPerSecond requestsPerDay userAgents jwtRequired jwtAudience jwtSubject updatedAt }`;
 
 /** A self-signed EC P-256 certificate (its private key was discarded when it was made). */
+/** An RSA public JWK with a random odd modulus of `bits` bits (readable as a key; never verifies anything). */
+function rsaJwkOfBits(bits: number): string {
+  const n = randomBytes(bits / 8);
+  n[0]! |= 0x80;
+  n[n.length - 1]! |= 1;
+  return JSON.stringify({ kty: "RSA", n: n.toString("base64url"), e: "AQAB" });
+}
+
 const CERTIFICATE = `-----BEGIN CERTIFICATE-----
 MIIBfjCCASOgAwIBAgIUVylFUqtIaf6Kqd+x6VW/v7BkAMgwCgYIKoZIzj0EAwIw
 EzERMA8GA1UEAwwIand0LXRlc3QwIBcNMjYxMTI0MDAzNTU1WhgPMjEyNjEwMzEw
@@ -233,7 +241,20 @@ describe("control-plane: access rules and JWT keys (GraphQL, Postgres, publicati
         "key",
         /private key/,
       ],
-      ["weak", rsaPem(1024), undefined, "key", /2048 bits/],
+      ["weak", rsaPem(1024), undefined, "key", /2,?048 to 4,?096 bits \(this one: 1024\)/],
+      // 8192 bits: a verification per uncached token would cost the data plane about 16 times a 2048-bit
+      // one. A random odd modulus stands in for a real key (generating one takes seconds).
+      ["huge", rsaJwkOfBits(8192), undefined, "key", /2,?048 to 4,?096 bits \(this one: 8192\)/],
+      [
+        "e3",
+        generateKeyPairSync("rsa", { modulusLength: 2048, publicExponent: 3 }).publicKey.export({
+          type: "spki",
+          format: "pem",
+        }) as string,
+        undefined,
+        "key",
+        /exponent 65537 \(this one: 3\)/,
+      ],
       ["mismatch", rsaPem(), "ES256", "algorithm", /RS256 key, not ES256/],
       ["rsa-1", rsaPem(), undefined, "kid", /already has a key with kid rsa-1/],
       ["bad kid", rsaPem(), undefined, "kid", /kid/],

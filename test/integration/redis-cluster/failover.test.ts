@@ -92,14 +92,18 @@ function nameOn(
   owners: Array<[number, number, number]>,
   port: number,
   make: (i: number) => string,
-  key: (name: string) => string,
+  key: (name: string) => string | string[],
 ): string {
+  const on = (k: string) => {
+    const slot = keySlot(k);
+    return owners.some(([from, to, p]) => p === port && from <= slot && slot <= to);
+  };
   for (let i = 0; i < 10_000; i++) {
     const name = make(i);
-    const slot = keySlot(key(name));
-    if (owners.some(([from, to, p]) => p === port && from <= slot && slot <= to)) return name;
+    const keys = key(name);
+    if (typeof keys === "string" ? on(keys) : keys.every(on)) return name;
   }
-  throw new Error(`no name found on the master on ${port}`);
+  throw new Error(`no name found on the master on ${port} (slots: ${JSON.stringify(owners)})`);
 }
 
 /** A plain connection to one node (no cluster routing), for CLIENT LIST / CLIENT KILL / INFO there. */
@@ -205,14 +209,17 @@ class Scenario {
     this.ws = nameOn(
       owners,
       this.victim,
-      (i) => `ws-failover-${i}`,
-      (w) => names.quotaDay(w, day),
+      // Names of varying length: the two keys' CRC16 slots differ by a constant per name length (CRC is
+      // linear), so with one length both might never fall on the same master.
+      (i) => `ws-failover-${"x".repeat(i % 29)}${i}`,
+      // The workspace's quota counter and its per-second windows (every app of it shares them).
+      (w) => [names.quotaDay(w, day), names.rateLimitWindow(`ws:${w}`, 0)],
     );
     this.app = nameOn(
       owners,
       this.victim,
       (i) => `app-failover-${i}`,
-      (a) => names.rateLimitWindow(`app:${a}`, 0),
+      (a) => names.rateLimitWindow(`app:${a}`, 0), // an app's own cap (none here) would count there
     );
     const keyOnVictim = () =>
       nameOn(
@@ -470,11 +477,11 @@ describe("Redis Cluster failover: a master fails, its replica takes over, the da
         RECOVERY_AFTER_CRASH_MS,
       );
       await s.limitsHealthy();
-      // Another instance (planted by the test) used the app's whole per-second limit in the coming seconds:
+      // Another instance (planted by the test) used the workspace's whole per-second limit in the coming seconds:
       // only the reconciliation through Redis (the promoted replica) can tell this one.
       const second = Math.floor(Date.now() / 1000);
       for (let t = second + 1; t <= second + 3; t++) {
-        const window = s.names.rateLimitWindow(`app:${s.app}`, t);
+        const window = s.names.rateLimitWindow(`ws:${s.ws}`, t);
         await s.client.hset(window, "other-instance", RATE);
         await s.client.pexpire(window, 10_000);
       }

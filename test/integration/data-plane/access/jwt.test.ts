@@ -69,7 +69,8 @@ describe("data plane: apps that require a JWT (HTTP and WebSocket)", function ()
       },
     };
     up = await new RecordingUpstream().start();
-    g = await startGateway({ JWT_NBF_LEEWAY_S: "5" }, async (s) => {
+    // The failed-verification throttle has its own suite (jwt-hardening.test.ts).
+    g = await startGateway({ JWT_NBF_LEEWAY_S: "5", JWT_MAX_FAILURES_PER_ADDRESS: "100000" }, async (s) => {
       await s.putNetwork(evmNetwork("eth", [{ id: "up", httpUrl: up.url }]));
       key = await s.putKey({ appId: "app-jwt", access: rules });
     });
@@ -84,7 +85,7 @@ describe("data plane: apps that require a JWT (HTTP and WebSocket)", function ()
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-  it("serves a request with a valid token (by kid, or without kid tried against each key)", async () => {
+  it("serves a request with a valid token by kid; without kid, an app with two keys refuses it (kid required)", async () => {
     const byKid = await post(
       url,
       call("eth_chainId"),
@@ -97,7 +98,9 @@ describe("data plane: apps that require a JWT (HTTP and WebSocket)", function ()
       call("eth_chainId"),
       bearer(await sign(ec, "ES256", { aud: AUD, exp: now() + 60 })),
     );
-    assert.equal(noKid.status, 200, noKid.text);
+    assert.equal(noKid.status, 401, noKid.text);
+    assert.equal(reasonOf(noKid.json), "jwt_malformed");
+    assert.match(noKid.json.error.message, /kid required: the app has 2 keys/);
   });
 
   it("refuses with 401 -32016 and a reason: none, malformed, unknown kid, wrong key, expired, not yet valid, wrong audience", async () => {
@@ -107,7 +110,7 @@ describe("data plane: apps that require a JWT (HTTP and WebSocket)", function ()
       ["jwt_malformed", bearer("not-a-jwt")],
       ["jwt_unknown_key", bearer(await sign(rsa, "RS256", { aud: AUD, exp: now() + 60 }, "rsa-9"))],
       ["jwt_bad_signature", bearer(await sign(stranger, "RS256", { aud: AUD, exp: now() + 60 }, "rsa-1"))],
-      ["jwt_bad_signature", bearer(await sign(stranger, "RS256", { aud: AUD, exp: now() + 60 }))],
+      ["jwt_malformed", bearer(await sign(stranger, "RS256", { aud: AUD, exp: now() + 60 }))],
       ["jwt_expired", bearer(await sign(rsa, "RS256", { aud: AUD, exp: now() - 30 }, "rsa-1"))],
       [
         "jwt_not_yet_valid",
@@ -207,7 +210,7 @@ describe("data plane: apps that require a JWT (HTTP and WebSocket)", function ()
 
   it("WebSocket: the session is closed with 4003 when its token expires", async () => {
     const exp = now() + 2;
-    const ws = await TestWsClient.open(`${wsBase}&jwt=${await sign(ec, "ES256", { aud: AUD, exp })}`);
+    const ws = await TestWsClient.open(`${wsBase}&jwt=${await sign(ec, "ES256", { aud: AUD, exp }, "ec-1")}`);
     assert.equal((await ws.call("eth_chainId")).result, "0x7a69");
     const t0 = Date.now();
     await ws.waitClosed(6000);

@@ -101,16 +101,11 @@ describe("dedicated nodes: rules", () => {
       "author_hasSessionKeys",
       "system_addReservedPeer",
       "eth_sendTransaction",
+      "debug_traceTransaction",
     ]) {
       assert.match(safeModeBlocked(m) ?? "", /rpc-methods is Safe/, m);
     }
-    for (const m of [
-      "system_health",
-      "state_getStorage",
-      "author_submitExtrinsic",
-      "eth_call",
-      "debug_traceTransaction",
-    ]) {
+    for (const m of ["system_health", "state_getStorage", "author_submitExtrinsic", "eth_call"]) {
       assert.equal(safeModeBlocked(m), undefined, m);
     }
   });

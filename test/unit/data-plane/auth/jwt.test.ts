@@ -49,7 +49,7 @@ describe("data-plane: app JWT verification (jose) and its verdict cache", () => 
 
   const good = () => ({ aud: "https://rpc.example", exp: now() + 600 });
 
-  it("accepts RS256 and ES256 tokens selected by kid, or found by trying each key without one", async () => {
+  it("accepts RS256 and ES256 tokens selected by kid; without one only when the app has a single key", async () => {
     const v = new JwtVerifier({ maxEntries: 100, nbfLeewaySeconds: 30 });
     const exp = now() + 600;
     const r1 = await settle(
@@ -60,8 +60,20 @@ describe("data-plane: app JWT verification (jose) and its verdict cache", () => 
       reason(await settle(v.check(config, "app", await sign(ec, "ES256", good(), { kid: "ec-1" })))),
       "ok",
     );
-    assert.equal(reason(await settle(v.check(config, "app", await sign(ec, "ES256", good())))), "ok");
-    assert.equal(reason(await settle(v.check(config, "app", await sign(rsa, "RS256", good())))), "ok");
+    // Two keys: a token without kid is refused before any signature check (kid required).
+    const noKid = await settle(v.check(config, "app", await sign(ec, "ES256", good())));
+    assert.equal(reason(noKid), "jwt_malformed");
+    assert.match(noKid.ok ? "" : (noKid.message ?? ""), /kid required: the app has 2 keys/);
+    assert.equal(
+      reason(await settle(v.check(config, "app", await sign(rsa, "RS256", good())))),
+      "jwt_malformed",
+    );
+    const single = new CompiledJwt({
+      keys: [await publicRecord("rsa-1", "RS256", rsa)],
+      audience: "https://rpc.example",
+      subject: null,
+    });
+    assert.equal(reason(await settle(v.check(single, "app", await sign(rsa, "RS256", good())))), "ok");
   });
 
   it("refuses with a reason: missing, malformed, unknown kid, bad signature, expired, nbf, aud, sub", async () => {
@@ -78,7 +90,7 @@ describe("data-plane: app JWT verification (jose) and its verdict cache", () => 
       reason(await check(await sign(rsa2, "RS256", good(), { kid: "rsa-1" }))),
       "jwt_bad_signature",
     );
-    assert.equal(reason(await check(await sign(rsa2, "RS256", good()))), "jwt_bad_signature");
+    assert.equal(reason(await check(await sign(rsa2, "RS256", good()))), "jwt_malformed", "kid required");
     // A tampered payload.
     const t = (await sign(rsa, "RS256", good(), { kid: "rsa-1" })).split(".");
     const forged = Buffer.from(

@@ -18,7 +18,7 @@ import {
 } from "../../../../data-plane/src/forward/forward";
 import { Acquired, ConcurrencyLimiter } from "../../../../data-plane/src/limits/concurrency";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
-import type { MethodPolicy } from "../../../../data-plane/src/policy/method-policy";
+import { type MethodPolicy, reachRefusal } from "../../../../data-plane/src/policy/method-policy";
 import type { BatchItem, RpcCall } from "../../../../data-plane/src/rpc/parse";
 import type { RequestTrace, SpanAttributes } from "../../../../data-plane/src/telemetry/tracing";
 import type { NetworkPool, OutgoingCall } from "../../../../data-plane/src/upstream/network-pool";
@@ -302,6 +302,27 @@ describe("data-plane: forwarding core", () => {
     assert.equal(plan.categories[2], GatewayError.MethodBlocked.category);
     assert.equal(plan.categories[6], GatewayError.LogsRangeTooLarge.category);
     assert.match(plan.out[6]!, /"id":7,"error"/);
+  });
+
+  it("planBatch: a plain anvil_reset does not lend its verdict to a forking one after it (params decide)", () => {
+    const { asPool } = setup();
+    const nodePolicy: MethodPolicy = {
+      check: (method, _n, params) => {
+        const why = reachRefusal(method, params);
+        return why === undefined ? undefined : why;
+      },
+    };
+    const fork = [{ forking: { jsonRpcUrl: "http://127.0.0.1:1/" } }];
+    const items: BatchItem[] = [
+      call("anvil_reset", [], "1"),
+      call("anvil_reset", fork, "2"),
+      call("anvil_reset", [], "3"),
+      call("hardhat_reset", fork, "4"),
+    ];
+    const plan = planBatch(items, "req", (c) => elementRefusal(c, asPool, nodePolicy));
+    assert.deepEqual(plan.forwardIdx, [0, 2]);
+    assert.match(plan.out[1]!, /"id":2,"error".*fork URL/);
+    assert.match(plan.out[3]!, /"id":4,"error".*fork URL/);
   });
 
   it("forwardPlan: settles the plan; over the caps nothing is sent and the plan is untouched; a whole failure is named", async () => {

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { CompiledAccess } from "../../../../data-plane/src/access/access-rules";
 import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
-import { keyIdentifier, LimitsGate, rateLimitHeaders } from "../../../../data-plane/src/limits/admission";
+import {
+  keyIdentifier,
+  LimitsGate,
+  rateLimitHeaders,
+  workspaceIdentifier,
+} from "../../../../data-plane/src/limits/admission";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
 import { MemoryQuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { NoopQuotaTracker, ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
@@ -52,8 +57,9 @@ function limitsWith(rateLimiter: RateLimiter, clock: FakeClock): Limits {
 describe("data-plane limits: LimitsGate (admission of one message)", () => {
   const t0 = Date.UTC(2026, 0, 10, 12, 0, 0, 200);
 
-  it("limits per app (a regenerated key shares the budget), per key without an app, per IP on public", () => {
+  it("limits per workspace (every app and key together), per IP on public", () => {
     assert.equal(keyIdentifier(key()), "app:app1");
+    assert.equal(workspaceIdentifier(key()), "ws:ws1");
     assert.equal(keyIdentifier(key({ appId: null, kind: "node", nodeId: "n" }, "abc")), "key:abc");
     const clock = new FakeClock(t0);
     const gate = new LimitsGate({
@@ -64,7 +70,13 @@ describe("data-plane limits: LimitsGate (admission of one message)", () => {
     assert.ok(gate.admit(key({}, "old"), undefined, 6).ok);
     const r = gate.admit(key({}, "new"), undefined, 5);
     assert.equal(r.ok, false, "same app, other key hash: same budget");
-    assert.ok(gate.admit(key({ appId: "app2" }), undefined, 10).ok);
+    // Another app of the same workspace shares the plan's 10/s: 4 left, not 10.
+    const other = gate.admit(key({ appId: "app2" }), undefined, 5);
+    assert.ok(!other.ok && other.row === GatewayError.RateLimited && other.limit === 10);
+    assert.ok(gate.admit(key({ appId: "app2" }), undefined, 4).ok);
+    assert.equal(gate.admit(key({ appId: "app3" }), undefined, 1).ok, false, "workspace full");
+    // Another workspace has its own window.
+    assert.ok(gate.admit(key({ workspaceId: "ws2", appId: "app9" }), undefined, 10).ok);
     for (let i = 0; i < 3; i++) assert.ok(gate.admit(undefined, "192.0.2.1", 1).ok);
     assert.equal(gate.admit(undefined, "192.0.2.1", 1).ok, false);
     assert.ok(gate.admit(undefined, "192.0.2.2", 3).ok);
@@ -149,6 +161,22 @@ describe("data-plane limits: LimitsGate (admission of one message)", () => {
     const batch = gate.admit(capped, undefined, 4);
     assert.ok(!batch.ok && batch.row === GatewayError.AppRateLimited);
     assert.match(batch.message ?? "", /the app's cap of 3 requests\/s/);
+    // A refusal by the app's cap consumed nothing of the workspace's window: its other apps still get the
+    // plan's 10 less the 3 this app used.
+    assert.ok(gate.admit(key({ appId: "app-next" }), undefined, 7).ok);
+    assert.equal(gate.admit(key({ appId: "app-next" }), undefined, 1).ok, false);
+    // And a refusal by the workspace's window consumed nothing of the app's cap.
+    clock.advance(1000);
+    assert.ok(gate.admit(key({ appId: "app-hog" }), undefined, 10).ok);
+    const wsFull = gate.admit(capped, undefined, 1);
+    assert.ok(!wsFull.ok && wsFull.row === GatewayError.RateLimited && wsFull.limit === 10);
+    clock.advance(1000);
+    for (let i = 0; i < 3; i++) assert.ok(gate.admit(capped, undefined, 1).ok, "the cap's 3 are intact");
+    const shown = gate.admit(capped, undefined, 0);
+    assert.ok(
+      shown.ok && shown.rate.limit === 3 && shown.rate.remaining === 0,
+      "headers: the tighter window",
+    );
     // A cap above the plan's (10/s) changes nothing: the plan's limit refuses, as rate_limit.
     clock.advance(1000);
     const loose = { ...key({ appId: "app-loose" }), access: rules(50, null) } as VerifiedKey;
@@ -164,8 +192,8 @@ describe("data-plane limits: LimitsGate (admission of one message)", () => {
     assert.ok(!full.ok);
     assert.equal(full.row, GatewayError.AppDailyLimit);
     assert.equal(full.limit, 8);
-    assert.equal(full.retryAfterMs, Date.UTC(2026, 0, 11) - (t0 + 2000));
-    // Other apps of the workspace are not held by this app's cap (the workspace quota, 25, has room).
+    assert.equal(full.retryAfterMs, Date.UTC(2026, 0, 11) - clock.now());
+    // Other apps of the workspace are not held by this app's daily cap (the workspace quota, 25, has room).
     assert.ok(gate.admit(key({ appId: "app-other" }), undefined, 3).ok);
   });
 

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { CacheRule, cacheRule } from "../../../../data-plane/src/cache/policy";
 import {
+  reachRefusal,
+  readsParams,
   SafeModeMethodPolicy,
   SharedNodeMethodPolicy,
 } from "../../../../data-plane/src/policy/method-policy";
@@ -255,7 +257,7 @@ describe("data-plane Safe-mode policy (dedicated nodes)", () => {
   });
 
   it("refuses other spellings of the known-unsafe methods (case, surrounding spaces)", () => {
-    for (const m of CASE_VARIANTS.filter((m) => !m.toLowerCase().startsWith("debug_"))) {
+    for (const m of CASE_VARIANTS) {
       assert.ok(safe.refusal(m) !== undefined, JSON.stringify(m));
     }
     assert.equal(safe.refusal("System_Health"), undefined);
@@ -269,12 +271,87 @@ describe("data-plane Safe-mode policy (dedicated nodes)", () => {
       "state_getStorage",
       "author_submitExtrinsic",
       "author_pendingExtrinsics",
-      "debug_traceTransaction",
       "customchain_getThing",
       "eth_blockNumber",
     ]) {
       assert.equal(safe.refusal(m), undefined, m);
     }
+  });
+});
+
+describe("data-plane: methods that reach past the node, refused on every endpoint", () => {
+  const FORK = [{ forking: { jsonRpcUrl: "http://127.0.0.1:1/", blockNumber: 1 } }];
+
+  it("Safe mode refuses debug_* whatever its spelling (as the README says)", () => {
+    const safe = new SafeModeMethodPolicy();
+    for (const m of [
+      "debug_traceTransaction",
+      "Debug_traceBlockByNumber",
+      " DEBUG_setHead ",
+      "debug_getRawBlock",
+    ]) {
+      assert.ok(safe.refusal(m) !== undefined, m);
+    }
+  });
+
+  it("refuses the connecting, listening and host-file methods by name, any spelling", () => {
+    for (const m of [
+      "anvil_setRpcUrl",
+      "ANVIL_SETRPCURL",
+      " hardhat_setRpcUrl",
+      "admin_addPeer",
+      "admin_addTrustedPeer",
+      "system_addReservedPeer",
+      "admin_startHTTP",
+      "admin_startWS",
+      "admin_startRPC",
+      "admin_exportChain",
+      "debug_writeMemProfile",
+      "debug_startCPUProfile",
+    ]) {
+      assert.ok(reachRefusal(m, []) !== undefined, m);
+    }
+    for (const m of [
+      "anvil_mine",
+      "evm_mine",
+      "anvil_setBalance",
+      "debug_setHead",
+      "admin_nodeInfo",
+      "eth_call",
+    ]) {
+      assert.equal(reachRefusal(m, []), undefined, m);
+    }
+  });
+
+  it("anvil_reset / hardhat_reset: plain resets pass, anything with params that could fork is refused", () => {
+    for (const m of ["anvil_reset", "hardhat_reset", "Anvil_Reset", " hardhat_reset"]) {
+      assert.ok(readsParams(m), m);
+      for (const plain of [undefined, null, [], [null], [{}]]) {
+        assert.equal(reachRefusal(m, plain), undefined, `${m} ${JSON.stringify(plain)}`);
+      }
+      for (const forking of [
+        FORK,
+        { forking: { jsonRpcUrl: "http://127.0.0.1:1/" } },
+        [{ Forking: { JsonRpcUrl: "http://127.0.0.1:1/" } }],
+        [{ forking: null }],
+        [null, FORK[0]],
+        ["http://127.0.0.1:1/"],
+        [[]],
+      ]) {
+        assert.match(reachRefusal(m, forking) ?? "", /fork URL/, `${m} ${JSON.stringify(forking)}`);
+      }
+    }
+    for (const m of ["eth_call", "anvil_mine", "hardhat_mine", "", " "])
+      assert.equal(readsParams(m), false, m);
+  });
+
+  it("shared nodes refuse them too, debug ones even where the network allows debug_*; and debug_setHead", () => {
+    const shared = new SharedNodeMethodPolicy();
+    for (const m of ["debug_writeMemProfile", "debug_startCPUProfile", "debug_setHead", "admin_addPeer"]) {
+      assert.ok(shared.check(m, net(true)) !== undefined, m);
+    }
+    assert.match(shared.check("debug_writeBlockProfile", net(true)) ?? "", /not available on any endpoint/);
+    assert.equal(shared.check("debug_traceTransaction", net(true)), undefined);
   });
 });
 

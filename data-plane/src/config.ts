@@ -90,8 +90,8 @@ export const dataPlaneEnvShape = {
    */
   HEAD_OUTLIER_BLOCKS: env.int(1000, 1, 1_000_000_000),
   /**
-   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the lower of the chosen
-   * upstream's and the network's p95 latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also
+   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the best healthy upstream's
+   * p95 latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also
    * sent to another healthy upstream; the first answer wins, the other exchange is cancelled. Never sends,
    * filters or heavy calls.
    */

@@ -1331,7 +1331,7 @@ function score(u: Upstream): number {
   // The tail, not only the mean: a node slow on 30% of its calls has an EWMA that swings with each answer
   // but a p90 that stays its slow answers' time, so it loses the comparison while it is slow.
   const tail = u.latency.p90();
-  const ms = tail > u.latencyEwmaMs ? tail : u.latencyEwmaMs;
+  const ms = Math.max(tail, u.latencyEwmaMs);
   return ((ms + 1) * (u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
 }
 

@@ -71,6 +71,12 @@ export const dataPlaneEnvShape = {
   CACHE_FINALITY_ENABLED: env.bool(true),
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
   /**
+   * How often each network's served head (the head eth_blockNumber and `latest` blocks are answered at,
+   * never going back) is shared with the other threads and instances through Redis; 0 = not shared (each
+   * thread keeps its own). See upstream/served-head-share.ts.
+   */
+  SERVED_HEAD_SHARE_INTERVAL_MS: env.int(500, 0, 600_000),
+  /**
    * How often this instance writes its upstream health record to Redis for the operator console
    * (RedisNames.upstreamHealth; TTL 3 intervals). 0 = never.
    */

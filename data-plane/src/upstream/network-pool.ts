@@ -224,6 +224,8 @@ export class NetworkPool {
   private readonly hedge: HedgeOptions | undefined;
   /** HEDGE_MAX_PERCENT of this network's hedgeable exchanges. */
   private readonly hedgeBudget: HedgeBudget;
+  /** servedHead's high-water mark. */
+  private served = -1;
   /** The lowest p95 among selectable upstreams (ms, -1 = none known), recomputed every P95_EVERY hedgeable exchanges. */
   private bestP95Ms = -1;
   private sinceBestP95 = P95_EVERY;
@@ -303,6 +305,26 @@ export class NetworkPool {
   cacheHead(): number {
     const best = this.bestHead();
     return Math.max(this.observedHead, best);
+  }
+
+  /**
+   * The head answers are served at (docs/contracts.md "A head that never goes back"): the highest
+   * cacheHead this pool has seen, so it never decreases, whatever node answers next, a breaker opening on
+   * the node ahead, or a reorg forgetting a head seen in an answer. Other instances' and threads' served
+   * heads come in through observeHead (ServedHeadShare). -1 while unknown.
+   */
+  servedHead(): number {
+    const best = this.bestHead();
+    // Far below the mark (HEAD_OUTLIER_BLOCKS) is no lagging node but a chain that started again (a
+    // development node reset): the mark, and any head seen in an answer, follow it down rather than
+    // serving a head that will not come.
+    if (best >= 0 && best + this.headOutlierBlocks < this.served) {
+      this.served = best;
+      if (this.observedHead > best) this.observedHead = -1;
+    }
+    const h = Math.max(this.observedHead, best);
+    if (h > this.served) this.served = h;
+    return this.served;
   }
 
   /**
@@ -709,12 +731,15 @@ export class NetworkPool {
   private emptyRetryTarget(ask: number, by: Upstream): Upstream | undefined {
     const now = Date.now();
     const best = this.bestHead();
+    // A block above every health-checked head but seen since (in an answer, or as another instance's
+    // served head): the node with the highest head is the likeliest to have it by now.
+    const seenSince = ask > best && ask <= this.observedHead;
     let target: Upstream | undefined;
     let targetHead = -1;
     for (const u of this.upstreams) {
       const h = u.head;
       if (u === by || h < 0 || h > best || h <= targetHead || !this.selectable(u, now, best)) continue;
-      if (ask === BY_HASH ? h > by.head : h >= ask) {
+      if (ask === BY_HASH ? h > by.head : h >= ask || (seenSince && h === best)) {
         target = u;
         targetHead = h;
       }

@@ -199,6 +199,30 @@ describe("data plane: network pool routing away from a degraded node", function 
   });
 });
 
+describe("data plane: network pool served head", () => {
+  it("never goes back while the nodes' heads do, follows a chain that started again", async () => {
+    const a = await new Node().start();
+    const p = new NetworkPool(record([{ id: "a", node: a }]), BASE, new NoopMetrics());
+    try {
+      assert.equal(p.servedHead(), -1);
+      a.head = 5000;
+      await p.healthCheck();
+      assert.equal(p.servedHead(), 5000);
+      a.head = 4998; // a lagging answer (another node, a breaker opening on the one ahead)
+      await p.healthCheck();
+      assert.equal(p.servedHead(), 5000);
+      p.observeHead(5001); // seen in an answer
+      assert.equal(p.servedHead(), 5001);
+      a.head = 3; // far below (HEAD_OUTLIER_BLOCKS): a development chain reset, not a lag
+      await p.healthCheck();
+      assert.equal(p.servedHead(), 3);
+    } finally {
+      await p.close();
+      await a.stop();
+    }
+  });
+});
+
 describe("data plane: network pool hedged reads", function () {
   this.timeout(30_000);
   let slow: Node;

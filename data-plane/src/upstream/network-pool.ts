@@ -405,7 +405,8 @@ export class NetworkPool {
 
   /**
    * Picks an upstream: among the selectable ones of the best rank (see rank), two distinct weighted-random
-   * candidates, the one with the lower tail-latency x load score wins (power of two choices; see score). `exclude` holds
+   * candidates, the one with the lower (tail latency + 1) x load wins (power of two choices), latencies
+   * close to each other counting as equal. `exclude` holds
    * nodes already tried; `heavy` skips nodes whose heavy-call share of connections is taken; `need` is
    * what the call requires (see need()).
    */
@@ -437,7 +438,17 @@ export class NetworkPool {
     // (a quarter with two upstreams) and keep that share of the traffic whatever its score.
     const a = this.weightedPick(total, top, undefined);
     const b = this.weightedPick(total - a.weight, top, a);
-    return score(a) <= score(b) ? a : b;
+    // Latencies close to each other (LATENCY_TIE_MS, LATENCY_TIE_RATIO) are a tie, and then load, errors
+    // and weight decide alone; with those equal too, the weighted draw does (`a`). Two distinct candidates
+    // are always both compared, so without the tie every sequential call would go to whichever node is a
+    // few milliseconds faster, and the other would get none.
+    const la = tailLatencyMs(a);
+    const lb = tailLatencyMs(b);
+    const tie =
+      Math.abs(la - lb) <= LATENCY_TIE_MS || (la <= lb * LATENCY_TIE_RATIO && lb <= la * LATENCY_TIE_RATIO);
+    const sa = tie ? load(a) : (la + 1) * load(a);
+    const sb = tie ? load(b) : (lb + 1) * load(b);
+    return sa <= sb ? a : b;
   }
 
   /** A weighted-random upstream among those select() ranked `rank`, other than `skip`. */
@@ -1352,12 +1363,25 @@ export class NetworkPool {
   }
 }
 
-function score(u: Upstream): number {
-  // The tail, not only the mean: a node slow on 30% of its calls has an EWMA that swings with each answer
-  // but a p90 that stays its slow answers' time, so it loses the comparison while it is slow.
-  const tail = u.latency.p90();
-  const ms = Math.max(tail, u.latencyEwmaMs);
-  return ((ms + 1) * (u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
+/**
+ * Tail latencies closer than this (ms), or than this factor, are a tie in select: noise between healthy
+ * nodes, where a node slow on a share of its calls (a p90 of hundreds of ms) differs by far more.
+ */
+const LATENCY_TIE_MS = 10;
+const LATENCY_TIE_RATIO = 1.5;
+
+/**
+ * An upstream's latency as selection weighs it: the tail, not only the mean. A node slow on 30% of its
+ * calls has an EWMA that swings with each answer but a p90 that stays its slow answers' time, so it loses
+ * the comparison while it is slow.
+ */
+function tailLatencyMs(u: Upstream): number {
+  return Math.max(u.latency.p90(), u.latencyEwmaMs);
+}
+
+/** What else selection weighs: calls in flight, the error rate, over the upstream's weight. */
+function load(u: Upstream): number {
+  return ((u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
 }
 
 /** One JSON-RPC request body for `c` with upstream id `gid`; `paramsJson` its params already serialised. */

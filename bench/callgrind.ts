@@ -73,6 +73,8 @@ async function main(): Promise<void> {
         env: {
           DATA_PLANE_PORT: String(port),
           DATA_PLANE_HOST: "127.0.0.1",
+          // Not scraped here: any free port, so that runs side by side never collide on the default.
+          METRICS_PORT: "0",
           REDIS_URL: redis.url,
           REDIS_KEY_PREFIX: redis.prefix,
           LOG_LEVEL: "warn",

@@ -150,14 +150,14 @@ function percentile(sorted: readonly number[], p: number): number {
 }
 
 async function upstreamRequests(gw: Gateway): Promise<number> {
-  const text = await (await fetch(`${gw.baseUrl}/metrics`)).text();
+  const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text();
   let n = 0;
   for (const m of text.matchAll(/^rpcgw_upstream_requests_total\{[^}]*\} (\d+)$/gm)) n += Number(m[1]);
   return n;
 }
 
 async function finalizedOf(gw: Gateway): Promise<number> {
-  const text = await (await fetch(`${gw.baseUrl}/metrics`)).text();
+  const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text();
   const m = new RegExp(`rpcgw_network_finalized_block\\{network="${BENCH_NETWORK}"\\} (\\d+)`).exec(text);
   return m === null ? -1 : Number(m[1]);
 }

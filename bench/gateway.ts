@@ -97,6 +97,8 @@ export class BenchRedis {
 export interface Gateway {
   port: number;
   baseUrl: string;
+  /** METRICS_PORT's base: GET `${metricsUrl}/metrics`. */
+  metricsUrl: string;
   proc: StartedProcess;
 }
 
@@ -111,6 +113,7 @@ export async function startGateway(o: {
 }): Promise<Gateway> {
   if (!existsSync(GATEWAY_MAIN)) throw new Error(`gateway not built: ${GATEWAY_MAIN} is missing`);
   const port = await freePort();
+  const metricsPort = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   const args = [...(o.nodeArgs ?? []), GATEWAY_MAIN];
   // taskset execs node in place: the PID is the gateway's (stopped by PID as before).
@@ -120,6 +123,7 @@ export async function startGateway(o: {
     env: {
       DATA_PLANE_PORT: String(port),
       DATA_PLANE_HOST: "127.0.0.1",
+      METRICS_PORT: String(metricsPort),
       REDIS_URL: o.redisUrl,
       REDIS_KEY_PREFIX: o.prefix,
       LOG_LEVEL: "warn",
@@ -137,7 +141,7 @@ export async function startGateway(o: {
     ready: async () => (await fetch(`${baseUrl}/readyz`)).status === 200,
     timeoutMs: 30_000,
   });
-  return { port, baseUrl, proc };
+  return { port, baseUrl, metricsUrl: `http://127.0.0.1:${metricsPort}`, proc };
 }
 
 /** Resident set size and its peak of a process, from /proc (MiB). */

@@ -136,8 +136,8 @@ interface Counters {
   exchanges: number;
 }
 
-async function counters(baseUrl: string): Promise<Counters> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+async function counters(metricsUrl: string): Promise<Counters> {
+  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
   const hedge = (outcome: string) => metricSum(text, "rpcgw_upstream_hedges_total", `outcome="${outcome}"`);
   return {
     won: hedge("won"),
@@ -217,9 +217,9 @@ export async function runHedgingBench(o: HedgingBenchOptions): Promise<HedgingBe
           connections: o.connections,
         };
         if (o.warmupS > 0) await runFixedRate({ ...load, durationS: o.warmupS });
-        const before = await counters(gw.baseUrl);
+        const before = await counters(gw.metricsUrl);
         const r: FixedRateResult = await runFixedRate({ ...load, durationS: o.durationS });
-        const after = await counters(gw.baseUrl);
+        const after = await counters(gw.metricsUrl);
         const row: HedgingRow = {
           label: sc.label,
           target: sc.target,

@@ -77,8 +77,8 @@ const PLAN = {
   monthlyRequestLimit: null,
 };
 
-async function verifications(baseUrl: string): Promise<number> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+async function verifications(metricsUrl: string): Promise<number> {
+  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
   let n = 0;
   for (const m of text.matchAll(/^rpcgw_jwt_verifications_total\{[^}]*\} (\d+)$/gm)) n += Number(m[1]);
   return n;
@@ -116,7 +116,7 @@ export async function runJwtBench(opts: JwtBenchOptions = {}): Promise<JwtBenchR
   const connections = Math.max(1, opts.connections ?? 64);
   const threads = Math.max(1, opts.threads ?? (os.cpus().length <= 2 ? 1 : 2));
   const repeats = Math.max(1, opts.repeats ?? 3);
-  let gatewayUrl = "";
+  let metricsUrl = "";
   const r = await runVariantsSection({
     labels: ["jwt-off", "jwt-on"],
     load: {
@@ -174,7 +174,7 @@ export async function runJwtBench(opts: JwtBenchOptions = {}): Promise<JwtBenchR
 
       const gw = await startGateway({ redisUrl: redis.url, prefix: redis.prefix });
       defer(() => gw.proc.stop());
-      gatewayUrl = gw.baseUrl;
+      metricsUrl = gw.metricsUrl;
       const offUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(plainKey)}`;
       const onUrl = `${gw.baseUrl}/${BENCH_NETWORK}/rpc?apikey=${encodeURIComponent(jwtKey)}`;
       await expect200("jwt off", offUrl);
@@ -197,7 +197,7 @@ export async function runJwtBench(opts: JwtBenchOptions = {}): Promise<JwtBenchR
     // The order flipped every round, so drift on a shared machine hits both alike.
     order: (round) => (round % 2 === 0 ? ["jwt-off", "jwt-on"] : ["jwt-on", "jwt-off"]),
     afterRun: (_, run) => `  gateway CPU ${run.cpuUsPerRequest.toFixed(1)} µs/request`,
-    afterRounds: () => verifications(gatewayUrl),
+    afterRounds: () => verifications(metricsUrl),
     labelWidth: 10,
     flagFailures: true,
     cpuDigits: 2,

@@ -226,7 +226,7 @@ export async function runLogsSplitBench(o: LogsSplitBenchOptions = {}): Promise<
       whole.push(w.ms);
       direct.push((await timedPost(urlA, body)).ms);
     }
-    const metrics = await (await fetch(`${gw.baseUrl}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsUrl}/metrics`)).text();
     const splitExchangesByUpstream: Record<string, number> = {};
     for (const m of metrics.matchAll(
       /^rpcgw_upstream_requests_total\{network="logs-split",upstream="([^"]+)",outcome="ok"\} (\d+)/gm,

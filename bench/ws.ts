@@ -683,7 +683,7 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
       const connectSeconds = (performance.now() - t0) / 1000;
       await sleep(1000);
       connected = Math.max(connected, processMemory(pid).rssMiB);
-      const before = await gatewayFanout(gw.baseUrl);
+      const before = await gatewayFanout(gw.metricsUrl);
       const gwCpu0 = processCpu(pid);
       const clientPids = clients.map((c) => c.pid);
       const clCpu0 = cpuOf(clientPids);
@@ -698,7 +698,7 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
       const heads = stub.heads() - headsBefore;
       const gwCpu1 = processCpu(pid);
       const clCpu1 = cpuOf(clientPids);
-      const after = await gatewayFanout(gw.baseUrl);
+      const after = await gatewayFanout(gw.metricsUrl);
       const reports = await Promise.all(clients.map((c) => c.report()));
       const all: number[] = [];
       for (const r of reports) for (const d of r.delays) all.push(d);
@@ -736,7 +736,7 @@ export async function runWsBench(opts: WsBenchOptions = {}): Promise<WsBenchResu
       await Promise.all(clients.map((c) => c.close()));
       for (const c of clients) c.kill();
       live.length = 0;
-      await gatewayIdle(gw.baseUrl);
+      await gatewayIdle(gw.metricsUrl);
     }
 
     const floor =

@@ -69,6 +69,12 @@ const supervisor = createSupervisor({
 });
 const run = supervisor.run;
 
+/** Where a client on this machine reaches a listener bound to `host` (every interface: loopback). */
+function reachable(host) {
+  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}
+
 async function waitFor(name, check, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -106,10 +112,19 @@ async function main() {
   env.REDIS_URL ??= "redis://127.0.0.1:6379";
   env.CONTROL_PLANE_PORT ??= "4000";
   env.DATA_PLANE_PORT ??= "8080";
-  env.PUBLIC_HTTP_URL ??= `http://127.0.0.1:${env.DATA_PLANE_PORT}`;
-  env.PUBLIC_WS_URL ??= `ws://127.0.0.1:${env.DATA_PLANE_PORT}`;
+  // A development stack: every listener on loopback unless told otherwise (the processes' own defaults,
+  // every interface, are for containers). The metrics listener and anvil are loopback already.
+  env.CONTROL_PLANE_HOST ??= "127.0.0.1";
+  env.DATA_PLANE_HOST ??= "127.0.0.1";
+  const dpHost = reachable(env.DATA_PLANE_HOST);
+  env.PUBLIC_HTTP_URL ??= `http://${dpHost}:${env.DATA_PLANE_PORT}`;
+  env.PUBLIC_WS_URL ??= `ws://${dpHost}:${env.DATA_PLANE_PORT}`;
   const generatedAdmin = env.ADMIN_TOKEN === undefined;
-  env.ADMIN_TOKEN ??= `adm_${randomBytes(24).toString("base64url")}`;
+  // The operator token goes to the control plane only (as in docker/compose.yml), never to the worker,
+  // the data plane or anvil.
+  const adminToken = env.ADMIN_TOKEN ?? `adm_${randomBytes(24).toString("base64url")}`;
+  delete env.ADMIN_TOKEN;
+  const cpEnv = { ...env, ADMIN_TOKEN: adminToken };
 
   await ensureDatabase(env.DATABASE_URL);
 
@@ -117,21 +132,18 @@ async function main() {
   if (!upstream) {
     const anvilPort = env.DEMO_ANVIL_PORT ?? "8545";
     upstream = `http://127.0.0.1:${anvilPort}`;
-    run("anvil", require.resolve("@foundry-rs/anvil-linux-amd64/bin/anvil"), [
-      "--host",
-      "127.0.0.1",
-      "--port",
-      anvilPort,
-      "--block-time",
-      "2",
-      "--silent",
-    ]);
+    run(
+      "anvil",
+      require.resolve("@foundry-rs/anvil-linux-amd64/bin/anvil"),
+      ["--host", "127.0.0.1", "--port", anvilPort, "--block-time", "2", "--silent"],
+      env,
+    );
     await waitFor("anvil", () => rpcOk(upstream));
     log(`anvil (chain 31337) on ${upstream}`);
   }
 
-  const cpUrl = `http://127.0.0.1:${env.CONTROL_PLANE_PORT}/graphql`;
-  run("control-plane", process.execPath, ["dist/control-plane/src/main.js"], env);
+  const cpUrl = `http://${reachable(env.CONTROL_PLANE_HOST)}:${env.CONTROL_PLANE_PORT}/graphql`;
+  run("control-plane", process.execPath, ["dist/control-plane/src/main.js"], cpEnv);
   await waitFor("control plane", async () => {
     const res = await fetch(cpUrl, {
       method: "POST",
@@ -162,8 +174,13 @@ async function main() {
     "RPC gateway is running.",
     `  GraphQL:        ${cpUrl}`,
     `  Console:        ${cpUrl.replace(/\/graphql$/, "/console/")} (log in with the demo account)`,
-    `  Operator token: ${generatedAdmin ? `${env.ADMIN_TOKEN} (generated; set ADMIN_TOKEN to keep one)` : "(ADMIN_TOKEN from your environment)"}`,
-    `  Demo account:   ${info.email} / ${info.password}${info.operator ? " (platform operator: Operator pages in the console)" : ""}`,
+    `  Metrics:        ${env.METRICS_PORT === "0" ? "(a free port: see the data plane's log)" : `http://${reachable(env.METRICS_HOST ?? "127.0.0.1")}:${env.METRICS_PORT ?? "9464"}/metrics (not on the RPC port)`}`,
+    `  Operator token: ${generatedAdmin ? `${adminToken} (generated; set ADMIN_TOKEN to keep one)` : "(ADMIN_TOKEN from your environment)"}`,
+    "                  the platform operator: GraphQL with `Authorization: Bearer <operator token>`;",
+    "                  setOperator(account:, operator: true) with it opens an account's Operator pages",
+    info.password === null
+      ? `  Demo account:   ${info.email} (password shown when it was created; not stored in the clear)`
+      : `  Demo account:   ${info.email} / ${info.password} (random, shown once: note it)`,
     `  Demo token:     ${info.token}`,
     `  Demo app:       ${info.appName ?? "demo"} (${info.appId})`,
     `  API key:        ${info.apiKey}`,

@@ -11,6 +11,11 @@ export const DEV_KEY_ENCRYPTION_SECRET = "rpc-gateway-dev-key-encryption-secret-
 const schema = z.object({
   ...commonEnvShape,
   CONTROL_PLANE_PORT: env.port(4000),
+  /**
+   * Interface the control plane binds to. Every interface by default, as a container needs (compose's
+   * published port, a Kubernetes Service); `npm start` sets 127.0.0.1 unless told otherwise.
+   */
+  CONTROL_PLANE_HOST: z.string().min(1).default("0.0.0.0"),
   /** Operator token. When unset, a random one is generated at start (and logged as generated, not shown). */
   ADMIN_TOKEN: z
     .string()
@@ -40,9 +45,25 @@ const schema = z.object({
     ),
   /** Lifetime of tokens returned by signUp / logIn. */
   SESSION_TTL_SECONDS: env.int(7 * 24 * 3600, 60, 365 * 24 * 3600),
-  /** Login attempts allowed per email and per client IP within one window. */
-  LOGIN_MAX_ATTEMPTS: env.int(10, 1, 1_000_000),
+  /**
+   * Personal access tokens (createAccessToken): the lifetime when `expiresInSeconds` is not given, and
+   * the longest one that may be asked for.
+   */
+  ACCESS_TOKEN_TTL_SECONDS: env.int(30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+  ACCESS_TOKEN_MAX_TTL_SECONDS: env.int(365 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+  /** Log-in attempts allowed per client address (IPv6: /64), over all emails, within one window. */
+  LOGIN_MAX_ATTEMPTS: env.int(30, 1, 1_000_000),
   LOGIN_WINDOW_SECONDS: env.int(300, 1, 24 * 3600),
+  /**
+   * Per (email, client address): failures before back-off, then a wait of LOGIN_BACKOFF_BASE_MS doubling
+   * per further failure up to LOGIN_BACKOFF_MAX_MS. Another address is not held up.
+   */
+  LOGIN_FREE_FAILURES: env.int(5, 1, 1000),
+  LOGIN_BACKOFF_BASE_MS: env.int(1000, 1, 3_600_000),
+  LOGIN_BACKOFF_MAX_MS: env.int(900_000, 1, 24 * 3_600_000),
+  /** Log-in attempts allowed per email over all addresses within LOGIN_EMAIL_WINDOW_SECONDS (a high ceiling). */
+  LOGIN_EMAIL_MAX_ATTEMPTS: env.int(1000, 1, 1_000_000),
+  LOGIN_EMAIL_WINDOW_SECONDS: env.int(3600, 1, 7 * 24 * 3600),
   /** Proxies (addresses / CIDR) whose X-Forwarded-For is believed for the client IP (login rate limit). */
   TRUSTED_PROXIES: env
     .list("")
@@ -61,6 +82,11 @@ const schema = z.object({
   GRAPHQL_MAX_ALIASES: env.int(15, 0, 1000),
   GRAPHQL_MAX_TOKENS: env.int(2000, 100, 100_000),
   GRAPHQL_MAX_COST: env.int(5000, 100, 1_000_000),
+  /**
+   * Objects one operation may ask for, each list counted at its `first`/`limit` argument or its largest
+   * size (graphql/cost.ts): a query over every app with its keys, allowlists and endpoints is refused.
+   */
+  GRAPHQL_MAX_LIST_COST: env.int(20_000, 100, 10_000_000),
   GRAPHQL_MAX_DIRECTIVES: env.int(50, 0, 1000),
   /** Largest /graphql HTTP body and largest graphql-ws message. */
   GRAPHQL_MAX_BODY_BYTES: env.int(1024 * 1024, 1024, 64 * 1024 * 1024),
@@ -152,6 +178,8 @@ export interface ControlPlaneConfig {
   redisKeyPrefix: string;
   logLevel: string;
   port: number;
+  /** CONTROL_PLANE_HOST: the interface to bind. */
+  host: string;
   adminToken: string;
   /** True when ADMIN_TOKEN was not set and a random one was generated for this process. */
   adminTokenGenerated: boolean;
@@ -163,8 +191,15 @@ export interface ControlPlaneConfig {
   /** PUBLIC_CONSOLE_URL without a trailing slash; null: derived from the bound port. */
   publicConsoleUrl: string | null;
   sessionTtlSeconds: number;
+  accessTokenTtlSeconds: number;
+  accessTokenMaxTtlSeconds: number;
   loginMaxAttempts: number;
   loginWindowSeconds: number;
+  loginFreeFailures: number;
+  loginBackoffBaseMs: number;
+  loginBackoffMaxMs: number;
+  loginEmailMaxAttempts: number;
+  loginEmailWindowSeconds: number;
   republishIntervalSeconds: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
@@ -211,6 +246,7 @@ export function loadConfig(
     redisKeyPrefix: e.REDIS_KEY_PREFIX,
     logLevel: e.LOG_LEVEL,
     port: e.CONTROL_PLANE_PORT,
+    host: e.CONTROL_PLANE_HOST,
     adminToken: e.ADMIN_TOKEN ?? randomBytes(32).toString("base64url"),
     adminTokenGenerated: e.ADMIN_TOKEN === undefined,
     keyEncryptionSecret: e.KEY_ENCRYPTION_SECRET ?? DEV_KEY_ENCRYPTION_SECRET,
@@ -219,8 +255,16 @@ export function loadConfig(
     publicWsUrl: e.PUBLIC_WS_URL.replace(/\/+$/, ""),
     publicConsoleUrl: e.PUBLIC_CONSOLE_URL ? e.PUBLIC_CONSOLE_URL.replace(/\/+$/, "") : null,
     sessionTtlSeconds: e.SESSION_TTL_SECONDS,
+    accessTokenMaxTtlSeconds: e.ACCESS_TOKEN_MAX_TTL_SECONDS,
+    // A default above the maximum would mint tokens nobody could ask for explicitly.
+    accessTokenTtlSeconds: Math.min(e.ACCESS_TOKEN_TTL_SECONDS, e.ACCESS_TOKEN_MAX_TTL_SECONDS),
     loginMaxAttempts: e.LOGIN_MAX_ATTEMPTS,
     loginWindowSeconds: e.LOGIN_WINDOW_SECONDS,
+    loginFreeFailures: e.LOGIN_FREE_FAILURES,
+    loginBackoffBaseMs: e.LOGIN_BACKOFF_BASE_MS,
+    loginBackoffMaxMs: Math.max(e.LOGIN_BACKOFF_BASE_MS, e.LOGIN_BACKOFF_MAX_MS),
+    loginEmailMaxAttempts: e.LOGIN_EMAIL_MAX_ATTEMPTS,
+    loginEmailWindowSeconds: e.LOGIN_EMAIL_WINDOW_SECONDS,
     republishIntervalSeconds: e.REPUBLISH_INTERVAL_SECONDS,
     headersTimeoutMs: e.CONTROL_PLANE_HEADERS_TIMEOUT_MS,
     requestTimeoutMs: Math.max(e.CONTROL_PLANE_HEADERS_TIMEOUT_MS, e.CONTROL_PLANE_REQUEST_TIMEOUT_MS),
@@ -230,6 +274,7 @@ export function loadConfig(
       maxAliases: e.GRAPHQL_MAX_ALIASES,
       maxTokens: e.GRAPHQL_MAX_TOKENS,
       maxCost: e.GRAPHQL_MAX_COST,
+      maxListCost: e.GRAPHQL_MAX_LIST_COST,
       maxDirectives: e.GRAPHQL_MAX_DIRECTIVES,
     },
     graphqlMaxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,

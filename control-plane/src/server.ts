@@ -21,6 +21,7 @@ import { GqlContext } from "./graphql/context";
 import { createFormatError, createWsErrorFormatting } from "./graphql/errors";
 import { apolloArmor, createWsLimits } from "./graphql/limits";
 import { buildControlPlaneSchema } from "./graphql/schema";
+import { ReadinessCheck } from "./health/readiness";
 import { createServices, Services } from "./services";
 
 export interface ControlPlane {
@@ -35,7 +36,7 @@ export interface ControlPlane {
 }
 
 export interface ControlPlaneOptions {
-  /** Host to bind (default 0.0.0.0). */
+  /** Host to bind (default: CONTROL_PLANE_HOST). */
   host?: string;
   /** Full re-publish into Redis after start (default true). */
   publishOnStart?: boolean;
@@ -66,7 +67,8 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
 
 /**
  * Opens Postgres (runs migrations under the advisory lock) and Redis, publishes everything to Redis,
- * and serves GraphQL at `POST /graphql` (plus `GET /healthz`). `config.port` 0 picks a free port.
+ * and serves GraphQL at `POST /graphql` (plus `GET /healthz`, liveness, and `GET /readyz`: 503 while Postgres or
+ * Redis does not answer). `config.port` 0 picks a free port.
  */
 export async function createControlPlane(
   config: ControlPlaneConfig,
@@ -119,6 +121,7 @@ export async function createControlPlane(
     await apollo.start();
     const server = apollo;
     const trustedProxies = parseTrustedProxies(config.trustedProxies);
+    const readiness = new ReadinessCheck(ds, redis);
 
     const handle = async (req: IncomingMessage, res: ServerResponse) => {
       // The target is origin-form ("/path?query"): appended to the origin, so "//host/x" stays a path and
@@ -133,6 +136,15 @@ export async function createControlPlane(
       }
       if (url.pathname === "/healthz" && req.method === "GET") {
         res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
+        return;
+      }
+      if (url.pathname === "/readyz" && req.method === "GET") {
+        const r = await readiness.check();
+        res
+          .writeHead(r.ready ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" })
+          .end(
+            JSON.stringify({ status: r.ready ? "ready" : "not ready", postgres: r.postgres, redis: r.redis }),
+          );
         return;
       }
       if (isConsolePath(url.pathname)) {
@@ -216,7 +228,7 @@ export async function createControlPlane(
     srv.requestTimeout = config.requestTimeoutMs;
     await new Promise<void>((resolve, reject) => {
       srv.once("error", reject);
-      srv.listen(config.port, opts.host ?? "0.0.0.0", () => resolve());
+      srv.listen(config.port, opts.host ?? config.host, () => resolve());
     });
     // graphql-ws subscriptions on the same path (`dedicatedNodeStatus`); the token comes in connectionParams.
     // A message over the cap closes its socket with 1009 (ws) before it is buffered whole.
@@ -250,7 +262,7 @@ export async function createControlPlane(
           }
           const document = wsLimits.parse(payload.query);
           if (!("kind" in document)) return document;
-          const errors = wsLimits.validate(wsSchema, document);
+          const errors = wsLimits.validate(wsSchema, document, payload.operationName, payload.variables);
           if (errors.length > 0) return errors;
           return {
             schema: wsSchema,

@@ -7,7 +7,7 @@ import { AccessService } from "./access/access.service";
 import { AllowlistService } from "./allowlist/allowlist.service";
 import { AppService } from "./apps/app.service";
 import { AuthService } from "./auth/auth.service";
-import { LoginRateLimiter } from "./auth/login-rate-limit";
+import { LoginRateLimiter, type LoginThrottleOptions } from "./auth/login-rate-limit";
 import { SignUpRateLimiter } from "./auth/signup-rate-limit";
 import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
@@ -66,7 +66,7 @@ export function createServices(
     workspaces,
     () => config.publicConsoleUrl ?? `http://127.0.0.1:${boundPort()}/console`,
   );
-  const limiter = new LoginRateLimiter(redis, names, config.loginMaxAttempts, config.loginWindowSeconds);
+  const limiter = new LoginRateLimiter(redis, names, loginThrottleOptions(config));
   return {
     config,
     publication,
@@ -76,7 +76,12 @@ export function createServices(
       ds,
       limiter,
       publication,
-      { adminToken: config.adminToken, sessionTtlSeconds: config.sessionTtlSeconds },
+      {
+        adminToken: config.adminToken,
+        sessionTtlSeconds: config.sessionTtlSeconds,
+        accessTokenTtlSeconds: config.accessTokenTtlSeconds,
+        accessTokenMaxTtlSeconds: config.accessTokenMaxTtlSeconds,
+      },
       new SignUpRateLimiter(redis, names, config.signUpMaxPerIp, config.signUpWindowSeconds),
       members,
     ),
@@ -104,5 +109,18 @@ export function createServices(
     ),
     webhooks: new WebhookService(ds, workspaces, webhookQueue, encryptionKey, config.webhooks),
     operator: new OperatorService(ds, redis, names, config.usageMaxRangeDays),
+  };
+}
+
+/** The log-in throttle's settings (LOGIN_*). */
+export function loginThrottleOptions(config: ControlPlaneConfig): LoginThrottleOptions {
+  return {
+    maxAttemptsPerAddress: config.loginMaxAttempts,
+    windowSeconds: config.loginWindowSeconds,
+    freeFailures: config.loginFreeFailures,
+    backoffBaseMs: config.loginBackoffBaseMs,
+    backoffMaxMs: config.loginBackoffMaxMs,
+    maxAttemptsPerEmail: config.loginEmailMaxAttempts,
+    emailWindowSeconds: config.loginEmailWindowSeconds,
   };
 }

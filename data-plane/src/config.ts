@@ -15,6 +15,13 @@ export const dataPlaneEnvShape = {
   /** Interface the HTTP server binds to. */
   DATA_PLANE_HOST: z.string().default("0.0.0.0"),
   /**
+   * Prometheus `GET /metrics` listener of the process (metrics/server.ts), apart from the public port: its
+   * series name every network, upstream and dedicated node. Loopback by default; a scraper elsewhere needs
+   * METRICS_HOST set (0.0.0.0 in the container images' deployments). 0 = a free port.
+   */
+  METRICS_PORT: env.port(9464),
+  METRICS_HOST: z.string().default("127.0.0.1"),
+  /**
    * Threads serving requests, each a whole data plane listening on the same port (threads/supervisor.ts).
    * Unset = the CPUs this process may run on (`os.availableParallelism()`: its affinity mask, not a
    * container's CPU quota, so set it to the CPU limit under one). 1 = no worker thread at all.
@@ -217,6 +224,14 @@ export const dataPlaneEnvShape = {
    * for 60 s, least recently used first out past this many.
    */
   JWT_CACHE_MAX_ENTRIES: env.int(100_000, 10, 10_000_000),
+  /**
+   * Unknown API keys one client address (IPv6 per /64) may present per KEY_LOOKUP_WINDOW_MS before keys
+   * that are not cached are refused with 429 `key_lookup_throttled` without asking Redis (auth/
+   * lookup-throttle.ts; one count for the whole process, all threads). 0 = no throttle.
+   */
+  KEY_LOOKUP_MAX_FAILURES: env.int(20, 0, 1_000_000),
+  /** The window of KEY_LOOKUP_MAX_FAILURES; a throttled address may try again when it ends (Retry-After). */
+  KEY_LOOKUP_WINDOW_MS: env.int(60_000, 100, 3_600_000),
   /** Clock skew allowed on a JWT's `nbf` (seconds); `exp` is checked without leeway. */
   JWT_NBF_LEEWAY_S: env.int(30, 0, 3_600),
   /** Namespaces shared nodes serve beyond the built-in allow-list (comma-separated, e.g. `bor,zks`). */

@@ -3,6 +3,7 @@ import { RedisNames } from "../../shared/src/redis/keys";
 import { type Cidr, parseCidr } from "./allowlist/ip";
 import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
 import { CachingKeyVerifier } from "./auth/key-verifier";
+import { KeyLookupThrottle } from "./auth/lookup-throttle";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
 import { dropReorged } from "./forward/forward";
@@ -87,6 +88,11 @@ export interface DataPlaneOverrides {
   thread?: PlaneThreadHooks;
   /** Request log (default: `createRequestLog(config)`, REQUEST_LOG_*). */
   requestLog?: RequestLog;
+  /**
+   * The failed key look-ups table (KeyLookupThrottle.allocate; default: this plane's own; serving threads
+   * share one, so KEY_LOOKUP_MAX_FAILURES holds for the process).
+   */
+  keyLookupTable?: SharedArrayBuffer;
   /** Request tracing (default: `createTracing`, from OTEL_*); an injected one is not shut down by the plane. */
   tracing?: RequestTracing;
 }
@@ -97,8 +103,6 @@ export interface PlaneThreadHooks {
   readonly index: number;
   /** /readyz of the process, given this thread's own readiness: ready only when every thread is. */
   ready(own: boolean): boolean;
-  /** /metrics of the whole process: every thread's series aggregated. */
-  renderMetrics(): Promise<string | undefined>;
 }
 
 /** Starts the data plane in this process: loads state from Redis, builds upstream pools, listens. */
@@ -131,6 +135,10 @@ export async function startDataPlane(
     negativeTtlMs: config.NEGATIVE_KEY_CACHE_TTL_MS,
     maxEntries: config.KEY_CACHE_MAX_ENTRIES,
     logger,
+    throttle: new KeyLookupThrottle(overrides.keyLookupTable ?? KeyLookupThrottle.allocate(), {
+      maxFailures: config.KEY_LOOKUP_MAX_FAILURES,
+      windowMs: config.KEY_LOOKUP_WINDOW_MS,
+    }),
   });
   // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
   const bufferBudget = overrides.bufferBudget ?? new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
@@ -180,7 +188,10 @@ export async function startDataPlane(
         })
       : undefined;
   const usage = overrides.usage ?? ownedUsage!.recorder;
-  const ownedRequestLog = overrides.requestLog === undefined ? createRequestLog(config, logger) : undefined;
+  const ownedRequestLog =
+    overrides.requestLog === undefined
+      ? createRequestLog(config, logger, metrics instanceof PromMetrics ? metrics.registry : undefined)
+      : undefined;
   const requestLog = overrides.requestLog ?? ownedRequestLog!.log;
   metrics.limitsHealth(() => limits.redisHealth());
   const nodeLookup =
@@ -376,7 +387,6 @@ export async function startDataPlane(
       ? { ready }
       : {
           ready: () => thread.ready(ready()),
-          renderMetrics: () => thread.renderMetrics(),
           thread: thread.index,
         },
   );

@@ -26,8 +26,20 @@ async function main(): Promise<void> {
 async function singleThread(config: DataPlaneConfig): Promise<void> {
   // Loaded here, not at the top: the main thread of several serves nothing and skips the plane's modules.
   const { startDataPlane } = require("./data-plane") as typeof import("./data-plane");
+  const { PromMetrics } = require("./metrics/metrics") as typeof import("./metrics/metrics");
+  const { serveMetrics } = require("./metrics/server") as typeof import("./metrics/server");
   const logger = createLogger("data-plane", config.LOG_LEVEL);
-  const plane = await startDataPlane(config, { logger });
+  const metrics = new PromMetrics();
+  const plane = await startDataPlane(config, { logger, metrics });
+  // After the plane (its checks, e.g. the native uWS binding, come first); a metrics port already taken
+  // fails the start like a taken public port: exit 1 with the reason.
+  const metricsListener = await serveMetrics({
+    host: config.METRICS_HOST,
+    port: config.METRICS_PORT,
+    contentType: metrics.contentType,
+    render: () => metrics.render(),
+    logger,
+  });
   let stopping = false;
   let exitCode = 0;
   let forceExitArmed = false;
@@ -45,7 +57,8 @@ async function singleThread(config: DataPlaneConfig): Promise<void> {
     stopping = true;
     logger.info({ signal }, "shutting down: draining in-flight requests");
     plane.close().then(
-      () => process.exit(exitCode),
+      // Scrapes are answered through the drain; the listener goes with the process.
+      () => metricsListener.close().then(() => process.exit(exitCode)),
       (err: unknown) => {
         logger.error({ err }, "error during shutdown");
         process.exit(1);

@@ -1,4 +1,4 @@
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 
 /**
  * Ports handed out come from below Linux's ephemeral range (32768-60999 by default): the kernel picks
@@ -33,4 +33,22 @@ export async function freePort(): Promise<number> {
     }
   }
   throw new Error(`no free port in ${LOWEST_PORT}-${HIGHEST_PORT} after ${ATTEMPTS} attempts`);
+}
+
+/**
+ * Whether a TCP connection to host:port is accepted (refused or timed out: false). To tell a listener bound
+ * to 127.0.0.1 from one bound to every interface without leaving the machine, ask on 127.0.0.2: it is
+ * loopback too (all of 127.0.0.0/8 is), so a 0.0.0.0 listener accepts it and a 127.0.0.1 one refuses it.
+ */
+export function acceptsConnection(host: string, port: number, timeoutMs = 2_000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+  });
 }

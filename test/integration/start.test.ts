@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import path from "node:path";
-import { freePort } from "../helpers/ports";
+import { acceptsConnection, freePort } from "../helpers/ports";
 import { createTestDatabase, type TestDatabase } from "../helpers/postgres";
 import { type StartedProcess, startProcess } from "../helpers/process";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../helpers/redis";
@@ -23,7 +25,7 @@ describe("npm start (scripts/start.js)", function () {
   let db: TestDatabase;
   let ns: TestRedisNamespace;
   let proc: StartedProcess | undefined;
-  const ports = { cp: 0, dp: 0, anvil: 0 };
+  const ports = { cp: 0, dp: 0, anvil: 0, metrics: 0 };
 
   before(async () => {
     db = await createTestDatabase();
@@ -31,6 +33,7 @@ describe("npm start (scripts/start.js)", function () {
     ports.cp = await freePort();
     ports.dp = await freePort();
     ports.anvil = await freePort();
+    ports.metrics = await freePort();
   });
 
   after(async () => {
@@ -39,7 +42,7 @@ describe("npm start (scripts/start.js)", function () {
     await db.drop();
   });
 
-  it("serves the printed demo key, refuses a wrong one, restarts a killed child with backoff, and stops everything on SIGTERM", async () => {
+  it("listens on 127.0.0.1 only, serves the printed demo key, gives the demo account a random password and no operator rights, restarts a killed child with backoff, and stops everything on SIGTERM", async () => {
     proc = await startProcess(process.execPath, ["scripts/start.js"], {
       cwd: root,
       env: {
@@ -49,6 +52,7 @@ describe("npm start (scripts/start.js)", function () {
         CONTROL_PLANE_PORT: String(ports.cp),
         DATA_PLANE_PORT: String(ports.dp),
         DEMO_ANVIL_PORT: String(ports.anvil),
+        METRICS_PORT: String(ports.metrics),
         LOG_LEVEL: "warn",
         START_RESTART_BASE_MS: "200",
         START_RESTART_MAX_MS: "300",
@@ -76,13 +80,75 @@ describe("npm start (scripts/start.js)", function () {
     assert.equal(bad.status, 401);
     assert.equal(((await bad.json()) as { error: { code: number } }).error.code, -32016);
 
-    // A child that dies is restarted (with a note on stderr) while the others keep running: kill the data
-    // plane by its PID, twice in a row (the second delay doubles, 400 ms, capped at 300), and it comes back
-    // serving the same key.
+    // Every listener it started is on 127.0.0.1 only: 127.0.0.2 (loopback too) is refused by each, while
+    // a listener on every interface (the control) accepts it.
+    const any = createServer();
+    await new Promise<void>((r) => any.listen(0, "0.0.0.0", r));
+    try {
+      assert.equal(await acceptsConnection("127.0.0.2", (any.address() as AddressInfo).port), true);
+    } finally {
+      any.close();
+    }
+    for (const [name, port] of Object.entries(ports)) {
+      assert.equal(await acceptsConnection("127.0.0.1", port), true, `${name} not listening on ${port}`);
+      assert.equal(await acceptsConnection("127.0.0.2", port), false, `${name} listens beyond 127.0.0.1`);
+    }
+    assert.match(out, new RegExp(`Metrics: +http://127\\.0\\.0\\.1:${ports.metrics}/metrics`));
+    assert.equal((await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).status, 200);
+    const ready = await fetch(`http://127.0.0.1:${ports.cp}/readyz`);
+    assert.deepEqual(await ready.json(), { status: "ready", postgres: "ok", redis: "ok" });
+    assert.equal((await fetch(`http://127.0.0.1:${ports.dp}/metrics`)).status, 404);
+
+    // The demo account: a random password printed once, which logs in, and no operator rights. The
+    // operator is the printed operator token.
+    const account = /Demo account:\s+(\S+) \/ (\S+) \(random, shown once/.exec(out);
+    assert.ok(account, `no demo password in the banner:\n${out}`);
+    const [, email, password] = account;
+    assert.match(password!, /^[A-Za-z0-9_-]{24}$/);
+    assert.ok(!out.includes("demo-password"));
+    const operatorToken = /Operator token: (\S+) \(generated/.exec(out)?.[1];
+    assert.ok(operatorToken, `no operator token in the banner:\n${out}`);
+    const gql = async (query: string, variables: object, token?: string) =>
+      (await (
+        await fetch(`http://127.0.0.1:${ports.cp}/graphql`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          body: JSON.stringify({ query, variables }),
+        })
+      ).json()) as { data?: Record<string, { token?: string; isOperator?: boolean }>; errors?: unknown[] };
+    const login = await gql(
+      "mutation($e: String!, $p: String!) { logIn(email: $e, password: $p) { token } }",
+      {
+        e: email,
+        p: password,
+      },
+    );
+    const demoToken = login.data?.logIn?.token;
+    assert.ok(demoToken, JSON.stringify(login));
+    assert.equal((await gql("{ me { isOperator } }", {}, demoToken)).data?.me?.isOperator, false);
+    const asDemo = await gql("{ operatorWorkspaces { id } }", {}, demoToken);
+    assert.ok(asDemo.errors?.length, "the demo account reached an operator query");
+    const asOperator = await gql("{ operatorWorkspaces { id } }", {}, operatorToken);
+    assert.equal(asOperator.errors, undefined, JSON.stringify(asOperator));
+
+    // The operator token is in the control plane's environment only.
     const pidOf = (name: string): number[] =>
       [...proc!.output().matchAll(new RegExp(`\\[start\\] ${name} started \\(pid (\\d+)\\)`, "g"))].map((m) =>
         Number(m[1]),
       );
+    const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+    assert.ok(environ(pidOf("control-plane")[0]!).includes(`ADMIN_TOKEN=${operatorToken}`));
+    for (const name of ["worker", "data-plane", "anvil"]) {
+      const vars = environ(pidOf(name)[0]!);
+      assert.ok(!vars.some((v) => v.startsWith("ADMIN_TOKEN=")), `${name} was given ADMIN_TOKEN`);
+    }
+
+    // A child that dies is restarted (with a note on stderr) while the others keep running: kill the data
+    // plane by its PID, twice in a row (the second delay doubles, 400 ms, capped at 300), and it comes back
+    // serving the same key.
     const [cpPid] = pidOf("control-plane");
     const [workerPid] = pidOf("worker");
     assert.ok(cpPid && workerPid, proc.output());
@@ -118,7 +184,6 @@ describe("npm start (scripts/start.js)", function () {
 
     const code = await proc.stop(20_000);
     assert.equal(code, 0, proc.output());
-    for (const p of [ports.cp, ports.dp, ports.anvil])
-      assert.equal(await portOpen(p), false, `port ${p} still open`);
+    for (const p of Object.values(ports)) assert.equal(await portOpen(p), false, `port ${p} still open`);
   });
 });

@@ -2,13 +2,20 @@
 
 const TOKEN_KEY = "rpc-gateway.token";
 
+// The session token lives in this tab's sessionStorage: it survives reloads, is gone when the tab closes,
+// and is not shared with other tabs. localStorage would keep it on disk for as long as the token lives, for
+// any script of this origin to read in any later session. The CSP (control-plane/src/console/static.ts)
+// allows no inline or foreign script to read it meanwhile. A token an earlier build left in localStorage
+// is dropped.
+localStorage.removeItem(TOKEN_KEY);
+
 export function getToken(): string | null {
-  return localStorage.getItem(TOKEN_KEY);
+  return sessionStorage.getItem(TOKEN_KEY);
 }
 
 export function setToken(token: string | null): void {
-  if (token) localStorage.setItem(TOKEN_KEY, token);
-  else localStorage.removeItem(TOKEN_KEY);
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
 }
 
 const WORKSPACE_KEY = "rpc-gateway.workspace";

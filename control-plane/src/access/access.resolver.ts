@@ -61,14 +61,14 @@ export class AccessResolver {
     description: "Method rules, caps, User-Agent patterns and JWT settings.",
   })
   accessRules(@Root() app: App, @Ctx() ctx: GqlContext): Promise<AppAccessRules> {
-    return ctx.services.access.rules(app.id);
+    return ctx.services.access.rulesFor(ctx, app.id);
   }
 
   @FieldResolver(() => [AppJwtKey], {
     description: "Public keys the app's JWTs may be signed with (at most 3).",
   })
   jwtKeys(@Root() app: App, @Ctx() ctx: GqlContext): Promise<AppJwtKey[]> {
-    return ctx.services.access.jwtKeys(app.id);
+    return ctx.services.access.jwtKeysFor(ctx, app.id);
   }
 
   @Mutation(() => AppAccessRules, {

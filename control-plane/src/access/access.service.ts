@@ -1,7 +1,8 @@
 import { calculateJwkThumbprint } from "jose";
-import { DataSource, EntityManager } from "typeorm";
+import { DataSource, EntityManager, In } from "typeorm";
 import { MAX_JWT_KEYS_PER_APP } from "../../../shared/src/redis/records";
 import { RequestContext } from "../auth/context";
+import { batchLoader, groupBy } from "../common/batch-loader";
 import { badInput, isUniqueViolation, isUuid, notFound } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
 import { Permission } from "../workspaces/roles";
@@ -49,6 +50,38 @@ export class AccessService {
   ) {}
 
   /** The app's rules (`AppAccessRules.none` when it never set any); `app` was reached through an authorised path. */
+  /** An app's rules, batched with the other apps of the request (`app` reached through an authorised path). */
+  rulesFor(ctx: RequestContext, appId: string): Promise<AppAccessRules> {
+    return batchLoader(
+      ctx,
+      "app.accessRules",
+      async (appIds: string[]) =>
+        new Map(
+          (await this.ds.getRepository(AppAccessRules).find({ where: { appId: In(appIds) } })).map((r) => [
+            r.appId,
+            r,
+          ]),
+        ),
+      (appId: string) => AppAccessRules.none(appId),
+    ).load(appId);
+  }
+
+  /** An app's JWT keys, batched with the other apps of the request. */
+  jwtKeysFor(ctx: RequestContext, appId: string): Promise<AppJwtKey[]> {
+    return batchLoader(
+      ctx,
+      "app.jwtKeys",
+      async (appIds: string[]) =>
+        groupBy(
+          await this.ds
+            .getRepository(AppJwtKey)
+            .find({ where: { appId: In(appIds) }, order: { createdAt: "ASC", id: "ASC" } }),
+          (k) => k.appId,
+        ),
+      (): AppJwtKey[] => [],
+    ).load(appId);
+  }
+
   async rules(appId: string, m: EntityManager = this.ds.manager): Promise<AppAccessRules> {
     return (await m.getRepository(AppAccessRules).findOneBy({ appId })) ?? AppAccessRules.none(appId);
   }

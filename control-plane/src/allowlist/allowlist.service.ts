@@ -1,5 +1,6 @@
-import { DataSource } from "typeorm";
+import { DataSource, In } from "typeorm";
 import { RequestContext } from "../auth/context";
+import { batchLoader, groupBy } from "../common/batch-loader";
 import { badInput, isUniqueViolation, isUuid, notFound } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
 import { Permission } from "../workspaces/roles";
@@ -16,6 +17,22 @@ export class AllowlistService {
     private readonly workspaces: WorkspaceService,
     private readonly publication: PublicationService,
   ) {}
+
+  /** An app's entries, batched with the other apps of the request (`app` reached through an authorised path). */
+  listFor(ctx: RequestContext, appId: string): Promise<AllowlistEntry[]> {
+    return batchLoader(
+      ctx,
+      "app.allowlist",
+      async (appIds: string[]) =>
+        groupBy(
+          await this.ds
+            .getRepository(AllowlistEntry)
+            .find({ where: { appId: In(appIds) }, order: { createdAt: "ASC", id: "ASC" } }),
+          (e) => e.appId,
+        ),
+      (): AllowlistEntry[] => [],
+    ).load(appId);
+  }
 
   async list(appId: string): Promise<AllowlistEntry[]> {
     return this.ds

@@ -69,12 +69,17 @@ function keyView(app: App, ctx: GqlContext): Promise<AppKeyView> {
 
 @Resolver(() => App)
 export class AppResolver {
-  @Query(() => [App], { description: "Apps of the caller's workspace (the operator passes workspaceId)." })
+  @Query(() => [App], {
+    description:
+      "Apps of the caller's workspace (the operator passes workspaceId), oldest first. `first`: page size, 1..1000 (default all, at most 1000); `after`: the last id of the previous page. The query cost counts `first` apps.",
+  })
   apps(
     @Arg("workspaceId", () => ID, { nullable: true }) workspaceId: string | null,
+    @Arg("first", () => Int, { nullable: true }) first: number | null,
+    @Arg("after", () => ID, { nullable: true }) after: string | null,
     @Ctx() ctx: GqlContext,
   ): Promise<App[]> {
-    return ctx.services.apps.list(ctx, workspaceId);
+    return ctx.services.apps.list(ctx, workspaceId, { first, after });
   }
 
   @Query(() => App)
@@ -155,12 +160,12 @@ export class AppResolver {
 
   @FieldResolver(() => [AllowlistEntry])
   allowlist(@Root() app: App, @Ctx() ctx: GqlContext): Promise<AllowlistEntry[]> {
-    return ctx.services.allowlist.list(app.id);
+    return ctx.services.allowlist.listFor(ctx, app.id);
   }
 
   @FieldResolver(() => [Endpoint], { description: "Integration URLs, one per network." })
   async endpoints(@Root() app: App, @Ctx() ctx: GqlContext): Promise<Endpoint[]> {
-    const [networks, view] = await Promise.all([ctx.services.networks.list(), keyView(app, ctx)]);
+    const [networks, view] = await Promise.all([ctx.services.networks.listFor(ctx), keyView(app, ctx)]);
     const { publicHttpUrl, publicWsUrl } = ctx.services.config;
     return buildEndpoints(networks, view.apiKey, publicHttpUrl, publicWsUrl);
   }

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { DataSource, EntityManager, IsNull } from "typeorm";
+import { DataSource, EntityManager, In, IsNull } from "typeorm";
 import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
 import { RequestContext } from "../auth/context";
-import { badInput, notFound } from "../common/errors";
+import { batchLoader, groupBy } from "../common/batch-loader";
+import { badInput, isUuid, notFound } from "../common/errors";
 import { openKey, sealKey, storeRebound } from "../common/key-ciphertext";
 import { PublicationService } from "../publication/publication.service";
 import type { WebhookEmitter } from "../webhooks/webhook.emitter";
@@ -16,6 +17,12 @@ import { APP_NAME_MAX, App, AppEnvironment } from "./app.entity";
 export const MAX_GRACE_PERIOD_SECONDS = 604_800;
 /** Apps per workspace (a guard against runaway automation). */
 export const MAX_APPS_PER_WORKSPACE = 1000;
+
+/** A page of `apps`: see `listForWorkspace`. */
+export interface AppPage {
+  first?: number | null;
+  after?: string | null;
+}
 
 export interface AppKeyView {
   /** In clear, or masked (`maskKey`) for a caller whose role may not read keys. */
@@ -58,15 +65,35 @@ export class AppService {
     return key;
   }
 
-  async list(ctx: RequestContext, workspaceId?: string | null): Promise<App[]> {
+  async list(ctx: RequestContext, workspaceId?: string | null, page: AppPage = {}): Promise<App[]> {
     const { workspaceId: wsId } = await this.workspaces.authorize(ctx, workspaceId, Permission.Read);
-    return this.listForWorkspace(wsId);
+    return this.listForWorkspace(wsId, page);
   }
 
-  listForWorkspace(workspaceId: string): Promise<App[]> {
-    return this.ds
+  /**
+   * A workspace's apps, oldest first: `first` of them (1..MAX_APPS_PER_WORKSPACE, default all) after the
+   * app `after` (the last id of the previous page; an id not of this workspace starts nowhere: empty).
+   */
+  async listForWorkspace(workspaceId: string, page: AppPage = {}): Promise<App[]> {
+    const first = page.first ?? MAX_APPS_PER_WORKSPACE;
+    if (!Number.isInteger(first) || first < 1 || first > MAX_APPS_PER_WORKSPACE) {
+      throw badInput("first", `first must be 1..${MAX_APPS_PER_WORKSPACE}`);
+    }
+    const q = this.ds
       .getRepository(App)
-      .find({ where: { workspaceId }, order: { createdAt: "ASC", id: "ASC" } });
+      .createQueryBuilder("a")
+      .where("a.workspace_id = :workspaceId", { workspaceId })
+      .orderBy("a.created_at", "ASC")
+      .addOrderBy("a.id", "ASC")
+      .take(first);
+    if (page.after != null) {
+      if (!isUuid(page.after)) throw badInput("after", "after must be an app id from the previous page");
+      q.andWhere(
+        "(a.created_at, a.id) > (SELECT p.created_at, p.id FROM apps p WHERE p.id = :after AND p.workspace_id = :workspaceId)",
+        { after: page.after },
+      );
+    }
+    return q.getMany();
   }
 
   get(ctx: RequestContext, id: string): Promise<App> {
@@ -186,8 +213,19 @@ export class AppService {
    * endpoints built from it carry the masked key too). `app` was reached through an authorised path.
    */
   async keyViewFor(ctx: RequestContext, app: App): Promise<AppKeyView> {
+    // The live key rows of every app of this request come in one query (a list of apps asks for all).
+    const rows = batchLoader(
+      ctx,
+      "app.liveKeys",
+      async (appIds: string[]) =>
+        groupBy(
+          await this.ds.getRepository(ApiKey).find({ where: { appId: In(appIds), revokedAt: IsNull() } }),
+          (k) => k.appId,
+        ),
+      (): ApiKey[] => [],
+    );
     const [view, clear] = await Promise.all([
-      this.keyView(app.id),
+      rows.load(app.id).then((keys) => this.viewOf(app.id, keys)),
       this.workspaces.seesKeys(ctx, app.workspaceId),
     ]);
     return clear ? view : { ...view, apiKey: maskKey(view.apiKey), apiKeyMasked: true };
@@ -199,7 +237,14 @@ export class AppService {
    * rewritten bound on the way.
    */
   async keyView(appId: string): Promise<AppKeyView> {
-    const keys = await this.ds.getRepository(ApiKey).find({ where: { appId, revokedAt: IsNull() } });
+    return this.viewOf(
+      appId,
+      await this.ds.getRepository(ApiKey).find({ where: { appId, revokedAt: IsNull() } }),
+    );
+  }
+
+  /** The view from an app's live (unrevoked) key rows. */
+  private async viewOf(appId: string, keys: ApiKey[]): Promise<AppKeyView> {
     const current = keys.find((k) => k.expiresAt === null);
     if (!current) throw new Error(`app ${appId} has no current key`);
     const now = Date.now();

@@ -64,7 +64,10 @@ export class AuthResolver {
     return ctx.services.auth.signUp(input, ctx.ip);
   }
 
-  @Mutation(() => AuthPayload, { description: "Rate limited per email and per client IP." })
+  @Mutation(() => AuthPayload, {
+    description:
+      "Rate limited per (email, client address) with exponential back-off, per client address and per email (a high ceiling).",
+  })
   logIn(
     @Arg("email", () => String) email: string,
     @Arg("password", () => String) password: string,
@@ -74,7 +77,8 @@ export class AuthResolver {
   }
 
   @Mutation(() => CreatedAccessToken, {
-    description: "A long-lived personal token for automation (shown once).",
+    description:
+      "A personal token for automation (shown once). It expires after expiresInSeconds (60 up to ACCESS_TOKEN_MAX_TTL_SECONDS, 365 days by default), or ACCESS_TOKEN_TTL_SECONDS (30 days by default) when not given.",
   })
   createAccessToken(
     @Arg("name", () => String) name: string,
@@ -91,12 +95,35 @@ export class AuthResolver {
     return ctx.services.auth.logOut(ctx);
   }
 
+  @Mutation(() => Boolean, {
+    description:
+      "Revokes every token of the caller's account (this one included) and closes its graphql-ws connections.",
+  })
+  logOutEverywhere(@Ctx() ctx: GqlContext): Promise<boolean> {
+    return ctx.services.auth.logOutEverywhere(ctx);
+  }
+
+  @Mutation(() => Boolean, {
+    description:
+      "Changes the caller's password (currentPassword must be right; rate limited as logIn). Revokes every other token of the account; the one this request is made with keeps working.",
+  })
+  changePassword(
+    @Arg("currentPassword", () => String) currentPassword: string,
+    @Arg("newPassword", () => String) newPassword: string,
+    @Ctx() ctx: GqlContext,
+  ): Promise<boolean> {
+    return ctx.services.auth.changePassword(ctx, currentPassword, newPassword);
+  }
+
   @Mutation(() => AccessToken)
   revokeAccessToken(@Arg("id", () => ID) id: string, @Ctx() ctx: GqlContext): Promise<AccessToken> {
     return ctx.services.auth.revokeAccessToken(ctx, id);
   }
 
-  @Query(() => [AccessToken], { description: "The caller's unrevoked tokens (never the secrets)." })
+  @Query(() => [AccessToken], {
+    description:
+      "The caller's live tokens (not revoked or expired), newest first, at most 100 (never the secrets).",
+  })
   accessTokens(@Ctx() ctx: GqlContext): Promise<AccessToken[]> {
     return ctx.services.auth.listAccessTokens(ctx);
   }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { hash as argon2Hash, verify as argon2Verify } from "@node-rs/argon2";
-import { DataSource, In, IsNull, Repository } from "typeorm";
+import { DataSource, In, IsNull, MoreThan, Repository } from "typeorm";
 import { Account } from "../accounts/account.entity";
 import { badInput, forbidden, isUniqueViolation, isUuid, notFound, unauthenticated } from "../common/errors";
 import { PublicationService } from "../publication/publication.service";
@@ -35,7 +35,16 @@ export interface IssuedToken {
 export interface AuthServiceOptions {
   adminToken: string;
   sessionTtlSeconds: number;
+  /** createAccessToken without `expiresInSeconds`. */
+  accessTokenTtlSeconds: number;
+  /** The longest `expiresInSeconds` createAccessToken accepts. */
+  accessTokenMaxTtlSeconds: number;
 }
+
+/** Most tokens `accessTokens` lists (newest first): each log-in adds a session token. */
+export const ACCESS_TOKENS_LIST_MAX = 100;
+/** Shortest personal-token lifetime that may be asked for. */
+const PERSONAL_TOKEN_MIN_TTL_SECONDS = 60;
 
 export class AuthService {
   private readonly adminTokenHash: Buffer;
@@ -171,6 +180,7 @@ export class AuthService {
       await argon2Hash(password.slice(0, PASSWORD_MAX));
     }
     if (!account || !ok) throw unauthenticated("Wrong email or password");
+    await this.limiter.succeeded(email, ip);
     const token = await this.issue(
       this.ds.getRepository(AccessToken),
       account.id,
@@ -193,14 +203,19 @@ export class AuthService {
     expiresInSeconds?: number | null,
   ): Promise<string> {
     const token = newToken(kind);
-    const ttl = kind === AccessTokenKind.SESSION ? this.opts.sessionTtlSeconds : (expiresInSeconds ?? null);
+    // Every token expires: sessions after SESSION_TTL_SECONDS, personal tokens when asked (at most
+    // ACCESS_TOKEN_MAX_TTL_SECONDS) or after ACCESS_TOKEN_TTL_SECONDS.
+    const ttl =
+      kind === AccessTokenKind.SESSION
+        ? this.opts.sessionTtlSeconds
+        : (expiresInSeconds ?? this.opts.accessTokenTtlSeconds);
     await repo.save(
       repo.create({
         accountId,
         tokenHash: sha256(token),
         kind,
         name,
-        expiresAt: ttl ? new Date(Date.now() + ttl * 1000) : null,
+        expiresAt: new Date(Date.now() + ttl * 1000),
       }),
     );
     return token;
@@ -216,8 +231,17 @@ export class AuthService {
     if (trimmed.length < 1 || trimmed.length > TOKEN_NAME_MAX) {
       throw badInput("name", `Token name must be 1-${TOKEN_NAME_MAX} characters`);
     }
-    if (expiresInSeconds != null && (expiresInSeconds < 60 || expiresInSeconds > 10 * 365 * 24 * 3600)) {
-      throw badInput("expiresInSeconds", "expiresInSeconds must be between 60 and 315360000");
+    const max = this.opts.accessTokenMaxTtlSeconds;
+    if (
+      expiresInSeconds != null &&
+      (!Number.isInteger(expiresInSeconds) ||
+        expiresInSeconds < PERSONAL_TOKEN_MIN_TTL_SECONDS ||
+        expiresInSeconds > max)
+    ) {
+      throw badInput(
+        "expiresInSeconds",
+        `expiresInSeconds must be between ${PERSONAL_TOKEN_MIN_TTL_SECONDS} and ${max} (ACCESS_TOKEN_MAX_TTL_SECONDS)`,
+      );
     }
     const repo = this.ds.getRepository(AccessToken);
     const token = await this.issue(repo, accountId, AccessTokenKind.PERSONAL, trimmed, expiresInSeconds);
@@ -258,11 +282,65 @@ export class AuthService {
     return row;
   }
 
+  /**
+   * Ends every session of the account: revokes all its tokens (personal ones and the one this request
+   * is made with included), so each answers 401 from the next request, and closes the graphql-ws sockets
+   * opened with any of them (at once in this process, within GRAPHQL_WS_AUTH_RECHECK_MS in others).
+   */
+  async logOutEverywhere(ctx: RequestContext): Promise<boolean> {
+    const accountId = requireAccount(ctx);
+    await this.revokeAllOf(accountId, null);
+    return true;
+  }
+
+  /**
+   * Changes the caller's password after checking the current one (a wrong one is BAD_USER_INPUT on
+   * `currentPassword`; guesses count against the log-in throttle, so a stolen session cannot try
+   * passwords faster than a log-in could). Every other token of the account is revoked (a password is
+   * usually changed because it, or a device, leaked); the token of this request keeps working.
+   */
+  async changePassword(ctx: RequestContext, currentPassword: string, newPassword: string): Promise<boolean> {
+    const accountId = requireAccount(ctx);
+    const principal = ctx.principal as Extract<Principal, { kind: "account" }>;
+    const repo = this.ds.getRepository(Account);
+    const account = await repo.findOneByOrFail({ id: accountId });
+    await this.limiter.hit(account.email, ctx.ip);
+    const ok = await argon2Verify(account.passwordHash, currentPassword.slice(0, PASSWORD_MAX)).catch(
+      () => false,
+    );
+    if (!ok) throw badInput("currentPassword", "The current password is wrong");
+    await this.limiter.succeeded(account.email, ctx.ip);
+    if (newPassword.length < PASSWORD_MIN || newPassword.length > PASSWORD_MAX) {
+      throw badInput("newPassword", `Password must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters`);
+    }
+    await repo.update({ id: accountId }, { passwordHash: await argon2Hash(newPassword) });
+    await this.revokeAllOf(accountId, principal.tokenId);
+    return true;
+  }
+
+  /** Revokes every live token of the account but `keep`, and tells the listeners of every token of it. */
+  private async revokeAllOf(accountId: string, keep: string | null): Promise<void> {
+    const repo = this.ds.getRepository(AccessToken);
+    const rows = await repo.find({ select: { id: true, revokedAt: true }, where: { accountId } });
+    const now = new Date();
+    await repo
+      .createQueryBuilder()
+      .update()
+      .set({ revokedAt: now })
+      .where("account_id = :accountId AND revoked_at IS NULL", { accountId })
+      .andWhere(keep ? "id <> :keep" : "TRUE", { keep })
+      .execute();
+    // Sockets opened with an already revoked token are closed too (they would be at the next re-check).
+    for (const r of rows) if (r.id !== keep) this.revoked(r.id);
+  }
+
+  /** The caller's live tokens (not revoked, not expired), newest first, at most ACCESS_TOKENS_LIST_MAX. */
   async listAccessTokens(ctx: RequestContext): Promise<AccessToken[]> {
     const accountId = requireAccount(ctx);
     return this.ds.getRepository(AccessToken).find({
-      where: { accountId, revokedAt: IsNull() },
-      order: { createdAt: "DESC" },
+      where: { accountId, revokedAt: IsNull(), expiresAt: MoreThan(new Date(Date.now())) },
+      order: { createdAt: "DESC", id: "DESC" },
+      take: ACCESS_TOKENS_LIST_MAX,
     });
   }
 

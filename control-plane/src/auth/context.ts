@@ -1,3 +1,4 @@
+import type { BatchLoader } from "../common/batch-loader";
 import type { WorkspaceRole } from "../workspaces/roles";
 
 /** Who is calling: the platform operator (ADMIN_TOKEN) or an account (session / personal token). */
@@ -22,6 +23,8 @@ export interface RequestContext {
    * change or a removal at its next event.
    */
   roles?: Map<string, Promise<WorkspaceRole | null>>;
+  /** Per-request batch loaders by name (graphql/batch-loader.ts): one query for a field of many parents. */
+  loaders?: Map<string, BatchLoader<unknown, unknown>>;
 }
 
 export function isOperator(ctx: RequestContext): boolean {

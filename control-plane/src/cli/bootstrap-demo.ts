@@ -1,4 +1,5 @@
 import "reflect-metadata";
+import { randomBytes } from "node:crypto";
 import { Account } from "../accounts/account.entity";
 import { App, AppEnvironment } from "../apps/app.entity";
 import { buildEndpoints } from "../apps/endpoints";
@@ -19,7 +20,11 @@ export interface BootstrapDemoOptions {
 
 export interface BootstrapDemoResult {
   email: string;
-  password: string;
+  /**
+   * The demo account's password: random unless `opts.password` gave one, returned only by the run that
+   * created the account (null afterwards: it is stored as a hash, never again in the clear).
+   */
+  password: string | null;
   /** A fresh session token for the demo account. */
   token: string;
   workspaceId: string;
@@ -28,7 +33,7 @@ export interface BootstrapDemoResult {
   network: string;
   endpoints: { network: string; httpsUrl: string; wssUrl: string; exampleCommand: string }[];
   exampleCommand: string;
-  /** The demo account is a platform operator (the first account bootstrapDemo created). */
+  /** The account's operator flag: never set here (only ADMIN_TOKEN's `setOperator` grants it). */
   operator: boolean;
 }
 
@@ -37,13 +42,16 @@ const OPERATOR: RequestContext = { principal: { kind: "operator" }, ip: "cli" };
 /**
  * Idempotently ensures the demo setup: network `local-evm` (EVM, chain 31337) with the given upstream,
  * a demo account + workspace (free plan) and an app; returns a fresh session token, the key and URLs.
+ * The account is an ordinary tenant (never a platform operator: operating the platform takes ADMIN_TOKEN),
+ * and its password is random unless given: a fixed one would open every `npm start` reachable by others.
  */
 export async function bootstrapDemo(
   services: Services,
   opts: BootstrapDemoOptions,
 ): Promise<BootstrapDemoResult> {
   const email = (opts.email ?? "demo@example.com").toLowerCase();
-  const password = opts.password ?? "demo-password";
+  // 18 random bytes: 24 characters of base64url.
+  const password = opts.password ?? randomBytes(18).toString("base64url");
   const slug = opts.networkSlug ?? "local-evm";
   const appName = opts.appName ?? "demo";
   const ds = services.publication.dataSource;
@@ -67,14 +75,12 @@ export async function bootstrapDemo(
 
   let account = await ds.getRepository(Account).findOneBy({ email });
   let token: string;
+  let created = false;
   if (!account) {
     const issued = await services.auth.signUp({ email, password, workspaceName: "Demo workspace" });
     account = issued.account;
     token = issued.token;
-    // The first account `npm start` creates runs the platform: it gets the operator console. Only when no
-    // account is an operator yet, so a later demo account on a shared database gets nothing.
-    const operators = await ds.getRepository(Account).countBy({ isOperator: true });
-    if (operators === 0) await ds.getRepository(Account).update({ id: account.id }, { isOperator: true });
+    created = true;
   } else {
     token = await services.auth.issueSessionToken(account.id);
   }
@@ -102,7 +108,7 @@ export async function bootstrapDemo(
   const mine = endpoints.find((e) => e.network === slug)!;
   return {
     email,
-    password,
+    password: created ? password : null,
     token,
     workspaceId,
     appId: app.id,
@@ -121,7 +127,8 @@ function arg(name: string): string | undefined {
 
 /**
  * `node dist/control-plane/src/cli/bootstrap-demo.js --upstream http://127.0.0.1:8545 [--upstream-ws ws://...]
- *  [--email demo@example.com] [--password demo-password]` -> JSON on stdout.
+ *  [--email demo@example.com] [--password PASSWORD]` -> JSON on stdout (the password only when this run
+ *  created the account; random unless given).
  */
 function main(): void {
   runCli("bootstrap-demo", ({ config, ds, redis, log }) =>

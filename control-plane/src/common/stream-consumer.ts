@@ -1,5 +1,6 @@
 import type { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient } from "../../../shared/src/redis/connect";
+import { deadLetteredEntries } from "./metrics";
 
 export type StreamEntry = [id: string, fields: string[]];
 
@@ -33,7 +34,47 @@ export interface StreamConsumerOptions {
   /** Pause after a failed round (Redis or the handler's store away) before the next one. */
   retryPauseMs?: number;
   handle: StreamEntryHandler;
+  /**
+   * Failures of one entry (while `probe` says the store works) after which it is set aside to
+   * `deadLetterStream` and acknowledged, so that the entries after it go on (default 5).
+   */
+  maxAttempts?: number;
+  /** Where such entries go (RedisNames.deadLetterStream; default `<stream>:dead`). */
+  deadLetterStream?: string;
+  /** Approximate MAXLEN of the dead-letter stream (default 10,000 entries). */
+  deadLetterMaxLen?: number;
+  /**
+   * Wait before an entry that failed is tried again: retryPauseMs x 2^(failures - 1), at least this
+   * (default: retryPauseMs, 1 s), so that N attempts span a few seconds, not N reads in a row.
+   */
+  attemptBackoffMs?: number;
+  /**
+   * Resolves when the handler's store works (the request log's and usage's: `SELECT 1`). A handler that
+   * throws while the probe also fails is the store's failure, not the entry's: the round ends as before
+   * and nothing is counted against the entry, so a Postgres outage never sends good entries to the
+   * dead-letter stream. Without a probe every failure counts against its entry.
+   */
+  probe?: () => Promise<unknown>;
 }
+
+/**
+ * Thrown by a handler to end the round at once: the entry stays pending and nothing is counted against
+ * it, as when the store is away (the ingestors' test hooks throw it to simulate a crash before XACK).
+ */
+export class HaltRound extends Error {
+  constructor(cause: unknown) {
+    super(String((cause as Error)?.message ?? cause), { cause });
+    this.name = "HaltRound";
+  }
+}
+
+/** Default attempts of one entry before it is set aside. */
+export const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_DEAD_LETTER_MAXLEN = 10_000;
+/** Entries whose failures are remembered at once (each also pending in Redis: a handful in practice). */
+const MAX_TRACKED_FAILURES = 10_000;
+/** Longest error message copied into a dead-letter entry. */
+const MAX_ERROR_CHARS = 1_000;
 
 /**
  * The JSON value of an entry's field (the last one of that name), or undefined when the field is missing or
@@ -65,14 +106,25 @@ const PRUNE_IDLE_MS = 24 * 3600 * 1000;
  * what it had read but not acknowledged. Entries left pending by dead consumers are taken over after
  * `claimIdleMs` (XAUTOCLAIM). A group that vanished (Redis restarted empty) is recreated at the start of
  * the stream, so entries added since are read too.
+ *
+ * No single entry can stop the group: an entry whose handler throws while the store works (see `probe`)
+ * stays pending and is tried again with a backoff while the entries after it go on; after `maxAttempts`
+ * failures it is copied to the dead-letter stream, acknowledged, counted
+ * (rpcgw_worker_stream_dead_letters_total) and logged.
  */
 export class StreamConsumer {
   private running: Promise<void> | undefined;
   private stopping = false;
   private blocking = false;
   private readPendingFirst = true;
+  /** An entry failed this round and stays pending: read the pending entries again next round. */
+  private retryPending = false;
   private lastClaimAt = 0;
   private lastPruneAt = 0;
+  /** Entry id -> failures counted against it and when it may be tried again (epoch ms). */
+  private readonly failures = new Map<string, { count: number; retryAt: number }>();
+  /** Entries set aside since start (also in rpcgw_worker_stream_dead_letters_total). */
+  deadLettered = 0;
 
   constructor(
     /** A dedicated connection: XREADGROUP BLOCK holds it, and stop() may disconnect it. */
@@ -173,6 +225,11 @@ export class StreamConsumer {
       await this.pruneIdleConsumers();
     }
     handled += await this.handle(await this.read(">", blockMs));
+    if (this.retryPending) {
+      // A failed entry stays pending in this consumer: the next round reads it again (after its backoff).
+      this.retryPending = false;
+      this.readPendingFirst = true;
+    }
     return handled;
   }
 
@@ -241,17 +298,103 @@ export class StreamConsumer {
     return res?.[0]?.[1] ?? [];
   }
 
-  /** Returns the number of entries handed over (trimmed ones are not). */
+  /**
+   * Returns the number of entries handed over (trimmed ones are not, nor failed ones still waiting for
+   * their next attempt). An entry whose handler throws while the store works is left pending and tried
+   * again after a backoff; at its `maxAttempts`-th failure it is set aside (deadLetter). A throw while the
+   * store is away (probe fails) ends the round, as any Redis error does.
+   */
   private async handle(entries: StreamEntry[]): Promise<number> {
     let handled = 0;
     for (const [id, fields] of entries) {
       // A pending entry trimmed from the stream comes back with null fields: nothing to hand over.
-      if (!Array.isArray(fields)) continue;
-      handled++;
-      if (await this.opts.handle(id, fields)) {
-        await this.redis.xack(this.opts.stream, this.opts.group, id);
+      if (!Array.isArray(fields)) {
+        this.failures.delete(id);
+        continue;
       }
+      const failed = this.failures.get(id);
+      if (failed !== undefined && failed.retryAt > Date.now()) {
+        this.retryPending = true;
+        continue;
+      }
+      handled++;
+      let done: boolean;
+      try {
+        done = await this.opts.handle(id, fields);
+      } catch (err) {
+        if (err instanceof HaltRound || !(await this.storeWorks())) throw err;
+        await this.entryFailed(id, fields, err);
+        continue;
+      }
+      this.failures.delete(id);
+      if (done) await this.redis.xack(this.opts.stream, this.opts.group, id);
     }
     return handled;
+  }
+
+  private async storeWorks(): Promise<boolean> {
+    if (this.opts.probe === undefined) return true;
+    try {
+      await this.opts.probe();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Counts a failure of `id` that is the entry's own; sets it aside at the last attempt. */
+  private async entryFailed(id: string, fields: string[], err: unknown): Promise<void> {
+    const max = this.opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    const count = (this.failures.get(id)?.count ?? 0) + 1;
+    const message = String((err as Error)?.message ?? err).slice(0, MAX_ERROR_CHARS);
+    if (count >= max) {
+      await this.deadLetter(id, fields, message, count);
+      this.failures.delete(id);
+      return;
+    }
+    if (!this.failures.has(id) && this.failures.size >= MAX_TRACKED_FAILURES) {
+      // Forgetting a count only costs that entry more attempts.
+      const oldest = this.failures.keys().next();
+      if (!oldest.done) this.failures.delete(oldest.value);
+    }
+    const base = this.opts.attemptBackoffMs ?? this.opts.retryPauseMs ?? 1_000;
+    this.failures.set(id, { count, retryAt: Date.now() + base * 2 ** (count - 1) });
+    this.retryPending = true;
+    this.log.warn(
+      { entryId: id, attempt: count, maxAttempts: max, err: message },
+      `${this.opts.label} stream entry failed; tried again later, the entries after it go on`,
+    );
+  }
+
+  /**
+   * Copies the entry to the dead-letter stream (its fields, then `deadEntryId`, `deadError`,
+   * `deadAttempts`, `deadAt`), then acknowledges it. A crash between the two copies it again on the next
+   * attempt: the dead-letter stream is at-least-once, as the stream itself.
+   */
+  private async deadLetter(id: string, fields: string[], message: string, attempts: number): Promise<void> {
+    const dead = this.opts.deadLetterStream ?? `${this.opts.stream}:dead`;
+    await this.redis.xadd(
+      dead,
+      "MAXLEN",
+      "~",
+      this.opts.deadLetterMaxLen ?? DEFAULT_DEAD_LETTER_MAXLEN,
+      "*",
+      ...fields,
+      "deadEntryId",
+      id,
+      "deadError",
+      message,
+      "deadAttempts",
+      String(attempts),
+      "deadAt",
+      new Date().toISOString(),
+    );
+    await this.redis.xack(this.opts.stream, this.opts.group, id);
+    this.deadLettered++;
+    deadLetteredEntries.inc({ stream: this.opts.label });
+    this.log.error(
+      { entryId: id, attempts, err: message, deadLetterStream: dead },
+      `${this.opts.label} stream entry set aside to the dead-letter stream after ${attempts} failed attempts`,
+    );
   }
 }

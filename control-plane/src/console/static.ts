@@ -24,6 +24,42 @@ const CONTENT_TYPES: Record<string, string> = {
   ".txt": "text/plain; charset=utf-8",
 };
 
+/**
+ * The console's Content-Security-Policy. Scripts, styles, fonts and images come from this origin only,
+ * with no inline script or style element and no eval (the Vite build has none: one module script and one
+ * stylesheet, both files); the console calls nothing but `/graphql` on this origin (connect-src 'self'),
+ * and may be framed by no page (frame-ancestors, against clickjacking). `img-src data:` covers Chart.js's
+ * canvas exports; `form-action 'self'` and `base-uri 'none'` keep an injected form or <base> from sending
+ * anything elsewhere.
+ */
+export const CONSOLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "manifest-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "object-src 'none'",
+].join("; ");
+
+/** Sent with every /console response (the assets too: a browser may be pointed at one directly). */
+export const CONSOLE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  "content-security-policy": CONSOLE_CSP,
+  "x-content-type-options": "nosniff",
+  // Console URLs carry workspace and app ids (and /invite a token, in the fragment): sent nowhere.
+  "referrer-policy": "no-referrer",
+  // For browsers without frame-ancestors.
+  "x-frame-options": "DENY",
+  // A page the console opens (docs, a node's explorer) gets no handle on the console's window.
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+  "permissions-policy": "camera=(), microphone=(), geolocation=(), payment=(), usb=()",
+};
+
 export function isConsolePath(pathname: string): boolean {
   return pathname === CONSOLE_PREFIX || pathname.startsWith(`${CONSOLE_PREFIX}/`);
 }
@@ -50,25 +86,33 @@ export async function serveConsole(
 ): Promise<void> {
   if (req.method !== "GET" && req.method !== "HEAD") {
     res
-      .writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" })
+      .writeHead(405, {
+        ...CONSOLE_SECURITY_HEADERS,
+        allow: "GET, HEAD",
+        "content-type": "text/plain; charset=utf-8",
+      })
       .end("Method not allowed");
     return;
   }
   if (pathname === CONSOLE_PREFIX) {
-    res.writeHead(308, { location: `${CONSOLE_PREFIX}/` }).end();
+    res.writeHead(308, { ...CONSOLE_SECURITY_HEADERS, location: `${CONSOLE_PREFIX}/` }).end();
     return;
   }
   let rel: string;
   try {
     rel = decodeURIComponent(pathname.slice(CONSOLE_PREFIX.length + 1));
   } catch {
-    res.writeHead(400, { "content-type": "text/plain; charset=utf-8" }).end("Bad path");
+    res
+      .writeHead(400, { ...CONSOLE_SECURITY_HEADERS, "content-type": "text/plain; charset=utf-8" })
+      .end("Bad path");
     return;
   }
   const root = path.resolve(dir);
   let file = path.resolve(root, rel);
   if (rel.includes("\0") || (file !== root && !file.startsWith(root + path.sep))) {
-    res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("Not found");
+    res
+      .writeHead(404, { ...CONSOLE_SECURITY_HEADERS, "content-type": "text/plain; charset=utf-8" })
+      .end("Not found");
     return;
   }
   let size = rel === "" ? null : await fileSize(file);
@@ -76,7 +120,9 @@ export async function serveConsole(
   if (size === null) {
     // A client-side route (no extension) gets the app; a missing asset is a real 404.
     if (path.extname(rel) !== "") {
-      res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("Not found");
+      res
+        .writeHead(404, { ...CONSOLE_SECURITY_HEADERS, "content-type": "text/plain; charset=utf-8" })
+        .end("Not found");
       return;
     }
     file = path.join(root, "index.html");
@@ -84,7 +130,7 @@ export async function serveConsole(
     isIndex = true;
     if (size === null) {
       res
-        .writeHead(503, { "content-type": "text/plain; charset=utf-8" })
+        .writeHead(503, { ...CONSOLE_SECURITY_HEADERS, "content-type": "text/plain; charset=utf-8" })
         .end("The console is not built: run `npm run build`");
       return;
     }
@@ -92,11 +138,10 @@ export async function serveConsole(
   const ext = path.extname(file).toLowerCase();
   const immutable = !isIndex && rel.startsWith("assets/");
   res.writeHead(200, {
+    ...CONSOLE_SECURITY_HEADERS,
     "content-type": CONTENT_TYPES[ext] ?? "application/octet-stream",
     "content-length": String(size),
     "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache",
-    "x-content-type-options": "nosniff",
-    ...(ext === ".html" ? { "x-frame-options": "DENY", "referrer-policy": "same-origin" } : {}),
   });
   if (req.method === "HEAD") {
     res.end();

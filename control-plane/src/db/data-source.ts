@@ -29,6 +29,8 @@ import { AppAccessRules1700000016100 } from "./migrations/1700000016100-app-acce
 import { Webhooks1700000017200 } from "./migrations/1700000017200-webhooks";
 import { RequestLog1700000017300 } from "./migrations/1700000017300-request-log";
 import { AccountOperator1700000017600 } from "./migrations/1700000017600-account-operator";
+import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
+import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
 
 export const ENTITIES = [
   Account,
@@ -65,6 +67,8 @@ export const MIGRATIONS = [
   Webhooks1700000017200,
   RequestLog1700000017300,
   AccountOperator1700000017600,
+  RequestLogMethodLength1700000024210,
+  TokenExpiry1700000024400,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

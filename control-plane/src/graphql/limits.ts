@@ -10,6 +10,7 @@ import {
   type ValidationRule,
   validate,
 } from "graphql";
+import { costError, listCostPlugin, operationCost } from "./cost";
 
 /** Per-operation limits (GRAPHQL_MAX_*); the same for HTTP and graphql-ws. */
 export interface GraphqlLimits {
@@ -21,6 +22,8 @@ export interface GraphqlLimits {
   maxTokens: number;
   /** GraphQL Armor's cost: objects 2, scalars 1, each level of nesting x1.5. */
   maxCost: number;
+  /** Objects one operation may return, lists counted at their size (`operationCost`). */
+  maxListCost: number;
   /** Directives in one operation. */
   maxDirectives: number;
 }
@@ -47,7 +50,12 @@ export function apolloArmor(limits: GraphqlLimits): {
     costLimit: { maxCost: limits.maxCost },
     maxDirectives: { n: limits.maxDirectives },
   }).protect();
-  return { ...armor, parseOptions: { maxTokens: limits.maxTokens } };
+  return {
+    ...armor,
+    // The list cost needs the variables (`first: $n`), so it runs once the operation is resolved.
+    plugins: [...armor.plugins, listCostPlugin(limits.maxListCost)],
+    parseOptions: { maxTokens: limits.maxTokens },
+  };
 }
 
 /**
@@ -73,8 +81,18 @@ export function createWsLimits(limits: GraphqlLimits, introspection: boolean) {
      * Errors carry GRAPHQL_VALIDATION_FAILED, as Apollo gives them over HTTP (Armor's say BAD_USER_INPUT),
      * and field suggestions are hidden as Armor's Apollo plugin hides them (its plugin doesn't run here).
      */
-    validate(schema: GraphQLSchema, doc: DocumentNode): readonly GraphQLError[] {
-      return validate(schema, doc, rules).map(
+    validate(
+      schema: GraphQLSchema,
+      doc: DocumentNode,
+      operationName?: string | null,
+      variables?: Record<string, unknown> | null,
+    ): readonly GraphQLError[] {
+      const errors = validate(schema, doc, rules);
+      if (errors.length === 0) {
+        const cost = operationCost({ schema, document: doc, operationName, variables });
+        if (cost > limits.maxListCost) return [costError(cost, limits.maxListCost)];
+      }
+      return errors.map(
         (e) =>
           new GraphQLError(e.message.replace(/Did you mean ".+"/g, "[Suggestion hidden]"), {
             nodes: e.nodes,

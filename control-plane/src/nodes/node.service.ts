@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
 import { DataSource, EntityManager, In, Not } from "typeorm";
-import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
+import { generateApiKey, hashApiKey, NODE_KEY_PREFIX } from "../../../shared/src/crypto/api-key";
 import type { Logger } from "../../../shared/src/log/logger";
 import { JobName, type NodeOpPayload, nodeJobId, QueueName } from "../../../shared/src/queue/names";
 import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
@@ -197,7 +197,7 @@ export class NodeService {
       throw badInput("nodeType", "Validator nodes are available on Substrate networks only");
     }
     const extra = validExtraArgs(input.launchArgs.extra, this.provider.dialect(protocol));
-    const key = generateApiKey();
+    const key = generateApiKey(NODE_KEY_PREFIX);
     const node = await this.ds.transaction(async (m) => {
       // Serialises deployments of one workspace so the plan limit holds under concurrency.
       const rows: { max_dedicated_nodes: number; name: string }[] = await m.query(
@@ -362,7 +362,7 @@ export class NodeService {
   async regenerateKey(ctx: RequestContext, id: string): Promise<DedicatedNode> {
     const node = await this.mutable(ctx, id);
     const old = node.keyHash;
-    const key = generateApiKey();
+    const key = generateApiKey(NODE_KEY_PREFIX);
     node.keyHash = hashApiKey(key);
     node.keyCiphertext = sealKey(key, this.encryptionKey, "dedicated_nodes", node.id);
     await this.ds.transaction(async (m) => {

@@ -9,7 +9,8 @@ import {
   type RequestLogRecord,
   RequestLogRecordSchema,
 } from "../../../shared/src/requestlog/contract";
-import { entryJson, StreamConsumer } from "../common/stream-consumer";
+import { makeSafe } from "../../../shared/src/requestlog/safe-record";
+import { entryJson, HaltRound, StreamConsumer } from "../common/stream-consumer";
 import { dayStart, ensurePartitions, retentionCutoff } from "./requestlog.partitions";
 
 export interface RequestLogIngestorOptions {
@@ -19,6 +20,10 @@ export interface RequestLogIngestorOptions {
   batch: number;
   claimIdleMs: number;
   retentionDays: number;
+  /** Failures of one entry (Postgres answering) before it is set aside to the dead-letter stream (default 5). */
+  maxAttempts?: number;
+  /** First wait before a failed entry is tried again; doubles (default 1 s). */
+  retryBaseMs?: number;
   /** Removal of idle consumers (StreamConsumerOptions; defaults 1 h and 24 h). */
   pruneIntervalMs?: number;
   pruneIdleMs?: number;
@@ -26,7 +31,7 @@ export interface RequestLogIngestorOptions {
   beforeAck?: (entryId: string) => void;
 }
 
-/** Rows per INSERT: 13 parameters each, well under Postgres' 65,535 bind parameters. */
+/** Rows per INSERT: 14 parameters each, well under Postgres' 65,535 bind parameters. */
 const ROWS_PER_INSERT = 1_000;
 /** Records stamped further ahead than this (a skewed clock) are skipped rather than given a partition. */
 const MAX_FUTURE_MS = 86_400_000;
@@ -63,6 +68,11 @@ export class RequestLogIngestor {
       label: "request-log",
       pruneIntervalMs: opts.pruneIntervalMs,
       pruneIdleMs: opts.pruneIdleMs,
+      maxAttempts: opts.maxAttempts,
+      attemptBackoffMs: opts.retryBaseMs,
+      deadLetterStream: names.deadLetterStream(names.requestLogStream()),
+      // A failure while Postgres itself is away is not the entry's fault (see StreamConsumerOptions.probe).
+      probe: () => this.ds.query("SELECT 1"),
       handle: (id, fields) => this.store(id, fields),
     });
   }
@@ -71,7 +81,11 @@ export class RequestLogIngestor {
     const records = this.parse(id, fields);
     if (records.length > 0) await this.insert(records);
     this.stats.entries++;
-    this.opts.beforeAck?.(id);
+    try {
+      this.opts.beforeAck?.(id);
+    } catch (err) {
+      throw new HaltRound(err); // a simulated crash: the round ends there
+    }
     return true;
   }
 
@@ -87,6 +101,9 @@ export class RequestLogIngestor {
     const cutoff = retentionCutoff(now, this.opts.retentionDays);
     const out: RequestLogRecord[] = [];
     for (const r of batch.data.records) {
+      // Made safe before the schema: a record from elsewhere than a data plane may still hold a U+0000, or
+      // a method too long for the schema that is kept cut instead of skipped.
+      if (typeof r === "object" && r !== null && !Array.isArray(r)) makeSafe(r as RequestLogRecord);
       const rec = RequestLogRecordSchema.safeParse(r);
       if (!rec.success) {
         this.stats.invalid++;
@@ -119,7 +136,7 @@ export class RequestLogIngestor {
         const b = params.length;
         tuples.push(
           `(to_timestamp($${b + 1}::double precision / 1000), $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, ` +
-            `$${b + 7}, $${b + 8}, $${b + 9}, $${b + 10}, $${b + 11}, $${b + 12}, $${b + 13})`,
+            `$${b + 7}, $${b + 8}, $${b + 9}, $${b + 10}, $${b + 11}, $${b + 12}, $${b + 13}, $${b + 14})`,
         );
         params.push(
           r.time,
@@ -130,6 +147,7 @@ export class RequestLogIngestor {
           r.network,
           r.transport,
           r.method,
+          r.methodLength ?? null,
           r.httpStatus,
           r.category,
           r.reason,
@@ -139,7 +157,7 @@ export class RequestLogIngestor {
       }
       const res = (await this.ds.query(
         `INSERT INTO request_log (time, request_id, item, workspace_id, app_id, network, transport, method,
-           http_status, category, reason, latency_ms, client_ip)
+           method_length, http_status, category, reason, latency_ms, client_ip)
          VALUES ${tuples.join(", ")} ON CONFLICT DO NOTHING RETURNING 1`,
         params,
       )) as unknown[];

@@ -46,6 +46,7 @@ interface Row {
   network: string;
   transport: string;
   method: string;
+  method_length: number | null;
   http_status: number;
   category: string;
   reason: string;
@@ -113,7 +114,7 @@ export class RequestLogService {
     params.push(limit + 1);
     const rows = (await this.ds.query(
       `SELECT (extract(epoch FROM time) * 1000000)::bigint::text AS us, request_id, item, workspace_id, app_id,
-              network, transport, method, http_status, category, reason, latency_ms, client_ip
+              network, transport, method, method_length, http_status, category, reason, latency_ms, client_ip
          FROM request_log WHERE ${where.join(" AND ")}
         ORDER BY time DESC, request_id DESC, item DESC LIMIT $${params.length}`,
       params,
@@ -140,6 +141,7 @@ function toEntry(r: Row): RequestLogEntry {
     network: r.network,
     transport: r.transport,
     method: r.method,
+    methodLength: r.method_length,
     httpStatus: r.http_status,
     category: r.category,
     reason: r.reason,

@@ -51,7 +51,17 @@ export class RequestLogEntry {
   @Field(() => String) network: string;
   @Field(() => String, { description: "`http`, `ws` or `node` (a dedicated node's endpoint)." })
   transport: string;
-  @Field(() => String) method: string;
+  @Field(() => String, {
+    description:
+      "The method as stored: at most 100 characters, control characters and lone surrogates as U+FFFD.",
+  })
+  method: string;
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "The client's method name's length when `method` is not it verbatim (cut or characters replaced); null otherwise.",
+  })
+  methodLength: number | null;
   @Field(() => Int, { description: "HTTP status of the response (0 on WebSocket)." })
   httpStatus: number;
   @Field(() => String) category: string;

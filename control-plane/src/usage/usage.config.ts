@@ -20,6 +20,13 @@ const schema = z.object({
   USAGE_CLAIM_IDLE_MS: env.int(60_000, 100, 24 * 3600 * 1000),
   /** Consumer name in the group; stable across restarts of the same worker lets it resume its own pending entries. */
   USAGE_CONSUMER_NAME: z.string().min(1).max(128).optional(),
+  /**
+   * Failures of one stream entry (usage and request log) while Postgres answers, after which it is set
+   * aside to the stream's dead-letter stream (`<stream>:dead`) so the others go on.
+   */
+  INGEST_MAX_ATTEMPTS: env.int(5, 1, 100),
+  /** First wait before a failed entry is tried again; doubles after each further failure. */
+  INGEST_RETRY_BASE_MS: env.int(1_000, 10, 600_000),
   /** Set to false to run a worker without usage ingestion. */
   USAGE_INGEST_ENABLED: env.bool(true),
   /** Request-log day partitions older than this are dropped (by the usage queue's request-log job). */
@@ -44,6 +51,8 @@ export interface UsageWorkerConfig {
   enabled: boolean;
   requestLogRetentionDays: number;
   requestLogIngestEnabled: boolean;
+  maxAttempts: number;
+  retryBaseMs: number;
 }
 
 export function loadUsageWorkerConfig(source: NodeJS.ProcessEnv = process.env): UsageWorkerConfig {
@@ -60,5 +69,7 @@ export function loadUsageWorkerConfig(source: NodeJS.ProcessEnv = process.env): 
     enabled: e.USAGE_INGEST_ENABLED,
     requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,
     requestLogIngestEnabled: e.REQUEST_LOG_INGEST_ENABLED,
+    maxAttempts: e.INGEST_MAX_ATTEMPTS,
+    retryBaseMs: e.INGEST_RETRY_BASE_MS,
   };
 }

@@ -2,6 +2,7 @@ import { DataSource } from "typeorm";
 import { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
+import { safeText } from "../../../shared/src/text/safe-text";
 import {
   USAGE_CONSUMER_GROUP,
   USAGE_STREAM_FIELD,
@@ -10,7 +11,7 @@ import {
   UsageRowSchema,
   UUID_RE,
 } from "../../../shared/src/usage/contract";
-import { entryJson, StreamConsumer } from "../common/stream-consumer";
+import { entryJson, HaltRound, StreamConsumer } from "../common/stream-consumer";
 import { applyBatch } from "./usage.sql";
 
 export interface UsageIngestorOptions {
@@ -18,6 +19,10 @@ export interface UsageIngestorOptions {
   blockMs: number;
   batch: number;
   claimIdleMs: number;
+  /** Failures of one entry (Postgres answering) before it is set aside to the dead-letter stream (default 5). */
+  maxAttempts?: number;
+  /** First wait before a failed entry is tried again; doubles (default 1 s). */
+  retryBaseMs?: number;
   /** Removal of idle consumers (StreamConsumerOptions; defaults 1 h and 24 h). */
   pruneIntervalMs?: number;
   pruneIdleMs?: number;
@@ -70,6 +75,11 @@ export class UsageIngestor {
       label: "usage",
       pruneIntervalMs: opts.pruneIntervalMs,
       pruneIdleMs: opts.pruneIdleMs,
+      maxAttempts: opts.maxAttempts,
+      attemptBackoffMs: opts.retryBaseMs,
+      deadLetterStream: names.deadLetterStream(names.usageStream()),
+      // A failure while Postgres itself is away is not the entry's fault (see StreamConsumerOptions.probe).
+      probe: () => this.ds.query("SELECT 1"),
       handle: (id, fields) => this.apply(id, fields),
     });
   }
@@ -91,6 +101,9 @@ export class UsageIngestor {
         (row.data.workspaceId === null || UUID_RE.test(row.data.workspaceId)) &&
         (row.data.appId === null || UUID_RE.test(row.data.appId))
       ) {
+        // The data plane only writes bounded ASCII names (MethodBounder); an entry from anything else must
+        // not carry what Postgres refuses (U+0000) into the rollups either.
+        row.data.method = safeText(row.data.method, 128) || "other";
         rows.push(row.data);
       } else {
         this.stats.invalidRows++;
@@ -105,6 +118,12 @@ export class UsageIngestor {
     const applied = await applyBatch(this.ds.manager, parsed.data.batchId, id, rows);
     if (applied) this.stats.applied++;
     else this.stats.duplicates++;
-    return this.opts.beforeAck?.(id) !== false;
+    let ack: boolean | undefined;
+    try {
+      ack = this.opts.beforeAck?.(id);
+    } catch (err) {
+      throw new HaltRound(err); // a simulated crash: the round ends there
+    }
+    return ack !== false;
   }
 }

@@ -35,7 +35,7 @@ export class WebhookEndpoint {
   @JoinColumn({ name: "workspace_id" })
   workspace: Workspace;
 
-  @Field()
+  /** In GraphQL through WebhookEndpointResolver.url (masked for a VIEWER). */
   @Column({ type: "text" })
   url: string;
 

@@ -1,5 +1,6 @@
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { DataSource } from "typeorm";
+import { z } from "zod";
 import type { Logger } from "../../../shared/src/log/logger";
 import {
   JobName,
@@ -10,6 +11,7 @@ import {
 import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
+import { poisonedJobs } from "../common/metrics";
 import type { WebhookSettings } from "../config";
 import { checkQuotaThresholds } from "./quota-threshold";
 import { webhookHeaders } from "./signature";
@@ -258,8 +260,11 @@ export async function startWebhookWorker(deps: {
     tracedProcessor(async (job: Job) => {
       switch (job.name as JobName) {
         case JobName.WebhookFanout:
-          return ops.fanout(job.data as JobPayloads[JobName.WebhookFanout]);
+          return ops.fanout(
+            checkedPayload(job, FanoutPayloadSchema, log) as JobPayloads[JobName.WebhookFanout],
+          );
         case JobName.WebhookDeliver:
+          checkedPayload(job, DeliverPayloadSchema, log);
           return ops.deliver(job as Job<JobPayloads[JobName.WebhookDeliver]>);
         case JobName.WebhookQuotaCheck:
           return ops.checkQuotas();
@@ -298,4 +303,30 @@ export async function startWebhookWorker(deps: {
       await sender.close();
     },
   };
+}
+
+/** What a delivery job carries; anything else can never run (Postgres refuses a non-UUID id, every time). */
+const DeliverPayloadSchema = z.object({ deliveryId: z.uuid() });
+/** What a fan-out job carries (WebhookEventPayload). */
+const FanoutPayloadSchema = z.object({
+  id: z.string().min(1).max(100),
+  type: z.string().min(1).max(100),
+  workspaceId: z.uuid(),
+  occurredAt: z.string().min(1).max(64),
+  data: z.record(z.string(), z.unknown()),
+});
+
+/**
+ * The job's payload when it has the shape its processor needs. A poisoned one (written by anything but
+ * this code, or by an older version) fails for good at once, without its retries and their backoff:
+ * BullMQ keeps it among the failed jobs (removeOnFail) for an operator to read, and it is counted
+ * (rpcgw_worker_poisoned_jobs_total) and logged. Other jobs never waited on it: a failing job waits for
+ * its retry in the delayed set, not in front of the others.
+ */
+function checkedPayload<T>(job: Job, schema: z.ZodType<T>, log: Logger): T {
+  const parsed = schema.safeParse(job.data);
+  if (parsed.success) return parsed.data;
+  poisonedJobs.inc({ queue: QueueName.Webhooks });
+  log.error({ job: job.name, jobId: job.id, error: parsed.error.message }, "poisoned webhook job set aside");
+  throw new UnrecoverableError(`poisoned ${job.name} payload: ${parsed.error.message.slice(0, 500)}`);
 }

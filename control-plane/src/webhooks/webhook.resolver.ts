@@ -99,6 +99,19 @@ export class WebhookEndpointResolver {
     return ctx.services.webhooks.deliveries(ctx, endpointId, first, after);
   }
 
+  @FieldResolver(() => String, {
+    description:
+      "Where events are POSTed. A VIEWER sees only scheme, host and port, the rest masked (urlMasked): such URLs often carry a token.",
+  })
+  async url(@Root() endpoint: WebhookEndpoint, @Ctx() ctx: GqlContext): Promise<string> {
+    return (await ctx.services.webhooks.urlFor(ctx, endpoint)).url;
+  }
+
+  @FieldResolver(() => Boolean, { description: "True when url is masked: the caller is a VIEWER." })
+  async urlMasked(@Root() endpoint: WebhookEndpoint, @Ctx() ctx: GqlContext): Promise<boolean> {
+    return (await ctx.services.webhooks.urlFor(ctx, endpoint)).masked;
+  }
+
   @Mutation(() => WebhookEndpointWithSecret, {
     description: "Registers an endpoint; the answer holds its signing secret, which is not shown again.",
   })

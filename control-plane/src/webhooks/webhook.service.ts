@@ -8,6 +8,7 @@ import { Permission } from "../workspaces/roles";
 import type { WorkspaceService } from "../workspaces/workspace.service";
 import { validWebhookUrl } from "./address-policy";
 import { generateWebhookSecret } from "./signature";
+import { maskWebhookUrl } from "./url-mask";
 import { newWebhookEventId, recordDeliveries, type WebhookQueue } from "./webhook.queue";
 import { WEBHOOK_TEST_EVENT, type WebhookEventType } from "./webhook.types";
 import { WebhookAttempt } from "./webhook-attempt.entity";
@@ -107,6 +108,16 @@ export class WebhookService {
     return this.ds
       .getRepository(WebhookEndpoint)
       .find({ where: { workspaceId: wsId }, order: { createdAt: "ASC", id: "ASC" } });
+  }
+
+  /**
+   * The endpoint's URL as the caller may see it: whole for the roles that may read keys (OWNER, ADMIN,
+   * MEMBER) and the operator, masked (`maskWebhookUrl`) for a VIEWER: such URLs often carry a token.
+   * `endpoint` was reached through an authorised path.
+   */
+  async urlFor(ctx: RequestContext, endpoint: WebhookEndpoint): Promise<{ url: string; masked: boolean }> {
+    const whole = await this.workspaces.seesKeys(ctx, endpoint.workspaceId);
+    return whole ? { url: endpoint.url, masked: false } : { url: maskWebhookUrl(endpoint.url), masked: true };
   }
 
   get(ctx: RequestContext, id: string): Promise<WebhookEndpoint> {

@@ -168,6 +168,8 @@ export async function startWorker(
       blockMs: usageCfg.blockMs,
       batch: usageCfg.batch,
       claimIdleMs: usageCfg.claimIdleMs,
+      maxAttempts: usageCfg.maxAttempts,
+      retryBaseMs: usageCfg.retryBaseMs,
     });
     await usageIngestor.consumer.start();
     logger.info({ consumer: usageCfg.consumerName }, "usage ingestion started");
@@ -183,6 +185,8 @@ export async function startWorker(
       batch: usageCfg.batch,
       claimIdleMs: usageCfg.claimIdleMs,
       retentionDays: usageCfg.requestLogRetentionDays,
+      maxAttempts: usageCfg.maxAttempts,
+      retryBaseMs: usageCfg.retryBaseMs,
     });
     await requestLogIngestor.consumer.start();
   }

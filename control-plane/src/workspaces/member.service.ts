@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
-import { DataSource, EntityManager, IsNull, MoreThan } from "typeorm";
+import { DataSource, EntityManager, In, IsNull, MoreThan } from "typeorm";
 import { Account } from "../accounts/account.entity";
 import { requireAccount } from "../auth/auth.service";
 import { RequestContext } from "../auth/context";
 import { badInput, forbidden, isUuid, notFound } from "../common/errors";
 import { Invitation } from "./invitation.entity";
 import { Membership } from "./membership.entity";
-import { outranks, Permission, ROLE_RANK, roleArticle, WorkspaceRole } from "./roles";
+import { can, outranks, Permission, ROLE_RANK, roleArticle, WorkspaceRole } from "./roles";
 import { Workspace } from "./workspace.entity";
 import { WorkspaceAccess, WorkspaceService } from "./workspace.service";
 
@@ -98,6 +98,29 @@ function normaliseEmail(raw: string): string {
   return email;
 }
 
+/**
+ * Revokes the pending invitations `accountId` sent in `workspaceId` that its role `role` (null: no longer
+ * a member) could not send now: all of them without ManageMembers, else those for a role it does not
+ * outrank. Runs inside the membership change, under the workspace lock, so a removed or demoted member's
+ * links stop working together with its rights. Returns how many were revoked.
+ */
+async function revokeInvitationsBeyond(
+  m: EntityManager,
+  workspaceId: string,
+  accountId: string,
+  role: WorkspaceRole | null,
+): Promise<number> {
+  const repo = m.getRepository(Invitation);
+  const pending = await repo.find({
+    where: { workspaceId, invitedBy: accountId, acceptedAt: IsNull(), revokedAt: IsNull() },
+  });
+  const stale = pending.filter(
+    (inv) => role === null || !can(role, Permission.ManageMembers) || !outranks(role, inv.role),
+  );
+  if (stale.length > 0) await repo.update({ id: In(stale.map((i) => i.id)) }, { revokedAt: new Date() });
+  return stale.length;
+}
+
 /** Serialises every membership and invitation change of one workspace (and its role checks). */
 async function lockWorkspace(m: EntityManager, workspaceId: string): Promise<void> {
   const rows: unknown[] = await m.query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE", [workspaceId]);
@@ -111,7 +134,9 @@ async function lockWorkspace(m: EntityManager, workspaceId: string): Promise<voi
  * - OWNER is never invited or assigned; `transferOwnership` moves it (the old owner becomes ADMIN), so
  *   every workspace keeps exactly one OWNER, who can neither leave, be removed nor be demoted;
  * - every change runs in a transaction holding the workspace row's lock, and the caller's role is read
- *   again under it, so a concurrent demotion or transfer cannot be raced past.
+ *   again under it, so a concurrent demotion or transfer cannot be raced past;
+ * - a member removed (or leaving) or demoted loses its pending invitations that its new role could not
+ *   send (`revokeInvitationsBeyond`), in the same transaction.
  */
 export class MemberService {
   constructor(
@@ -376,6 +401,7 @@ export class MemberService {
       this.checkGrant(access.role, role, "role");
       this.checkManage(access.role, ms.role);
       await m.getRepository(Membership).update({ id: ms.id }, { role });
+      await revokeInvitationsBeyond(m, ms.workspaceId, ms.accountId, role);
       return ms;
     });
     this.workspaces.forgetRoles(ctx, ms.workspaceId);
@@ -396,6 +422,7 @@ export class MemberService {
       );
       if (!self) this.checkManage(access.role, ms.role);
       await m.getRepository(Membership).delete({ id: ms.id });
+      await revokeInvitationsBeyond(m, ms.workspaceId, ms.accountId, null);
       return ms;
     });
     this.workspaces.forgetRoles(ctx, ms.workspaceId);
@@ -417,12 +444,15 @@ export class MemberService {
       const { ms } = await this.lockedMember(m, ctx, memberId, Permission.TransferOwnership);
       if (ms.role === WorkspaceRole.OWNER) throw badInput("memberId", "This member is already the owner");
       const repo = m.getRepository(Membership);
+      const previous = await repo.findOneBy({ workspaceId: ms.workspaceId, role: WorkspaceRole.OWNER });
       // Demote first: the partial unique index allows one OWNER row per workspace at any moment.
       await repo.update(
         { workspaceId: ms.workspaceId, role: WorkspaceRole.OWNER },
         { role: WorkspaceRole.ADMIN },
       );
       await repo.update({ id: ms.id }, { role: WorkspaceRole.OWNER });
+      // The old owner, now ADMIN, may no longer invite ADMINs.
+      if (previous) await revokeInvitationsBeyond(m, ms.workspaceId, previous.accountId, WorkspaceRole.ADMIN);
       return ms;
     });
     this.workspaces.forgetRoles(ctx, ms.workspaceId);

@@ -1,4 +1,4 @@
-import { Arg, Ctx, FieldResolver, ID, Mutation, Query, Resolver, Root } from "type-graphql";
+import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Query, Resolver, Root } from "type-graphql";
 import { App } from "../apps/app.entity";
 import { GqlContext } from "../graphql/context";
 import { Plan } from "../plans/plan.entity";
@@ -44,9 +44,16 @@ export class WorkspaceResolver {
     return ws.plan ?? ctx.services.plans.byId(ws.planId);
   }
 
-  @FieldResolver(() => [App])
-  apps(@Root() ws: Workspace, @Ctx() ctx: GqlContext): Promise<App[]> {
-    return ctx.services.apps.listForWorkspace(ws.id);
+  @FieldResolver(() => [App], {
+    description: "As Query.apps: oldest first, `first` (1..1000, default all) after the app `after`.",
+  })
+  apps(
+    @Root() ws: Workspace,
+    @Arg("first", () => Int, { nullable: true }) first: number | null,
+    @Arg("after", () => ID, { nullable: true }) after: string | null,
+    @Ctx() ctx: GqlContext,
+  ): Promise<App[]> {
+    return ctx.services.apps.listForWorkspace(ws.id, { first, after });
   }
 
   @Mutation(() => Workspace, { description: "Operator: move a workspace to a plan." })

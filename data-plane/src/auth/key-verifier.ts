@@ -1,4 +1,5 @@
 import { hash as oneShotHash } from "node:crypto";
+import { malformedApiKey } from "../../../shared/src/crypto/api-key";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
@@ -7,6 +8,7 @@ import type { CompiledAllowlist } from "../allowlist/allowlist";
 import { InFlightMap } from "../memory/in-flight-map";
 import type { PlaneState } from "../state/redis-state";
 import { compactKeyRecord } from "./compact";
+import type { KeyLookupThrottle } from "./lookup-throttle";
 import { BUMP_INTERVAL_MS, TtlLru } from "./ttl-lru";
 
 /** A verified key: its record plus what the hot path derives from it once. */
@@ -21,14 +23,24 @@ export interface VerifiedKey {
 }
 
 export type VerifiedOk = { ok: true; key: VerifiedKey };
-export type VerifyResult = VerifiedOk | { ok: false; error: ErrorRow };
+/** A refusal; `retryAfterMs` with `key_lookup_throttled` (the Retry-After of the 429). */
+export type VerifyResult = VerifiedOk | { ok: false; error: ErrorRow; retryAfterMs?: number };
 
 /**
  * API-key verification. Returns synchronously on a cache hit (the common case) and a promise on a miss,
  * so the hot path does not pay for an await when it does not have to.
  */
 export interface KeyVerifier {
-  verify(apiKey: string, nowMs: number): VerifyResult | Promise<VerifyResult>;
+  /**
+   * `client`: the caller's address bucket (ipBucket), asked only when the key is not cached and would be
+   * read from Redis: past KEY_LOOKUP_MAX_FAILURES unknown keys from it, the answer is
+   * `key_lookup_throttled` without a Redis read. Without it (or with undefined) nothing is throttled.
+   */
+  verify(
+    apiKey: string,
+    nowMs: number,
+    client?: () => string | undefined,
+  ): VerifyResult | Promise<VerifyResult>;
   /** Applies a control-plane event (invalidations). */
   onEvent(event: PlaneEvent): void;
   /** Drops everything cached (the control plane's `resync`). */
@@ -46,6 +58,8 @@ export interface CachingKeyVerifierOptions {
   negativeTtlMs: number;
   maxEntries: number;
   logger: Logger;
+  /** Failed look-ups per client address (shared by the process's threads); none = not throttled. */
+  throttle?: KeyLookupThrottle;
 }
 
 /**
@@ -127,7 +141,11 @@ export class CachingKeyVerifier implements KeyVerifier {
       opts.negativeTtlMs > 0 ? new TtlLru(Math.min(opts.maxEntries, 100_000), (until) => until) : undefined;
   }
 
-  verify(apiKey: string, nowMs: number): VerifyResult | Promise<VerifyResult> {
+  verify(
+    apiKey: string,
+    nowMs: number,
+    client?: () => string | undefined,
+  ): VerifyResult | Promise<VerifyResult> {
     // Cache lifetimes run on the wall clock, not on `nowMs` (the key's own expiry is checked against that).
     const clock = Date.now();
     const known = this.front.get(apiKey);
@@ -145,6 +163,9 @@ export class CachingKeyVerifier implements KeyVerifier {
       }
       this.front.delete(apiKey);
     }
+    // A key claiming our prefixed format with a wrong checksum was never issued: refused without a
+    // hash, a cache entry or a Redis read, so a flood of made-up keys costs Redis nothing.
+    if (malformedApiKey(apiKey)) return UNKNOWN;
     const hash = oneShotHash("sha256", apiKey, "hex");
     const hit = this.positive.get(hash, clock);
     if (hit !== undefined) {
@@ -154,8 +175,16 @@ export class CachingKeyVerifier implements KeyVerifier {
     if (this.negative?.has(hash, clock)) return UNKNOWN;
     let p = this.pending.get(hash);
     if (p === undefined) {
+      // A Redis read is next: an address that presented too many unknown keys is refused before it.
+      const throttle = this.opts.throttle;
+      const address = throttle?.enabled && client !== undefined ? client() : undefined;
+      if (address !== undefined) {
+        const waitMs = throttle!.blockedForMs(address);
+        if (waitMs > 0) return { ok: false, error: GatewayError.KeyLookupThrottled, retryAfterMs: waitMs };
+      }
       // Leaves `pending` when done unless an invalidation dropped it first (and a newer load took its place).
       const loading = this.load(apiKey, hash).then((r) => {
+        if (address !== undefined && !r.ok && r.error === GatewayError.UnknownKey) throttle!.failed(address);
         if (this.pending.get(hash) === loading) this.pending.delete(hash);
         return r;
       });

@@ -103,11 +103,16 @@ export class NodeGateway {
   }
 
   /** Only the node's own key opens its endpoint (an app key, or another node's key, is 401). */
-  async authorize(nodeId: string, apiKey: string): Promise<NodeAuthResult> {
+  async authorize(
+    nodeId: string,
+    apiKey: string,
+    /** The client's address bucket, asked only when the key must be read from Redis (throttle). */
+    client?: () => string | undefined,
+  ): Promise<NodeAuthResult> {
     if (apiKey === "") return { ok: false, error: GatewayError.MissingKey };
-    let v = this.opts.verifier.verify(apiKey, Date.now());
+    let v = this.opts.verifier.verify(apiKey, Date.now(), client);
     if (v instanceof Promise) v = await v;
-    if (!v.ok) return { ok: false, error: v.error };
+    if (!v.ok) return { ok: false, error: v.error, retryAfterMs: v.retryAfterMs };
     if (v.key.record.kind !== "node" || v.key.record.nodeId !== nodeId) {
       return { ok: false, error: GatewayError.UnknownKey };
     }

@@ -1,7 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
-import { parseIp } from "../allowlist/ip";
+import { type Cidr, clientIp, ipBucket, parseIp } from "../allowlist/ip";
 import { rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import type { HandlerGuard } from "../server/guard";
@@ -28,6 +28,8 @@ export function serveNodeHttp(
   req: HttpRequest,
   keyInPath: boolean,
   tracing: RequestTracing = NO_TRACING,
+  /** TRUSTED_PROXIES: whose X-Forwarded-For names the client (for the key look-up throttle). */
+  trustedProxies: readonly Cidr[] = [],
 ): void {
   const startedAt = performance.now();
   const requestId = nextRequestId();
@@ -36,6 +38,7 @@ export function serveNodeHttp(
     ? decodePathKey(req.getParameter(1) ?? "")
     : req.getQuery("apikey") || req.getHeader("apikey");
   const origin = req.getHeader("origin");
+  const forwardedFor = trustedProxies.length > 0 ? req.getHeader("x-forwarded-for") : "";
   const method = req.getMethod();
   let aborted = false;
   let done = false;
@@ -160,7 +163,11 @@ export function serveNodeHttp(
     failWith(GatewayError.Internal);
   };
   const t0 = trace === undefined ? 0 : performance.now();
-  const auth = gateway.authorize(nodeId, apiKey);
+  const auth = gateway.authorize(nodeId, apiKey, () =>
+    ipBucket(
+      clientIp(Buffer.from(res.getRemoteAddressAsText()).toString("latin1"), forwardedFor, trustedProxies),
+    ),
+  );
   if (trace !== undefined) {
     const t = trace;
     auth.then(
@@ -184,7 +191,15 @@ export function serveNodeHttp(
       void (async () => {
         const a = await auth;
         if (aborted) return;
-        if (!a.ok) return failWith(a.error);
+        if (!a.ok) {
+          if (a.retryAfterMs === undefined) return failWith(a.error);
+          const r = a.retryAfterMs;
+          return send(
+            a.error.httpStatus,
+            errorJson(a.error, "null", { requestId, retryAfterMs: r }),
+            Math.ceil(r / 1000),
+          );
+        }
         const reply = await gateway.handle(
           a,
           text,

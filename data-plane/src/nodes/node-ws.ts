@@ -1,6 +1,8 @@
 import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { NodeRecord } from "../../../shared/src/redis/records";
+import { ipBucket } from "../allowlist/ip";
+import { withRetryAfter } from "../auth/lookup-throttle";
 import { errorJson } from "../server/respond";
 import { endByStatus } from "../telemetry/tracing";
 import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
@@ -78,8 +80,8 @@ export function registerNodeWsRoutes(
     async (info): Promise<CustomSessionInit | ErrorRow> => {
       const nodeId = info.params[0] ?? "";
       const apiKey = keyInPath ? decodePathKey(info.params[1] ?? "") : info.apiKey;
-      const a = await gateway.authorize(nodeId, apiKey);
-      if (!a.ok) return a.error;
+      const a = await gateway.authorize(nodeId, apiKey, () => ipBucket(info.ip));
+      if (!a.ok) return withRetryAfter(a.error, a.retryAfterMs);
       if (!accepted.has(info)) {
         if (!gateway.serving(a.node)) return GatewayError.NodeUnavailable;
         accepted.add(info);

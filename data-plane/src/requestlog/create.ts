@@ -1,3 +1,4 @@
+import { Counter, type Registry } from "prom-client";
 import type { Logger } from "../../../shared/src/log/logger";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import type { DataPlaneConfig } from "../config";
@@ -16,7 +17,11 @@ export interface OwnedRequestLog {
  * RedisRequestLog on its own connection (offline queue off: a flush while Redis is down fails at once
  * and is retried next tick).
  */
-export function createRequestLog(config: DataPlaneConfig, logger?: Logger): OwnedRequestLog {
+export function createRequestLog(
+  config: DataPlaneConfig,
+  logger?: Logger,
+  registry?: Registry,
+): OwnedRequestLog {
   if (!config.REQUEST_LOG_ENABLED || config.USAGE_MODE === "off") {
     const log = new NoopRequestLog();
     return { log, start() {}, close: () => log.close() };
@@ -36,6 +41,7 @@ export function createRequestLog(config: DataPlaneConfig, logger?: Logger): Owne
       flushIntervalMs: config.REQUEST_LOG_FLUSH_INTERVAL_MS,
       maxPending: config.REQUEST_LOG_MAX_PENDING,
       streamMaxLen: config.REQUEST_LOG_STREAM_MAXLEN,
+      keylessTtlSeconds: config.REQUEST_LOG_KEYLESS_TTL_SECONDS,
     },
     (err) => {
       const now = Date.now();
@@ -45,6 +51,18 @@ export function createRequestLog(config: DataPlaneConfig, logger?: Logger): Owne
         { err: (err as Error).message },
         "request log flush failed; records kept for the next flush",
       );
+    },
+    {
+      keyless:
+        registry === undefined
+          ? undefined
+          : ((registry.getSingleMetric("rpcgw_request_log_keyless_total") as Counter<"reason"> | undefined) ??
+            new Counter({
+              name: "rpcgw_request_log_keyless_total",
+              help: "Errors that belong to no workspace (unknown or missing key, public endpoint), counted per minute, reason and client prefix in Redis instead of logged one by one",
+              labelNames: ["reason"],
+              registers: [registry],
+            })),
     },
   );
   return {

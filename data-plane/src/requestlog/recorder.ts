@@ -1,14 +1,18 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
+import type { Counter } from "prom-client";
 import { z } from "zod";
 import { env } from "../../../shared/src/config/env";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import {
   DEFAULT_REQUEST_LOG_STREAM_MAXLEN,
+  REQUEST_LOG_ENTRY_MAX_BYTES,
   REQUEST_LOG_STREAM_FIELD,
   type RequestLogRecord,
 } from "../../../shared/src/requestlog/contract";
+import { makeSafe } from "../../../shared/src/requestlog/safe-record";
+import { KeylessCounts } from "./keyless";
 
 /** Records per stream entry (a flush with more writes several entries). */
 const MAX_RECORDS_PER_ENTRY = 500;
@@ -23,8 +27,13 @@ export const requestLogEnvShape = {
   REQUEST_LOG_FLUSH_INTERVAL_MS: env.int(1_000, 20, 600_000),
   /** Records buffered in memory (Redis slow or away); beyond it new records are dropped and counted. */
   REQUEST_LOG_MAX_PENDING: env.int(50_000, 1, 10_000_000),
-  /** Approximate MAXLEN of the request-log stream (entries). */
+  /**
+   * Approximate MAXLEN of the request-log stream (entries of at most 64 KiB each: the default bounds the
+   * stream to about 256 MiB).
+   */
   REQUEST_LOG_STREAM_MAXLEN: env.int(DEFAULT_REQUEST_LOG_STREAM_MAXLEN, 100, 1_000_000_000),
+  /** Lifetime of a minute's hash of errors that belong to no workspace (`keyless:<minute>`). */
+  REQUEST_LOG_KEYLESS_TTL_SECONDS: env.int(10_800, 60, 30 * 86_400),
 };
 
 export interface RequestLogConfig {
@@ -32,10 +41,20 @@ export interface RequestLogConfig {
   flushIntervalMs: number;
   maxPending: number;
   streamMaxLen: number;
+  /** TTL of the per-minute keyless hashes (default 3 h). */
+  keylessTtlSeconds?: number;
 }
 
 export interface RequestLogRedis {
   xadd(key: string, ...args: (string | number)[]): Promise<string | null>;
+  hincrby(key: string, field: string, increment: number): Promise<number>;
+  expire(key: string, seconds: number): Promise<number>;
+}
+
+/** Counters the log reports to (the data plane's registry); absent in tests that do not look. */
+export interface RequestLogMetrics {
+  /** rpcgw_request_log_keyless_total{reason}: errors of no workspace, counted in aggregate. */
+  keyless?: Counter<"reason">;
 }
 
 /**
@@ -77,6 +96,8 @@ export class RedisRequestLog implements RequestLog {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private readonly instanceId = `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  /** Errors of no workspace, counted per minute instead of logged (see keyless.ts). */
+  readonly keyless = new KeylessCounts();
   dropped = 0;
   written = 0;
 
@@ -85,6 +106,7 @@ export class RedisRequestLog implements RequestLog {
     private readonly names: RedisNames,
     private readonly cfg: RequestLogConfig,
     private readonly onError?: (err: unknown) => void,
+    private readonly metrics: RequestLogMetrics = {},
   ) {
     this.successRate = cfg.samplePercent / 100;
   }
@@ -120,7 +142,20 @@ export class RedisRequestLog implements RequestLog {
     return Math.floor(Math.log(1 - Math.random()) / Math.log1p(-p));
   }
 
+  /**
+   * Takes one record: made safe first (every transport's records pass here), then either buffered for the
+   * stream or, when it belongs to no workspace, counted in aggregate (an error) or dropped (a success of
+   * the public endpoint: usage counts it, and no one could list it).
+   */
   record(r: RequestLogRecord): void {
+    makeSafe(r);
+    if (r.workspaceId === null) {
+      if (r.category !== ErrorCategory.Success) {
+        const reason = this.keyless.add(r);
+        this.metrics.keyless?.inc({ reason });
+      }
+      return;
+    }
     if (this.buf.length + this.queuedCount >= this.cfg.maxPending) {
       this.dropped++;
       return;
@@ -136,6 +171,7 @@ export class RedisRequestLog implements RequestLog {
   }
 
   private async doFlush(): Promise<void> {
+    await this.flushKeyless();
     if (this.buf.length > 0) {
       const records = this.buf;
       this.buf = [];
@@ -154,6 +190,18 @@ export class RedisRequestLog implements RequestLog {
     while (this.queued.length > 0) {
       const b = this.queued[0]!;
       b.payload ??= JSON.stringify({ batchId: b.batchId, records: b.records });
+      // The stream's bound is entries x REQUEST_LOG_ENTRY_MAX_BYTES: a larger entry is cut in two (the
+      // halves get batch ids of their own; a record is far smaller than the cap, see makeSafe).
+      if (b.records.length > 1 && Buffer.byteLength(b.payload) > REQUEST_LOG_ENTRY_MAX_BYTES) {
+        const half = b.records.length >> 1;
+        this.queued.splice(
+          0,
+          1,
+          { batchId: `${this.instanceId}:${++this.seq}`, records: b.records.slice(0, half) },
+          { batchId: `${this.instanceId}:${++this.seq}`, records: b.records.slice(half) },
+        );
+        continue;
+      }
       try {
         await this.redis.xadd(
           this.names.requestLogStream(),
@@ -171,6 +219,28 @@ export class RedisRequestLog implements RequestLog {
       this.queued.shift();
       this.queuedCount -= b.records.length;
       this.written += b.records.length;
+    }
+  }
+
+  /**
+   * Adds the keyless counts to their minutes' hashes (HINCRBY per field, then EXPIRE), one minute at a time;
+   * what fails is kept and added next time (a lost reply may count a field twice: these are estimates).
+   */
+  private async flushKeyless(): Promise<void> {
+    const minutes = this.keyless.take();
+    for (let i = 0; i < minutes.length; i++) {
+      const m = minutes[i]!;
+      const key = this.names.keylessErrors(m.minuteMs);
+      try {
+        const writes: Promise<number>[] = [];
+        for (const [field, n] of m.counts) writes.push(this.redis.hincrby(key, field, n));
+        writes.push(this.redis.expire(key, this.cfg.keylessTtlSeconds ?? 10_800));
+        await Promise.all(writes);
+      } catch (err) {
+        this.onError?.(err);
+        this.keyless.restore(minutes.slice(i));
+        return;
+      }
     }
   }
 

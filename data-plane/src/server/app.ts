@@ -13,8 +13,6 @@ const ALLOW_HEADERS = "apikey, authorization, content-type, x-request-id";
 
 export interface HttpServerHooks {
   ready(): boolean;
-  /** /metrics text in place of this plane's own `metrics.render()` (a thread serving the whole process's). */
-  renderMetrics?(): Promise<string | undefined>;
   /** The serving thread's index (DATA_PLANE_THREADS > 1), named in the /healthz answer. */
   thread?: number;
 }
@@ -76,7 +74,17 @@ export class HttpServer implements ExchangeTracker {
           guard.http("node", (res, req) =>
             this.refusing
               ? this.shuttingDown(res, "")
-              : serveNodeHttp(nodes, this, guard, maxBody, res, req, keyInPath, ctx.tracing),
+              : serveNodeHttp(
+                  nodes,
+                  this,
+                  guard,
+                  maxBody,
+                  res,
+                  req,
+                  keyInPath,
+                  ctx.tracing,
+                  ctx.trustedProxies,
+                ),
           ),
         );
       }
@@ -106,31 +114,8 @@ export class HttpServer implements ExchangeTracker {
         });
       }),
     );
-    app.get(
-      "/metrics",
-      guard.http("metrics", (res) => {
-        const requestId = nextRequestId();
-        let aborted = false;
-        res.onAborted(() => {
-          aborted = true;
-        });
-        const rendering = this.hooks.renderMetrics?.() ?? this.ctx.metrics.render();
-        void rendering.then(
-          (text) => {
-            if (aborted) return;
-            res.cork(() => {
-              res.writeStatus(STATUS[text === undefined ? 404 : 200]!);
-              res.writeHeader("x-request-id", requestId);
-              res.writeHeader("content-type", this.ctx.metrics.contentType);
-              res.end(text ?? "");
-            });
-          },
-          (err: unknown) => {
-            if (!aborted) guard.httpFailed("metrics", res, err, requestId);
-          },
-        );
-      }),
-    );
+    // No /metrics here: it names every network, upstream and node, and is served on METRICS_PORT only
+    // (metrics/server.ts); on this port it is an unknown path (404) like any other.
     app.any(
       "/*",
       guard.http("notFound", (res) => this.plainError(res, GatewayError.NotFound)),

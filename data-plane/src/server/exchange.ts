@@ -161,7 +161,8 @@ export class RpcExchange {
       }
       // Starts the key lookup while the body streams in (sync on a cache hit).
       const t0 = this.trace === undefined ? 0 : performance.now();
-      const v = this.ctx.verifier.verify(this.apiKey, Date.now());
+      // The client's address bucket is worked out only when the key must be read from Redis (throttle).
+      const v = this.ctx.verifier.verify(this.apiKey, Date.now(), () => ipBucket(this.clientAddress()));
       this.verification = v;
       if (this.trace !== undefined) this.traceKey(v, t0);
       if (v instanceof Promise) {
@@ -257,7 +258,10 @@ export class RpcExchange {
 
   private verified(v: VerifyResult, text: string): Pending {
     if (this.aborted) return;
-    if (!v.ok) return this.fail(v.error, "null");
+    if (!v.ok) {
+      if (v.retryAfterMs !== undefined) this.retryAfterS = Math.ceil(v.retryAfterMs / 1000);
+      return this.fail(v.error, "null", undefined, true, undefined, v.retryAfterMs);
+    }
     const key = v.key;
     if (key.record.kind !== "app") return this.fail(GatewayError.UnknownKey, "null");
     this.usageKey = key;
@@ -560,14 +564,21 @@ export class RpcExchange {
    * Whole-request failure: the row's HTTP status and a contract error object. Counted once in the
    * request metrics under the row's category unless the caller already counted the elements.
    */
-  fail(row: ErrorRow, idText: string, limit?: number, record = true, message?: string): void {
+  fail(
+    row: ErrorRow,
+    idText: string,
+    limit?: number,
+    record = true,
+    message?: string,
+    retryAfterMs?: number,
+  ): void {
     if (this.done) return;
     if (record) {
       const elapsed = this.elapsed();
       this.ctx.metrics.request(this.pool.record.slug, row.category, elapsed);
       this.usage(this.usageMethod, row.category, elapsed, row.reason);
     }
-    const body = errorJson(row, idText, { requestId: this.requestId, limit, message });
+    const body = errorJson(row, idText, { requestId: this.requestId, limit, message, retryAfterMs });
     this.send(row.httpStatus, body);
   }
 

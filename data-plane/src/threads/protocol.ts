@@ -14,6 +14,8 @@ export interface ThreadData {
   readonly bufferBudget: SharedArrayBuffer;
   /** The per-tenant caps' counts shared by every thread (limits/tenant-counts.ts: allocateTenantTables). */
   readonly tenantTables: SharedArrayBuffer;
+  /** Failed key look-ups per client address, shared by every thread (auth/lookup-throttle.ts). */
+  readonly keyLookupTable: SharedArrayBuffer;
 }
 
 /** Main thread -> serving thread. */
@@ -22,10 +24,8 @@ export type ToThread =
   | { readonly type: "stopListening" }
   /** Drain and close the plane, then end the thread (SIGTERM/SIGINT, or another thread's fault). */
   | { readonly type: "stop"; readonly signal: string }
-  /** Send your metrics snapshot for scrape `id`. */
-  | { readonly type: "collect"; readonly id: number }
-  /** The answer to the /metrics request `id` this thread forwarded. */
-  | { readonly type: "metrics"; readonly id: number; readonly text: string };
+  /** Send your metrics snapshot for scrape `id` (a GET /metrics on the main thread's METRICS_PORT). */
+  | { readonly type: "collect"; readonly id: number };
 
 /** Serving thread -> main thread. */
 export type FromThread =
@@ -35,6 +35,4 @@ export type FromThread =
   | { readonly type: "startFailed"; readonly message: string }
   /** An uncaught exception (already logged and counted): the whole process drains and exits 1. */
   | { readonly type: "fatal" }
-  /** A /metrics request reached this thread: aggregate every thread's series and answer `id`. */
-  | { readonly type: "scrape"; readonly id: number }
   | { readonly type: "snapshot"; readonly id: number; readonly metrics: MetricsSnapshot };

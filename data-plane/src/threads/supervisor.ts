@@ -2,9 +2,11 @@ import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
+import { KeyLookupThrottle } from "../auth/lookup-throttle";
 import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
 import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
+import { serveMetrics } from "../metrics/server";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
 import { renderProcessMetrics, type ThreadSnapshot } from "./metrics";
@@ -57,7 +59,7 @@ interface Collection {
  * The main thread owns the signals and the exit code: SIGTERM/SIGINT, or a fault in any thread (an uncaught
  * exception there or here, a thread that failed to start or ended unasked), make every thread drain (each
  * flushes its quota and usage), and the process exits once all have ended: 0, or 1 after a fault. It also
- * answers the threads' /metrics requests with every thread's series aggregated (threads/metrics.ts).
+ * serves /metrics on METRICS_PORT with every thread's series aggregated (threads/metrics.ts).
  */
 export async function runThreads(config: DataPlaneConfig, threadCount: number): Promise<void> {
   const logger = createLogger("data-plane", config.LOG_LEVEL).child({ thread: 0 });
@@ -66,6 +68,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const readyFlags = ThreadReadiness.allocate(threadCount);
   const bufferBudget = SharedBufferBudget.allocate();
   const tenantTables = allocateTenantTables();
+  const keyLookupTable = KeyLookupThrottle.allocate();
   const threads: Thread[] = [];
   let stopping = false;
   let exitCode = 0;
@@ -170,12 +173,6 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       case "fatal":
         stop("uncaughtException", true);
         return;
-      case "scrape":
-        scrape().then(
-          (text) => send(t, { type: "metrics", id: msg.id, text }),
-          (err: unknown) => logger.error({ err }, "could not aggregate the threads' metrics"),
-        );
-        return;
       case "snapshot": {
         t.last = msg.metrics;
         const c = collections.get(msg.id);
@@ -196,6 +193,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       readyFlags,
       bufferBudget,
       tenantTables,
+      keyLookupTable,
     };
     const worker = new Worker(join(__dirname, "worker.js"), { workerData: data });
     const t: Thread = {
@@ -239,6 +237,20 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const starts: Promise<number>[] = [];
   for (let i = 1; i <= threadCount; i++) starts.push(start(i, port));
   // A failed start stops the process: startup then waits no more for the threads still starting.
-  if ((await Promise.race([Promise.all(starts), stopped])) !== undefined)
-    logger.info({ port, threads: threadCount }, "data plane threads listening");
+  if ((await Promise.race([Promise.all(starts), stopped])) === undefined) return;
+  logger.info({ port, threads: threadCount }, "data plane threads listening");
+  // After the threads (their checks come first); a metrics port already taken stops the process like a
+  // thread that cannot listen: the reason on stderr, exit 1.
+  await serveMetrics({
+    host: config.METRICS_HOST,
+    port: config.METRICS_PORT,
+    contentType: metrics.contentType,
+    render: scrape,
+    logger,
+  }).catch((err: unknown) => {
+    console.error(
+      `data plane could not serve metrics on ${config.METRICS_HOST}:${config.METRICS_PORT}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+    stop("startFailed", true);
+  });
 }

@@ -8,8 +8,6 @@ import { installFaultPolicy } from "./fault-policy";
 import type { FromThread, ThreadData, ToThread } from "./protocol";
 import { ThreadReadiness } from "./readiness";
 
-/** How long a /metrics request waits for the main thread's aggregate before it fails (500). */
-const SCRAPE_TIMEOUT_MS = 5_000;
 /** How often this thread publishes its readiness to the others (the shared flags). */
 const READY_PUBLISH_MS = 100;
 
@@ -28,26 +26,10 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   let stopping = false;
   /** Set by `stopListening` (the first step of a shutdown): not ready any more. */
   let unlisted = false;
-  let nextScrape = 0;
-  const scrapes = new Map<number, (text: string) => void>();
 
   const hooks: PlaneThreadHooks = {
     index,
     ready: (own) => readiness.processReady(own),
-    renderMetrics() {
-      const id = nextScrape++;
-      return new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          scrapes.delete(id);
-          reject(new Error(`the main thread did not aggregate the metrics within ${SCRAPE_TIMEOUT_MS} ms`));
-        }, SCRAPE_TIMEOUT_MS);
-        scrapes.set(id, (text) => {
-          clearTimeout(timer);
-          resolve(text);
-        });
-        post({ type: "scrape", id });
-      });
-    },
   };
 
   const stop = () => {
@@ -85,10 +67,6 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
           (err: unknown) => logger.error({ err }, "could not collect this thread's metrics"),
         );
         return;
-      case "metrics":
-        scrapes.get(msg.id)?.(msg.text);
-        scrapes.delete(msg.id);
-        return;
     }
   });
   installFaultPolicy(logger, metrics, () => post({ type: "fatal" }));
@@ -101,6 +79,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
       metrics,
       bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
       tenantCounts: sharedTenantCounts(data.tenantTables),
+      keyLookupTable: data.keyLookupTable,
       thread: hooks,
     },
   ).then(

@@ -8,6 +8,7 @@ import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { clientIp, ipBucket } from "../allowlist/ip";
 import { bearerToken, type JwtCheck } from "../auth/jwt";
 import type { VerifiedKey } from "../auth/key-verifier";
+import { withRetryAfter } from "../auth/lookup-throttle";
 import {
   elementRefusal,
   forwardCall,
@@ -212,7 +213,7 @@ export class WsGateway {
       const finish = (
         v: Awaited<ReturnType<GatewayContext["verifier"]["verify"]>>,
       ): ReturnType<Authorize> => {
-        if (!v.ok) return v.error;
+        if (!v.ok) return withRetryAfter(v.error, v.retryAfterMs);
         const key = v.key;
         if (key.record.kind !== "app") return GatewayError.UnknownKey;
         if (!key.allowlist.empty) {
@@ -230,7 +231,7 @@ export class WsGateway {
         const c = this.ctx.jwt.check(access.jwt, key.record.appId ?? key.hash, info.jwt);
         return c instanceof Promise ? c.then(withJwt) : withJwt(c);
       };
-      const v = this.ctx.verifier.verify(info.apiKey, Date.now());
+      const v = this.ctx.verifier.verify(info.apiKey, Date.now(), () => ipBucket(info.ip));
       return v instanceof Promise ? v.then(finish) : finish(v);
     };
   }
@@ -293,7 +294,7 @@ export class WsGateway {
       if (aborted) return;
       if (this.closing) d = GatewayError.ShuttingDown;
       if (isErrorRow(d)) {
-        refuse({ row: d });
+        refuse({ row: d, retryAfterMs: (d as { retryAfterMs?: number }).retryAfterMs });
         return;
       }
       // Re-checked: other upgrades may have opened while the key was being looked up.

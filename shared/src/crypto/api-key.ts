@@ -1,12 +1,71 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { crc32 } from "node:zlib";
+
+/** Prefix of an app's API key (docs/contracts.md "API key format"). */
+export const APP_KEY_PREFIX = "rpcg_";
+/** Prefix of a dedicated node's endpoint key. */
+export const NODE_KEY_PREFIX = "rpcn_";
+const PREFIXES = [APP_KEY_PREFIX, NODE_KEY_PREFIX];
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+/** Random characters after the prefix: 43 base62 characters carry 256 bits. */
+const RANDOM_CHARS = 43;
+/** The checksum: CRC32 of prefix + random part, in 6 base62 characters (62^6 > 2^32), zero-padded. */
+const CHECKSUM_CHARS = 6;
+/** Length of a prefixed key: prefix (5) + random (43) + checksum (6). */
+export const API_KEY_LENGTH = APP_KEY_PREFIX.length + RANDOM_CHARS + CHECKSUM_CHARS;
+/** Keys made before the prefix: 32 random bytes as base64url. They keep working. */
+const LEGACY_KEY_LENGTH = 43;
+const BODY_RE = /^[0-9A-Za-z]+$/;
+
+function base62(n: number, width: number): string {
+  let out = "";
+  for (let i = 0; i < width; i++) {
+    out = BASE62[n % 62]! + out;
+    n = Math.floor(n / 62);
+  }
+  return out;
+}
+
+function checksum(prefixAndRandom: string): string {
+  return base62(crc32(prefixAndRandom), CHECKSUM_CHARS);
+}
+
+/** `n` uniformly random base62 characters (bytes >= 248 are dropped, so `% 62` has no bias). */
+function randomBase62(n: number): string {
+  let out = "";
+  while (out.length < n) {
+    for (const b of randomBytes(n)) {
+      if (b < 248 && out.length < n) out += BASE62[b % 62];
+    }
+  }
+  return out;
+}
 
 /**
- * API keys: 32 random bytes as base64url (43 chars, 256 bits). Stored as SHA-256 for lookup (a fast hash
- * is right here: the key has full entropy, so there is nothing to brute-force) plus an AES-256-GCM
- * ciphertext so the console can show the key to workspace members.
+ * API keys: a fixed prefix (`rpcg_` for app keys, `rpcn_` for dedicated-node keys), 43 random base62
+ * characters (256 bits) and a 6-character CRC32 checksum, the shape GitHub's tokens have, so that secret
+ * scanners can recognise a leaked key and tell it from random text without asking us. Stored as SHA-256
+ * for lookup (a fast hash is right here: the key has full entropy, so there is nothing to brute-force)
+ * plus an AES-256-GCM ciphertext so the console can show the key to workspace members.
  */
-export function generateApiKey(): string {
-  return randomBytes(32).toString("base64url");
+export function generateApiKey(prefix: string = APP_KEY_PREFIX): string {
+  const body = prefix + randomBase62(RANDOM_CHARS);
+  return body + checksum(body);
+}
+
+/**
+ * True when `key` cannot be a key we issued although it claims the prefixed format: it starts with a
+ * known prefix, is not a legacy 43-character key, and its length, alphabet or checksum is wrong. Such a
+ * key is refused without a look-up. Anything else (legacy keys, unknown shapes) is looked up as before.
+ */
+export function malformedApiKey(key: string): boolean {
+  if (key.length === LEGACY_KEY_LENGTH) return false;
+  const prefix = key.slice(0, APP_KEY_PREFIX.length);
+  if (!PREFIXES.includes(prefix)) return false;
+  if (key.length !== API_KEY_LENGTH) return true;
+  const body = key.slice(0, API_KEY_LENGTH - CHECKSUM_CHARS);
+  if (!BODY_RE.test(key.slice(prefix.length))) return true;
+  return checksum(body) !== key.slice(API_KEY_LENGTH - CHECKSUM_CHARS);
 }
 
 export function hashApiKey(key: string): string {

@@ -292,6 +292,17 @@ export const GatewayError = Object.freeze({
     "upstream_busy",
     "Upstream nodes are busy with heavy calls; retry shortly",
   ),
+  /**
+   * The client address presented KEY_LOOKUP_MAX_FAILURES unknown keys within KEY_LOOKUP_WINDOW_MS: a key
+   * that is not cached is refused before Redis is asked, until the window ends (`Retry-After`).
+   */
+  KeyLookupThrottled: row(
+    429,
+    -32005,
+    ErrorCategory.TooManyRequests,
+    "key_lookup_throttled",
+    "Too many requests: too many unknown API keys from this address",
+  ),
   /** The app key (or public client IP) has MAX_IN_FLIGHT_PER_KEY upstream calls in flight (`data.limit`). */
   ConcurrencyLimit: row(
     429,

@@ -59,10 +59,11 @@ export class RedisNames {
   }
 
   /**
-   * String counter: login attempts for one email or one client IP in the current window (control plane
-   * only). The subject is hashed so no address or email appears in Redis key names.
+   * Failed log-ins (control plane only): `ip` and `email` are string counters for the current window,
+   * `pair` (one email from one client address) a hash `{n, last}` driving its back-off. The subject is
+   * hashed so no address or email appears in Redis key names.
    */
-  loginAttempts(scope: "email" | "ip", subjectHash: string): string {
+  loginAttempts(scope: "email" | "ip" | "pair", subjectHash: string): string {
     return `${this.prefix}login:${scope}:${subjectHash}`;
   }
 
@@ -85,6 +86,22 @@ export class RedisNames {
    */
   requestLogStream(): string {
     return `${this.prefix}requestlog:stream`;
+  }
+
+  /**
+   * Stream: entries a stream consumer set aside after they failed INGEST_MAX_ATTEMPTS times (the original
+   * fields plus `deadEntryId`, `deadError`, `deadAttempts`, `deadAt`), e.g. `requestlog:stream:dead`.
+   */
+  deadLetterStream(stream: string): string {
+    return `${stream}:dead`;
+  }
+
+  /**
+   * Hash per UTC minute (epoch ms of its start) of errors that belong to no workspace (unknown or missing
+   * key, public endpoint): field `<reason>|<client /24 or /48>`, value = count. Short TTL.
+   */
+  keylessErrors(minuteMs: number): string {
+    return `${this.prefix}keyless:${minuteMs}`;
   }
 
   /**

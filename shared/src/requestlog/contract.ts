@@ -7,8 +7,15 @@ import { z } from "zod";
  */
 export const REQUEST_LOG_STREAM_FIELD = "records";
 export const REQUEST_LOG_CONSUMER_GROUP = "request-log-ingest";
-/** Default approximate MAXLEN of the stream (entries, each up to a flush's worth of records). */
-export const DEFAULT_REQUEST_LOG_STREAM_MAXLEN = 100_000;
+/**
+ * Default approximate MAXLEN of the stream (entries). With entries of at most REQUEST_LOG_ENTRY_MAX_BYTES the
+ * stream holds at most about 4,096 x 64 KiB = 256 MiB, whatever the traffic.
+ */
+export const DEFAULT_REQUEST_LOG_STREAM_MAXLEN = 4_096;
+/** Largest JSON payload of one stream entry, in bytes (a record is a few hundred; larger entries are cut). */
+export const REQUEST_LOG_ENTRY_MAX_BYTES = 64 * 1024;
+/** Longest method name a record keeps (longer ones are cut; `methodLength` keeps the original length). */
+export const REQUEST_LOG_METHOD_MAX = 100;
 
 export const REQUEST_LOG_TRANSPORTS = ["http", "ws", "node"] as const;
 export type RequestLogTransport = (typeof REQUEST_LOG_TRANSPORTS)[number];
@@ -21,7 +28,13 @@ export const RequestLogRecordSchema = z.object({
   appId: z.string().uuid().nullable(),
   network: z.string().min(1).max(100),
   transport: z.enum(REQUEST_LOG_TRANSPORTS),
-  method: z.string().min(1).max(100),
+  method: z.string().min(1).max(REQUEST_LOG_METHOD_MAX),
+  /**
+   * The client's method name's length (UTF-16 code units) when `method` is not it verbatim: cut to
+   * REQUEST_LOG_METHOD_MAX, or characters Postgres refuses (U+0000, lone surrogates) and other control
+   * characters replaced by U+FFFD (shared/src/text/safe-text.ts). Absent otherwise.
+   */
+  methodLength: z.number().int().nonnegative().optional(),
   /** HTTP status of the response carrying it (0 on WebSocket). */
   httpStatus: z.number().int().min(0).max(999),
   category: z.string().min(1).max(40),

@@ -22,7 +22,7 @@ import { CHROMIUM } from "./browser";
 /** From dist/test/integration/console to the repository's test/artifacts (git-ignored). */
 const ARTIFACTS = path.resolve(__dirname, "../../../../test/artifacts/console");
 
-/** The localStorage key under which the console keeps the session token (control-plane/console/src/api.ts). */
+/** The sessionStorage key under which the console keeps the session token (control-plane/console/src/api.ts). */
 const TOKEN_KEY = "rpc-gateway.token";
 
 /** Skips the suite when Chromium is missing; fails it on CI, which installs it. Call from `before`. */
@@ -145,16 +145,50 @@ async function createNetwork(h: Harness, n: ConsoleNetwork): Promise<void> {
 
 /**
  * Logs `page` in as the holder of `token`, as the console does after a sign-in: the token in the console
- * origin's localStorage. The page stays on the login page; openPage (a fresh load) then reads the token.
+ * origin's sessionStorage of this tab. The page stays on the login page; openPage (a fresh load in the same
+ * tab) then reads the token.
  */
 export async function logIn(page: Page, consoleUrl: string, token: string): Promise<void> {
   await page.goto(`${consoleUrl}/login`);
-  await page.evaluate(([key, value]) => localStorage.setItem(key, value), [TOKEN_KEY, token] as const);
+  await page.evaluate(([key, value]) => sessionStorage.setItem(key, value), [TOKEN_KEY, token] as const);
 }
 
-/** The session token the console holds (null when logged out). */
+/** The session token the console holds in this tab (null when logged out). */
 export function sessionToken(page: Page): Promise<string | null> {
+  return page.evaluate((key) => sessionStorage.getItem(key), TOKEN_KEY);
+}
+
+/** What the console left in localStorage under the token key (it must leave nothing). */
+export function persistedToken(page: Page): Promise<string | null> {
   return page.evaluate((key) => localStorage.getItem(key), TOKEN_KEY);
+}
+
+/**
+ * Collects, from now on, every CSP violation the page reports (`securitypolicyviolation` events, through an
+ * init script, which CDP runs outside the page's CSP), every console error about the policy ("Refused to
+ * ...", which Chromium logs for each blocked load) and every uncaught page error, across navigations.
+ * (Other console errors, e.g. Chromium's line for a fetch answered 401, are the tests' own doing.)
+ */
+export async function watchPolicy(
+  page: Page,
+): Promise<{ violations(): Promise<string[]>; errors: string[] }> {
+  const errors: string[] = [];
+  page.on("console", (m) => {
+    if (m.type() === "error" && /Content Security Policy|Refused to/i.test(m.text())) errors.push(m.text());
+  });
+  page.on("pageerror", (e) => errors.push(e.message));
+  const seen: string[] = [];
+  await page.exposeFunction("__rgCspViolation", (v: string) => {
+    seen.push(v);
+  });
+  await page.addInitScript(() => {
+    document.addEventListener("securitypolicyviolation", (e) => {
+      (window as unknown as { __rgCspViolation(v: string): void }).__rgCspViolation(
+        `${e.effectiveDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`,
+      );
+    });
+  });
+  return { violations: async () => [...seen], errors };
 }
 
 /** Loads the console at `pathname` (e.g. "/", "/apps/<id>"). */

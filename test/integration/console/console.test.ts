@@ -10,10 +10,12 @@ import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 import {
   type ConsoleStack,
   openPage,
+  persistedToken,
   requireChromium,
   screenshot,
   sessionToken,
   startConsoleStack,
+  watchPolicy,
 } from "./console-fixture";
 
 const NETWORK = "local-evm";
@@ -77,6 +79,7 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       clipboardOrigin: stack.origin,
     });
     page = browser.page;
+    policy = await watchPolicy(page);
   });
 
   after(async () => {
@@ -85,11 +88,16 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await anvil?.stop();
   });
 
+  let policy: Awaited<ReturnType<typeof watchPolicy>>;
+
   const shot = (name: string) => screenshot(page, name);
   const token = () => sessionToken(page);
 
-  it("signs up and lands on the (empty) apps page, token in localStorage", async () => {
-    await openPage(page, consoleUrl, "/");
+  it("signs up and lands on the (empty) apps page, token in this tab's sessionStorage only", async () => {
+    // The page comes with its Content-Security-Policy (static.test.ts checks every directive).
+    const first = await page.goto(`${consoleUrl}/`);
+    assert.match(first?.headers()["content-security-policy"] ?? "", /script-src 'self'/);
+    assert.equal(first?.headers()["x-frame-options"], "DENY");
     await page.getByRole("heading", { name: "Log in" }).waitFor();
     await page.getByRole("link", { name: "Create an account" }).click();
     await page.getByLabel("Email").fill("not-an-email");
@@ -103,6 +111,16 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await page.getByRole("heading", { name: "Apps" }).waitFor();
     await page.getByText("No apps yet").waitFor();
     assert.ok(await token());
+    // Never on disk for later sessions, nor shared with another tab of this browser.
+    assert.equal(await persistedToken(page), null);
+    const other = await browser!.ctx.newPage();
+    try {
+      await other.goto(`${consoleUrl}/`);
+      await other.getByRole("heading", { name: "Log in" }).waitFor();
+      assert.equal(await sessionToken(other), null);
+    } finally {
+      await other.close();
+    }
   });
 
   it("creates an app; its endpoint, read from the page, answers through the data plane", async () => {
@@ -615,5 +633,21 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await page.getByRole("link", { name: "Plan" }).click();
     await page.getByText("Only the workspace's owner changes the plan.").waitFor();
     assert.equal(await page.getByRole("button", { name: /Upgrade|Switch/ }).count(), 0);
+  });
+
+  it("ran every page above under the CSP: no violation nor console error; an injected inline script is refused", async () => {
+    assert.deepEqual(await policy.violations(), [], "CSP violations while using the console");
+    assert.deepEqual(policy.errors, [], "console errors while using the console");
+    // The policy is enforced: an inline script (what an XSS would add) does not run, and is reported.
+    const ran = await page.evaluate(() => {
+      const s = document.createElement("script");
+      s.textContent = "window.__rgInjected = sessionStorage.getItem('rpc-gateway.token')";
+      document.body.appendChild(s);
+      return (window as unknown as { __rgInjected?: unknown }).__rgInjected;
+    });
+    assert.equal(ran, undefined, "an inline script ran");
+    const deadline = Date.now() + 5_000;
+    while ((await policy.violations()).length === 0 && Date.now() < deadline) await sleep(25);
+    assert.match((await policy.violations()).join("\n"), /^script-src-elem inline /m);
   });
 });

@@ -44,7 +44,7 @@ describe("console: webhooks (Chromium -> /console -> GraphQL; worker -> local re
       clipboardOrigin: stack.origin,
     });
     page = browser.page;
-    // Signed in as the console does it: the session token in localStorage.
+    // Signed in as the console does it: the session token in sessionStorage.
     await logIn(page, consoleUrl, token);
   });
 

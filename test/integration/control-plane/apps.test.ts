@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { Client } from "pg";
-import { hashApiKey } from "../../../shared/src/crypto/api-key";
+import { hashApiKey, malformedApiKey } from "../../../shared/src/crypto/api-key";
 import { KeyRecordSchema, PlaneEvent } from "../../../shared/src/redis/records";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { ADMIN_TOKEN, APP_FIELDS, code, createApp, Harness, startHarness } from "./harness";
@@ -41,7 +41,8 @@ describe("control-plane: apps and API keys", () => {
     assert.equal(app.name, "Wallet");
     assert.equal(app.environment, "DEVELOPMENT");
     assert.equal(app.workspaceId, user.workspaceId);
-    assert.match(app.apiKey, /^[A-Za-z0-9_-]{43}$/);
+    assert.match(app.apiKey, /^rpcg_[0-9A-Za-z]{49}$/);
+    assert.equal(malformedApiKey(app.apiKey), false, "its checksum holds");
     assert.equal(app.previousApiKeyExpiresAt, null);
     assert.deepEqual(app.allowlist, []);
     const rec = await keyRecord(app.apiKey);

@@ -298,6 +298,47 @@ describe("control-plane: graphql-ws limits and authentication", function () {
     assert.equal(closed.reason, "Unauthorized: token revoked");
   });
 
+  it("logOutEverywhere closes every socket of the account (any token) at once; another account's stays", async () => {
+    const u = await h.signUp();
+    const stranger = await h.signUp();
+    const pat = await h.ok<{ createAccessToken: { token: string } }>(
+      `mutation { createAccessToken(name: "bot") { token } }`,
+      {},
+      u.token,
+    );
+    const live = await liveSubscription(pat.createAccessToken.token, u.workspaceId);
+    /** A connected socket (lazy: false) that has answered `{ me { id } }`; resolves its close. */
+    const openSocket = async (token: string, accountId: string) => {
+      let onClosed!: (e: Closed) => void;
+      const closed = new Promise<Closed>((r) => {
+        onClosed = r;
+      });
+      const c = client(token, onClosed, false);
+      const first = await new Promise<Json>((r) =>
+        c.subscribe({ query: "{ me { id } }" }, { next: r, error: r, complete: () => undefined }),
+      );
+      assert.equal(first.data.me.id, accountId);
+      return { closed };
+    };
+    const sessionSocket = await openSocket(u.token, u.accountId);
+    const strangerClosed: Closed[] = [];
+    void (await openSocket(stranger.token, stranger.accountId)).closed.then((e) => strangerClosed.push(e));
+
+    assert.equal((await h.ok("mutation { logOutEverywhere }", {}, u.token)).logOutEverywhere, true);
+    for (const [what, p] of [
+      ["subscription on the personal token", live.closed],
+      ["socket on the session token", sessionSocket.closed],
+    ] as const) {
+      const closed = await within(p, 2_000, `close of the ${what}`);
+      assert.equal(closed.code, 4401, what);
+      assert.equal(closed.reason, "Unauthorized: token revoked", what);
+    }
+    assert.equal(((await live.ended) as Closed).code, 4401);
+    // The re-check runs meanwhile and leaves the other account's socket alone.
+    await new Promise((r) => setTimeout(r, RECHECK_MS * 2));
+    assert.deepEqual(strangerClosed, []);
+  });
+
   it("a token that expires, or is revoked elsewhere (another instance, straight in the database), is closed within the re-check period", async () => {
     const u = await h.signUp();
     const live = await liveSubscription(u.token, u.workspaceId);

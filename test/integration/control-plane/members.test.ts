@@ -410,6 +410,96 @@ describe("control-plane: members, invitations and ownership", function () {
     assert.equal((await owners(owner.workspaceId)).length, 1);
   });
 
+  it("a removed, leaving or demoted inviter's pending invitations are revoked; others' stay", async () => {
+    const CHANGE = `mutation($m: ID!, $r: WorkspaceRole!) { changeMemberRole(memberId: $m, role: $r) { id role } }`;
+    const owner = await account();
+    const [demoted, removed, leaver, bystander] = [
+      await account(),
+      await account(),
+      await account(),
+      await account(),
+    ];
+    const ids: Record<string, string> = {};
+    for (const [name, a] of Object.entries({ demoted, removed, leaver, bystander })) {
+      ids[name] = await join(owner, a, "ADMIN");
+    }
+    /** Two pending invitations (MEMBER and VIEWER) sent by `by`; their tokens. */
+    const sent = async (by: Account) => [
+      (await invite(by.token, `to-member-${by.accountId}@example.com`, "MEMBER", owner.workspaceId))
+        .token as string,
+      (await invite(by.token, `to-viewer-${by.accountId}@example.com`, "VIEWER", owner.workspaceId))
+        .token as string,
+    ];
+    const tokens = {
+      demoted: await sent(demoted),
+      removed: await sent(removed),
+      leaver: await sent(leaver),
+      bystander: await sent(bystander),
+      owner: await sent(owner),
+    };
+    const status = async (t: string) =>
+      (await h.ok("query($t: String!) { invitation(token: $t) { status } }", { t })).invitation.status;
+
+    // ADMIN -> MEMBER: may no longer invite at all.
+    await h.ok(CHANGE, { m: ids.demoted, r: "MEMBER" }, owner.token);
+    await h.ok(`mutation($m: ID!) { removeMember(memberId: $m) }`, { m: ids.removed }, owner.token);
+    await h.ok(
+      `mutation($w: ID!) { leaveWorkspace(workspaceId: $w) }`,
+      { w: owner.workspaceId },
+      leaver.token,
+    );
+    for (const who of ["demoted", "removed", "leaver"] as const) {
+      for (const t of tokens[who]) assert.equal(await status(t), "REVOKED", who);
+    }
+    for (const who of ["bystander", "owner"] as const) {
+      for (const t of tokens[who]) assert.equal(await status(t), "PENDING", who);
+    }
+    // A revoked link cannot be used.
+    const invitee = await h.signUp(`to-member-${demoted.accountId}@example.com`);
+    const refused = await h.gql(ACCEPT, { t: tokens.demoted[0] }, invitee.token);
+    assert.equal(refused.errors![0]!.extensions!.reason, "INVITATION_REVOKED");
+    const listed = (
+      await h.ok(
+        "query($w: ID) { invitations(workspaceId: $w) { id invitedByEmail } }",
+        { w: owner.workspaceId },
+        owner.token,
+      )
+    ).invitations as Json[];
+    assert.deepEqual(new Set(listed.map((i) => i.invitedByEmail)), new Set([bystander.email, owner.email]));
+
+    // Ownership moves: the old owner (now ADMIN) keeps invitations it could still send, loses ADMIN ones.
+    const adminInvite = (await invite(owner.token, "future-admin@example.com", "ADMIN")).token as string;
+    await h.ok(
+      `mutation($m: ID!) { transferOwnership(memberId: $m) { id } }`,
+      { m: ids.bystander },
+      owner.token,
+    );
+    assert.equal(await status(adminInvite), "REVOKED");
+    for (const t of tokens.owner) assert.equal(await status(t), "PENDING");
+    // Promotion revokes nothing.
+    const newcomer = await account();
+    await h.ok(
+      ACCEPT,
+      { t: (await invite(bystander.token, newcomer.email, "VIEWER", owner.workspaceId)).token },
+      newcomer.token,
+    );
+    const memberId = (
+      (
+        await h.ok(
+          "query($w: ID) { members(workspaceId: $w) { id accountId } }",
+          { w: owner.workspaceId },
+          bystander.token,
+        )
+      ).members as Json[]
+    ).find((m) => m.accountId === newcomer.accountId)!.id;
+    await h.ok(CHANGE, { m: memberId, r: "ADMIN" }, bystander.token);
+    const fromNewcomer = (
+      await invite(newcomer.token, "by-newcomer@example.com", "VIEWER", owner.workspaceId)
+    ).token as string;
+    await h.ok(CHANGE, { m: memberId, r: "ADMIN" }, bystander.token);
+    assert.equal(await status(fromNewcomer), "PENDING");
+  });
+
   it("several workspaces: workspaceId is honoured everywhere and defaults to the oldest membership", async () => {
     const owner = await account();
     const bob = await account();

@@ -56,16 +56,20 @@ describe("control-plane: processes and CLIs", function () {
     assert.equal(net.chainId, 31337);
     assert.equal(net.upstreams.length, 1, "upstream not duplicated");
     assert.equal(await redis.exists(names.apiKey(hashApiKey(first.apiKey))), 1);
-    // The first account it creates is a platform operator (the operator console); a later one is not.
-    assert.equal(first.operator, true);
+    // A random password, returned only by the run that created the account; never a platform operator.
+    assert.match(first.password, /^[A-Za-z0-9_-]{24}$/);
+    assert.equal(second.password, null, "the password is shown once");
+    assert.equal(first.operator, false);
     const other = [...args, "--email", "second-demo@example.com"];
-    assert.equal(JSON.parse((await run(process.execPath, other, { env })).stdout).operator, false);
+    const third = JSON.parse((await run(process.execPath, other, { env })).stdout);
+    assert.equal(third.operator, false);
+    assert.notEqual(third.password, first.password, "each demo account gets its own random password");
     const pg = new Client({ connectionString: db.url });
     await pg.connect();
     try {
       const rows = (await pg.query("SELECT email, is_operator FROM accounts ORDER BY email")).rows;
       assert.deepEqual(rows, [
-        { email: "demo@example.com", is_operator: true },
+        { email: "demo@example.com", is_operator: false },
         { email: "second-demo@example.com", is_operator: false },
       ]);
     } finally {

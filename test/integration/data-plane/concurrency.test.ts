@@ -90,7 +90,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
     assert.equal(refused.json.error.data.retryAfterMs, 1000);
     assert.equal(refused.headers.get("retry-after"), "1");
     assert.equal(typeof refused.json.id, "number", "the single request's id is echoed");
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     assert.match(metrics, /rpcgw_limit_refusals_total\{endpoint="app",reason="concurrency_limit"\} 3/);
   });
 

@@ -84,7 +84,7 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
       .get("eth")!
       .describe()
       .map((u) => [u.id, u.breakerOpen]);
-  const metrics = async () => (await fetch(`${gw.base}/metrics`)).text();
+  const metrics = async () => (await fetch(`${gw.metricsBase}/metrics`)).text();
 
   /** Tenant B's ordinary calls over HTTP and WS until `done`; returns the failures (should be none). */
   async function tenantB(done: () => boolean): Promise<{ calls: number; failures: string[] }> {

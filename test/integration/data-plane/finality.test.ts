@@ -26,7 +26,7 @@ async function waitFor(what: string, pred: () => boolean | Promise<boolean>, ms 
 }
 
 async function metric(gw: Gateway, re: RegExp): Promise<number> {
-  const text = await (await fetch(`${gw.base}/metrics`)).text();
+  const text = await (await fetch(`${gw.metricsBase}/metrics`)).text();
   const m = re.exec(text);
   return m === null ? 0 : Number(m[1]);
 }
@@ -121,7 +121,7 @@ describe("finality-aware cache (anvil, Substrate test node)", function () {
     await waitFor("finalized head caught up", () => pool().finalizedHead() === finalized);
     assert.ok(pool().finalizedHead() <= pool().cacheHead());
     assert.match(
-      await (await fetch(`${gw.base}/metrics`)).text(),
+      await (await fetch(`${gw.metricsBase}/metrics`)).text(),
       new RegExp(`rpcgw_network_finalized_block\\{network="eth"\\} ${finalized}`),
     );
     // evm_revert past the finalized head (anvil allows it; a real chain does not): the gateway keeps its value.

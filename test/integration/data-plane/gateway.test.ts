@@ -61,7 +61,7 @@ describe("data plane over HTTP (anvil upstream)", function () {
       assert.equal(ready.status, 200);
       assert.ok(ready.headers.get("x-request-id"));
       await post(url, { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
-      const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+      const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
       assert.match(metrics, /rpcgw_requests_total\{network="eth",category="Success"\} \d+/);
       assert.match(metrics, /rpcgw_request_duration_seconds_bucket/);
       assert.match(metrics, /rpcgw_upstream_healthy\{network="eth",upstream="anvil-1"\} 1/);

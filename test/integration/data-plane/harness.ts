@@ -1,5 +1,6 @@
 import { type DataPlaneConfig, loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, type DataPlaneOverrides, startDataPlane } from "../../../data-plane/src/data-plane";
+import { serveMetrics } from "../../../data-plane/src/metrics/server";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../helpers/redis";
 import { RedisSeeder } from "../../helpers/seed-redis";
 
@@ -8,6 +9,8 @@ export interface Gateway {
   seeder: RedisSeeder;
   ns: TestRedisNamespace;
   base: string;
+  /** The plane's /metrics listener (METRICS_PORT's stand-in: in a process, main.ts opens it). */
+  metricsBase: string;
   config: DataPlaneConfig;
   port(): number;
   stop(): Promise<void>;
@@ -49,15 +52,24 @@ export async function startGateway(
     ...env,
   });
   const plane = await startDataPlane(config, overrides);
+  const metrics = await serveMetrics({
+    host: "127.0.0.1",
+    port: 0,
+    contentType: plane.context.metrics.contentType,
+    render: () => plane.context.metrics.render(),
+    logger: plane.context.logger,
+  });
   return {
     plane,
     seeder,
     ns,
     config,
     base: `http://127.0.0.1:${plane.port}`,
+    metricsBase: `http://127.0.0.1:${metrics.port}`,
     port: () => plane.port,
     async stop() {
       await plane.close();
+      await metrics.close();
       await seeder.close();
       // A shared namespace belongs to the caller.
       if (sharedNs === undefined) await ns.cleanup();

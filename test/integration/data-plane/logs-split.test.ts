@@ -338,7 +338,7 @@ describe("data plane: eth_getLogs split across upstreams (real anvil)", function
       next = b + 1;
     }
     assert.equal(next, head + 1);
-    const m = await (await fetch(`${gw.base}/metrics`)).text();
+    const m = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     const halvings = samples(m, "rpcgw_logs_split_halvings_total").find((l) =>
       l.includes('network="refusing"'),
     );

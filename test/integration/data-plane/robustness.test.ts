@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { connect } from "node:net";
+import { type AddressInfo, connect, createServer } from "node:net";
 import path from "node:path";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
-import { freePort } from "../../helpers/ports";
+import { acceptsConnection, freePort } from "../../helpers/ports";
 import { startProcess } from "../../helpers/process";
 import { createTestRedisNamespace } from "../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../helpers/seed-redis";
@@ -232,6 +232,71 @@ describe("data plane under bad input", function () {
 
 describe("data plane as a process (dist/data-plane/src/main.js)", function () {
   this.timeout(60_000);
+
+  it("serves /metrics on METRICS_PORT only (404 on the public port), on 127.0.0.1 unless METRICS_HOST says otherwise", async () => {
+    const ns = createTestRedisNamespace();
+    const seeder = new RedisSeeder(ns.prefix);
+    const stub = await new StubUpstream().start();
+    const main = path.resolve(__dirname, "../../../data-plane/src/main.js");
+    // The control for the 127.0.0.2 probes below: a listener on every interface accepts it.
+    const any = createServer();
+    await new Promise<void>((r) => any.listen(0, "0.0.0.0", r));
+    try {
+      assert.equal(await acceptsConnection("127.0.0.2", (any.address() as AddressInfo).port), true);
+      await seeder.putNetwork(evmNetwork("eth", [{ id: "stub-metrics-upstream", httpUrl: stub.url }]));
+      const key = await seeder.putKey();
+      for (const metricsHost of [undefined, "0.0.0.0"]) {
+        const port = await freePort();
+        const metricsPort = await freePort();
+        const proc = await startProcess(process.execPath, [main], {
+          env: {
+            DATA_PLANE_PORT: String(port),
+            DATA_PLANE_HOST: "127.0.0.1",
+            DATA_PLANE_THREADS: "1",
+            METRICS_PORT: String(metricsPort),
+            ...(metricsHost === undefined ? {} : { METRICS_HOST: metricsHost }),
+            REDIS_KEY_PREFIX: ns.prefix,
+            LOG_LEVEL: "info",
+          },
+          ready: async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200,
+        });
+        try {
+          const call = { jsonrpc: "2.0", id: 1, method: "eth_chainId" };
+          assert.equal((await post(`http://127.0.0.1:${port}/eth/rpc?apikey=${key}`, call)).status, 200);
+          for (const method of ["GET", "POST"]) {
+            const pub = await fetch(`http://127.0.0.1:${port}/metrics`, { method });
+            assert.equal(pub.status, 404, `${method} /metrics on the public port`);
+            const body = await pub.text();
+            assert.equal(JSON.parse(body).error.code, -32601);
+            assert.ok(!body.includes("rpcgw_") && !body.includes("stub-metrics-upstream"));
+          }
+          const scraped = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+          assert.equal(scraped.status, 200);
+          const text = await scraped.text();
+          assert.match(text, /^rpcgw_requests_total\{network="eth",category="Success"\} 1$/m);
+          assert.match(text, /stub-metrics-upstream/);
+          assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/`)).status, 404);
+          assert.equal(
+            (await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { method: "POST" })).status,
+            405,
+          );
+          assert.equal(
+            await acceptsConnection("127.0.0.2", metricsPort),
+            metricsHost === "0.0.0.0",
+            `METRICS_HOST ${metricsHost ?? "unset"}: reachable beyond 127.0.0.1?`,
+          );
+          assert.equal(await proc.stop(10_000), 0, proc.output());
+        } finally {
+          await proc.stop();
+        }
+      }
+    } finally {
+      any.close();
+      await stub.stop();
+      await seeder.close();
+      await ns.cleanup();
+    }
+  });
 
   it("becomes ready, drains an in-flight request on SIGTERM and exits 0", async () => {
     const ns = createTestRedisNamespace();

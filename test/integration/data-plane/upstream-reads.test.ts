@@ -172,7 +172,7 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
     assert.ok(elapsed < 2_000, `answered in ${elapsed} ms, before the slow node's 2 s`);
 
     // The slow node had every read first; every one was answered by the copy and cancelled there.
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     const won = sample(metrics, "rpcgw_upstream_hedges_total", 'network="eth",outcome="won"');
     assert.ok(won >= 3, `hedges won: ${won}`);
     assert.equal(
@@ -217,7 +217,7 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
       return receipt !== null;
     }, "the send's receipt");
     assert.equal(receipt!.status, "0x1");
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     assert.equal(sample(metrics, "rpcgw_upstream_hedges_total", 'network="eth",outcome="won"'), 0);
     assert.equal(sample(metrics, "rpcgw_upstream_hedges_total", 'network="eth",outcome="lost"'), 0);
   });
@@ -322,7 +322,7 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
     const viaWs = await ws.call("eth_getTransactionByHash", [txHash]);
     assert.equal(viaWs.result?.hash, txHash);
     ws.close();
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     assert.ok(sample(metrics, "rpcgw_upstream_empty_retries_total", 'network="eth",outcome="found"') >= 3);
 
     // A block no node has yet: null (nobody to ask), twice upstream: a null is never cached.

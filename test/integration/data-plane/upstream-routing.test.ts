@@ -48,7 +48,7 @@ function network(
 
 /** Upstream exchanges per upstream of a network so far (every outcome), from /metrics. */
 async function exchanges(gw: Gateway, slug: string): Promise<Record<string, number>> {
-  const text = await (await fetch(`${gw.base}/metrics`)).text();
+  const text = await (await fetch(`${gw.metricsBase}/metrics`)).text();
   const out: Record<string, number> = {};
   const re = new RegExp(
     `^rpcgw_upstream_requests_total\\{network="${slug}",upstream="([^"]+)",outcome="[a-z]+"\\} (\\d+)$`,
@@ -59,7 +59,7 @@ async function exchanges(gw: Gateway, slug: string): Promise<Record<string, numb
 }
 
 async function metric(gw: Gateway, line: RegExp): Promise<number> {
-  const text = await (await fetch(`${gw.base}/metrics`)).text();
+  const text = await (await fetch(`${gw.metricsBase}/metrics`)).text();
   const m = text.match(line);
   return m === null ? 0 : Number(m[1]);
 }

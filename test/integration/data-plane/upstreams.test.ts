@@ -159,7 +159,7 @@ describe("data plane upstreams: failover, health, live changes", function () {
     assert.equal(batch.json[0].error.code, -32000);
     assert.equal(batch.json[1].result, "0x7a69");
     assert.equal(batch.json[2].error.code, -32602);
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     assert.match(metrics, /rpcgw_requests_total\{network="eth",category="Node Error"\} [1-9]/);
     assert.match(metrics, /rpcgw_requests_total\{network="eth",category="Client Error"\} [1-9]/);
   });
@@ -326,7 +326,7 @@ describe("data plane response cache", function () {
     const hit = await post(url, balance);
     assert.equal(hit.headers.get("x-cache"), "HIT");
     assert.equal(proxy.count("eth_getBalance"), 2);
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     assert.match(metrics, /rpcgw_cache_lookups_total\{network="eth",result="hit"\} [1-9]/);
     assert.match(metrics, /rpcgw_cache_lookups_total\{network="eth",result="miss"\} [1-9]/);
   });

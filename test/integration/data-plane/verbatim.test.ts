@@ -34,7 +34,7 @@ describe("data plane verbatim batches", function () {
 
   /** The gateway's request counter for `category` on network eth. */
   async function counted(category: string): Promise<number> {
-    const text = await (await fetch(`${gw.base}/metrics`)).text();
+    const text = await (await fetch(`${gw.metricsBase}/metrics`)).text();
     const m = new RegExp(`^rpcgw_requests_total\\{network="eth",category="${category}"\\} (\\d+)$`, "m").exec(
       text,
     );

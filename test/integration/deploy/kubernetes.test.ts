@@ -6,7 +6,12 @@ import { isDeepStrictEqual } from "node:util";
 import { load, loadAll } from "js-yaml";
 import { loadConfig } from "../../../control-plane/src/config";
 import { loadNodeConfig } from "../../../control-plane/src/nodes/node.config";
-import { type KubeApi, KubernetesProvider } from "../../../control-plane/src/nodes/providers/kubernetes";
+import {
+  KUBE_API_PERMISSIONS,
+  type KubeApi,
+  KubernetesProvider,
+  NODE_P2P_PORTS,
+} from "../../../control-plane/src/nodes/providers/kubernetes";
 import type { NodeSpec } from "../../../control-plane/src/nodes/providers/provider";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { shutdownBudgetMs } from "../../../data-plane/src/data-plane";
@@ -257,8 +262,8 @@ function checkProbes(objs: K8sObject[]): void {
   );
   assert.equal(
     cp.readinessProbe?.httpGet?.path,
-    "/healthz",
-    "control-plane readiness probe is not GET /healthz",
+    "/readyz",
+    "control-plane readiness probe is not GET /readyz",
   );
   for (const c of [dp, cp]) {
     const ports = new Set((c.ports ?? []).flatMap((p: K8sObject) => [p.name, p.containerPort]));
@@ -416,21 +421,30 @@ function checkWorkerAndNodes(objs: K8sObject[]): void {
       ),
   );
   assert.ok(binding, `no RoleBinding in ${nodesNs} for the worker's service account`);
-  const role = find(objs, binding.roleRef.kind, binding.roleRef.name, nodesNs);
-  const allowed = (group: string, resource: string, verb: string) =>
-    role.rules.some(
-      (r: K8sObject) =>
-        r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb),
-    );
-  for (const [g, res, verbs] of [
-    ["apps", "statefulsets", ["get", "create", "update", "delete"]],
-    ["", "services", ["get", "create", "delete"]],
-    ["", "persistentvolumeclaims", ["get", "create", "delete"]],
-    ["", "secrets", ["get", "create", "delete"]],
-    ["", "pods/log", ["get"]],
-  ] as const) {
-    for (const verb of verbs) assert.ok(allowed(g, res, verb), `worker may not ${verb} ${res}`);
+  assert.equal(binding.roleRef.kind, "Role", "the worker's permissions must be a namespaced Role");
+  const role = find(objs, "Role", binding.roleRef.name, nodesNs);
+  // Exactly what the provider's calls need (KUBE_API_PERMISSIONS), in one Role: no wildcard, nothing more.
+  const granted = new Set<string>();
+  for (const r of role.rules) {
+    for (const k of ["resourceNames", "nonResourceURLs"])
+      assert.ok(r[k] === undefined, `Role rule with ${k}: ${JSON.stringify(r)}`);
+    for (const g of r.apiGroups)
+      for (const res of r.resources) for (const v of r.verbs) granted.add(`${g}|${res}|${v}`);
   }
+  const needed = new Set(
+    Object.values(KUBE_API_PERMISSIONS).map((p) => `${p.apiGroup}|${p.resource}|${p.verb}`),
+  );
+  for (const g of granted)
+    assert.ok(needed.has(g), `the worker's Role grants ${g}, which no provider call needs`);
+  for (const n of needed) assert.ok(granted.has(n), `the worker's Role lacks ${n}, which the provider calls`);
+  const grants = objs.filter((o) =>
+    ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"].includes(o.kind),
+  );
+  assert.deepEqual(
+    grants.map((o) => `${o.kind}/${o.metadata.name}`).sort(),
+    [`Role/${role.metadata.name}`, `RoleBinding/${binding.metadata.name}`].sort(),
+    "one Role and its binding, nothing cluster-wide",
+  );
   for (const other of ["data-plane", "control-plane", "migrate"] as const) {
     assert.notEqual(
       workload(objs, other).pod.automountServiceAccountToken,
@@ -458,9 +472,13 @@ function checkWorkerAndNodes(objs: K8sObject[]): void {
     generation: 1,
   } as unknown as NodeSpec).spec!.template.metadata!.labels!;
   assert.deepEqual(nodePod, nodeLabels);
+  // Ingress: the policies that restrict it (the egress one is checked by checkNodeEgress).
   const policies = objs.filter(
     (o) =>
-      o.kind === "NetworkPolicy" && o.metadata.namespace === nodesNs && selects(o.spec.podSelector, nodePod),
+      o.kind === "NetworkPolicy" &&
+      o.metadata.namespace === nodesNs &&
+      selects(o.spec.podSelector, nodePod) &&
+      o.spec.policyTypes?.includes("Ingress"),
   );
   assert.ok(policies.length > 0, `no NetworkPolicy in ${nodesNs} selects dedicated-node pods`);
   const gatewayNsLabels = { "kubernetes.io/metadata.name": GATEWAY_NS };
@@ -502,15 +520,215 @@ function checkWorkerAndNodes(objs: K8sObject[]): void {
     }
   }
   assert.ok(dataPlaneAllowed, "the data plane cannot reach dedicated nodes");
+  checkNodeEgress(objs, nodesNs, nodePod);
+  // Admission refuses a node pod without the securityContext checkNodePod expects, whatever builds it.
+  const ns = objs.find((o) => o.kind === "Namespace" && o.metadata.name === nodesNs);
+  assert.equal(
+    ns?.metadata.labels?.["pod-security.kubernetes.io/enforce"],
+    "restricted",
+    `${nodesNs} does not enforce the restricted Pod Security Standard`,
+  );
+}
+
+/** CIDR -> [first address, last address] as bigints (IPv4 in 32 bits, IPv6 in 128). */
+function cidrRange(cidr: string): { v6: boolean; first: bigint; last: bigint } {
+  const [addr, len] = cidr.split("/");
+  const v6 = addr!.includes(":");
+  const bits = v6 ? 128 : 32;
+  let n = 0n;
+  if (v6) {
+    const [head, tail] = addr!.split("::") as [string, string | undefined];
+    const h = head === "" ? [] : head.split(":");
+    const t = tail === undefined || tail === "" ? [] : tail.split(":");
+    const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill("0"), ...t];
+    for (const g of groups) n = (n << 16n) | BigInt(Number.parseInt(g, 16));
+  } else {
+    for (const o of addr!.split(".")) n = (n << 8n) | BigInt(Number(o));
+  }
+  const host = BigInt(bits - Number(len ?? bits));
+  const first = (n >> host) << host;
+  return { v6, first, last: first + (1n << host) - 1n };
+}
+
+/** Whether `inner` lies inside one of `outer`. */
+function coveredBy(inner: string, outer: string[]): boolean {
+  const i = cidrRange(inner);
+  return outer.some((o) => {
+    const r = cidrRange(o);
+    return r.v6 === i.v6 && r.first <= i.first && i.last <= r.last;
+  });
+}
+
+/** Ranges no dedicated node may reach: private, CGNAT, link-local (cloud metadata), loopback. */
+const CLUSTER_RANGES = [
+  "10.0.0.0/8",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "100.64.0.0/10",
+  "169.254.0.0/16",
+  "127.0.0.0/8",
+  "fc00::/7",
+  "fe80::/10",
+  "::1/128",
+];
+
+function checkNodeEgress(objs: K8sObject[], nodesNs: string, nodePod: Record<string, string>): void {
+  const policies = objs.filter(
+    (o) =>
+      o.kind === "NetworkPolicy" &&
+      o.metadata.namespace === nodesNs &&
+      selects(o.spec.podSelector, nodePod) &&
+      o.spec.policyTypes?.includes("Egress"),
+  );
+  assert.ok(policies.length > 0, `no egress NetworkPolicy in ${nodesNs} selects dedicated-node pods`);
+  const p2p = new Set(
+    Object.values(NODE_P2P_PORTS)
+      .flat()
+      .map((p) => `${p.protocol}/${p.port}`),
+  );
+  const opened = new Set<string>();
+  let dns = false;
+  for (const p of policies) {
+    for (const rule of p.spec.egress ?? []) {
+      assert.ok(rule.to?.length > 0, `${p.metadata.name}: an egress rule without \`to\` reaches everything`);
+      assert.ok(rule.ports?.length > 0, `${p.metadata.name}: an egress rule without ports opens every port`);
+      const ports = rule.ports.map((x: K8sObject) => `${x.protocol ?? "TCP"}/${x.port}`);
+      for (const peer of rule.to) {
+        if (peer.ipBlock) {
+          // A public range minus every range of the cluster and its networks, to the p2p ports only.
+          for (const range of CLUSTER_RANGES) {
+            if (cidrRange(range).v6 !== cidrRange(peer.ipBlock.cidr).v6) continue;
+            if (!coveredBy(range, [peer.ipBlock.cidr])) continue;
+            assert.ok(
+              coveredBy(range, peer.ipBlock.except ?? []),
+              `${p.metadata.name}: ${peer.ipBlock.cidr} lets nodes reach ${range}`,
+            );
+          }
+          for (const port of ports)
+            assert.ok(p2p.has(port), `${p.metadata.name}: egress to ${port}, not a peer-to-peer port`);
+          for (const port of ports) opened.add(port);
+        } else {
+          // Only the cluster's resolver, on port 53.
+          assert.ok(
+            selects(peer.namespaceSelector, { "kubernetes.io/metadata.name": "kube-system" }) &&
+              !selects(peer.namespaceSelector, { "kubernetes.io/metadata.name": nodesNs }) &&
+              !selects(peer.namespaceSelector, { "kubernetes.io/metadata.name": GATEWAY_NS }) &&
+              selects(peer.podSelector, { "k8s-app": "kube-dns" }) &&
+              !selects(peer.podSelector, {}),
+            `${p.metadata.name}: an egress peer inside the cluster other than DNS`,
+          );
+          assert.deepEqual([...ports].sort(), ["TCP/53", "UDP/53"], `${p.metadata.name}: DNS ports`);
+          dns = true;
+        }
+      }
+    }
+  }
+  assert.ok(dns, "dedicated nodes cannot resolve names (no DNS egress)");
+  for (const port of p2p) assert.ok(opened.has(port), `dedicated nodes cannot reach peers on ${port}`);
+}
+
+/** The dedicated-node pod as the Kubernetes provider builds it, checked like the gateway's own pods. */
+function checkNodePod(v: Validators): void {
+  const provider = new KubernetesProvider({} as KubeApi, { namespace: "rpc-gateway-nodes" });
+  for (const [protocol, nodeType] of [
+    ["EVM", "FULL"],
+    ["SUBSTRATE", "VALIDATOR"],
+  ] as const) {
+    const sts = provider.statefulSetManifest({
+      nodeId: "00000000-0000-4000-8000-000000000002",
+      workspaceId: "w",
+      protocol,
+      nodeType,
+      rpcMethods: "SAFE",
+      extraArgs: [],
+      image: "i",
+      rpcPort: 9944,
+      region: "r",
+      generation: 1,
+    } as unknown as NodeSpec) as K8sObject;
+    const where = `dedicated ${protocol} node`;
+    const Model = v.models.get("apps/v1/StatefulSet");
+    assert.ok(Model, "kubernetes-models has no apps/v1 StatefulSet");
+    assert.doesNotThrow(() => new Model(sts).validate(), `${where}: fails the Kubernetes schema`);
+    assert.ok(isDeepStrictEqual(v.roundTrip(sts), sts), `${where}: has fields Kubernetes does not know`);
+    const pod = sts.spec.template.spec;
+    assert.equal(pod.automountServiceAccountToken, false, `${where}: mounts a service-account token`);
+    const psc = pod.securityContext ?? {};
+    assert.equal(psc.runAsNonRoot, true, `${where}: pod without runAsNonRoot`);
+    assert.ok(Number.isInteger(psc.runAsUser) && psc.runAsUser > 0, `${where}: runAsUser must be non-root`);
+    assert.equal(psc.seccompProfile?.type, "RuntimeDefault", `${where}: seccompProfile`);
+    assert.equal(pod.hostNetwork ?? false, false, `${where}: hostNetwork`);
+    for (const c of containers(pod)) {
+      const sc = c.securityContext ?? {};
+      assert.equal(sc.allowPrivilegeEscalation, false, `${where}: allowPrivilegeEscalation`);
+      assert.deepEqual(sc.capabilities?.drop, ["ALL"], `${where}: capabilities not dropped`);
+      assert.notEqual(sc.privileged, true, `${where}: privileged`);
+      for (const r of ["cpu", "memory"]) {
+        assert.ok(c.resources?.limits?.[r] !== undefined, `${where}: resources.limits.${r} not set`);
+        assert.ok(
+          quantity(c.resources.limits[r]) >= quantity(c.resources.requests[r]),
+          `${where}: ${r} limit below its request`,
+        );
+      }
+    }
+  }
+}
+
+/** Every trusted proxy entry is a handful of addresses (the ingress controller's), never a pod range. */
+function checkTrustedProxies(objs: K8sObject[]): void {
+  for (const w of workloads(objs)) {
+    if (w.component !== "data-plane" && w.component !== "control-plane") continue;
+    const { env } = resolveEnv(objs, GATEWAY_NS, w.pod.containers[0]);
+    for (const entry of (env.TRUSTED_PROXIES ?? "")
+      .split(",")
+      .map((x) => x.trim())
+      .filter(Boolean)) {
+      const cidr = entry.includes("/") ? entry : `${entry}/${entry.includes(":") ? 128 : 32}`;
+      const r = cidrRange(cidr);
+      assert.ok(
+        r.last - r.first < 256n,
+        `${w.component}: TRUSTED_PROXIES ${entry} trusts ${r.last - r.first + 1n} addresses (the ingress controller's only)`,
+      );
+    }
+  }
 }
 
 function checkServiceMonitor(objs: K8sObject[]): void {
   const sm = find(objs, "ServiceMonitor", "data-plane");
   assert.equal(sm.apiVersion, "monitoring.coreos.com/v1");
-  const svc = find(objs, "Service", "data-plane");
+  const dp = workload(objs, "data-plane");
+  const c = dp.pod.containers[0];
+  const { env } = resolveEnv(objs, GATEWAY_NS, c);
+  // /metrics is on METRICS_PORT, a container port of its own, reachable from Prometheus (not loopback).
+  const metricsPort = loadDataPlaneConfig(env).METRICS_PORT;
+  const named = (c.ports ?? []).find((p: K8sObject) => p.containerPort === metricsPort);
+  assert.ok(named, `data plane: METRICS_PORT ${metricsPort} is not a container port`);
+  assert.notEqual(
+    env.METRICS_HOST ?? "127.0.0.1",
+    "127.0.0.1",
+    "data plane: metrics bound to loopback in a pod",
+  );
+  const publicSvc = find(objs, "Service", "data-plane");
+  for (const p of publicSvc.spec.ports)
+    assert.ok(
+      p.targetPort !== named.name && p.targetPort !== metricsPort,
+      "the public data-plane Service exposes the metrics port",
+    );
+  const scraped = objs.filter(
+    (o) =>
+      o.kind === "Service" &&
+      o.metadata.namespace === GATEWAY_NS &&
+      selects(sm.spec.selector, o.metadata.labels),
+  );
+  assert.deepEqual(
+    scraped.map((o) => o.metadata.name),
+    ["data-plane-metrics"],
+    "the ServiceMonitor must select the data-plane-metrics Service only",
+  );
+  const svc = scraped[0]!;
   assert.ok(
-    selects(sm.spec.selector, svc.metadata.labels),
-    "the ServiceMonitor does not select the data-plane Service",
+    selects({ matchLabels: svc.spec.selector }, dp.labels),
+    "data-plane-metrics does not select the data plane",
   );
   assert.ok(
     Array.isArray(sm.spec.endpoints) && sm.spec.endpoints.length > 0,
@@ -519,14 +737,18 @@ function checkServiceMonitor(objs: K8sObject[]): void {
   const allowed = new Set(["port", "path", "interval", "scrapeTimeout", "scheme"]);
   for (const ep of sm.spec.endpoints) {
     for (const k of Object.keys(ep)) assert.ok(allowed.has(k), `ServiceMonitor endpoint field ${k}`);
+    const port = svc.spec.ports.find((p: K8sObject) => p.name === ep.port);
+    assert.ok(port, `ServiceMonitor port ${ep.port} not on the Service`);
     assert.ok(
-      svc.spec.ports.some((p: K8sObject) => p.name === ep.port),
-      `ServiceMonitor port ${ep.port} not on the Service`,
+      port.targetPort === named.name || port.targetPort === metricsPort,
+      `ServiceMonitor port ${ep.port} does not reach METRICS_PORT`,
     );
     assert.equal(ep.path, "/metrics");
     assert.match(ep.interval, /^\d+s$/);
   }
   assert.deepEqual(Object.keys(sm.spec).sort(), ["endpoints", "selector"], "ServiceMonitor spec fields");
+  const ann = dp.object.spec.template.metadata.annotations ?? {};
+  assert.equal(ann["prometheus.io/port"], String(metricsPort), "prometheus.io/port is not METRICS_PORT");
 }
 
 function checkAll(objs: K8sObject[], v: Validators): void {
@@ -537,6 +759,8 @@ function checkAll(objs: K8sObject[], v: Validators): void {
   checkTermination(objs);
   checkSecretsAndConfig(objs);
   checkWorkerAndNodes(objs);
+  checkNodePod(v);
+  checkTrustedProxies(objs);
   checkServiceMonitor(objs);
 }
 
@@ -550,7 +774,14 @@ describe("deploy/kubernetes (kustomize)", function () {
   before(async () => {
     base = render(BASE);
     production = render(PRODUCTION);
-    v = await loadValidators([...base, ...production]);
+    // Plus the StatefulSet the Kubernetes provider builds for each dedicated node (checkNodePod), and a
+    // ClusterRole (a broken case below adds one).
+    v = await loadValidators([
+      ...base,
+      ...production,
+      { apiVersion: "apps/v1", kind: "StatefulSet" },
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole" },
+    ]);
   });
 
   it("renders base and production with every object the deployment needs", () => {
@@ -566,7 +797,9 @@ describe("deploy/kubernetes (kustomize)", function () {
         "Deployment/worker",
         "Job/migrate",
         "ServiceMonitor/data-plane",
+        "Service/data-plane-metrics",
         "NetworkPolicy/dedicated-nodes-ingress",
+        "NetworkPolicy/dedicated-nodes-egress",
       ]) {
         assert.ok(kinds.includes(k), `${k} missing`);
       }
@@ -634,6 +867,13 @@ describe("deploy/kubernetes (kustomize)", function () {
           dp(o).pod.containers[0].readinessProbe.httpGet.path = "/healthz";
         },
         /readiness probe is not GET \/readyz/,
+      ],
+      [
+        "control-plane readiness that ignores Postgres and Redis",
+        (o) => {
+          workload(o, "control-plane").pod.containers[0].readinessProbe.httpGet.path = "/healthz";
+        },
+        /control-plane readiness probe is not GET \/readyz/,
       ],
       [
         "no liveness probe",
@@ -745,6 +985,122 @@ describe("deploy/kubernetes (kustomize)", function () {
         /no NetworkPolicy in rpc-gateway-nodes selects dedicated-node pods/,
       ],
       [
+        "a Role that grants more than the provider calls",
+        (o) => {
+          find(o, "Role", "rpc-gateway-nodes", "rpc-gateway-nodes").rules.push({
+            apiGroups: [""],
+            resources: ["secrets"],
+            verbs: ["list"],
+          });
+        },
+        /grants \|secrets\|list, which no provider call needs/,
+      ],
+      [
+        "a wildcard Role",
+        (o) => {
+          find(o, "Role", "rpc-gateway-nodes", "rpc-gateway-nodes").rules = [
+            { apiGroups: ["*"], resources: ["*"], verbs: ["*"] },
+          ];
+        },
+        /grants \*\|\*\|\*, which no provider call needs/,
+      ],
+      [
+        "a Role that misses a call",
+        (o) => {
+          find(o, "Role", "rpc-gateway-nodes", "rpc-gateway-nodes").rules[0].verbs = [
+            "get",
+            "create",
+            "delete",
+          ];
+        },
+        /lacks apps\|statefulsets\|update/,
+      ],
+      [
+        "a ClusterRole besides",
+        (o) => {
+          o.push({
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRole",
+            metadata: { name: "extra" },
+            rules: [],
+          });
+        },
+        /nothing cluster-wide/,
+      ],
+      [
+        "node egress without the private ranges excepted",
+        (o) => {
+          const rule = find(o, "NetworkPolicy", "dedicated-nodes-egress", "rpc-gateway-nodes").spec.egress[1];
+          rule.to[0].ipBlock.except = rule.to[0].ipBlock.except.filter((c: string) => c !== "10.0.0.0/8");
+        },
+        /0\.0\.0\.0\/0 lets nodes reach 10\.0\.0\.0\/8/,
+      ],
+      [
+        "node egress to the cloud metadata address",
+        (o) => {
+          const rule = find(o, "NetworkPolicy", "dedicated-nodes-egress", "rpc-gateway-nodes").spec.egress[1];
+          rule.to[0].ipBlock.except = rule.to[0].ipBlock.except.filter((c: string) => c !== "169.254.0.0/16");
+        },
+        /lets nodes reach 169\.254\.0\.0\/16/,
+      ],
+      [
+        "node egress to every port",
+        (o) => {
+          delete find(o, "NetworkPolicy", "dedicated-nodes-egress", "rpc-gateway-nodes").spec.egress[1].ports;
+        },
+        /without ports opens every port/,
+      ],
+      [
+        "node egress to everything",
+        (o) => {
+          find(o, "NetworkPolicy", "dedicated-nodes-egress", "rpc-gateway-nodes").spec.egress.push({});
+        },
+        /without `to` reaches everything/,
+      ],
+      [
+        "node egress to the gateway's pods",
+        (o) => {
+          find(o, "NetworkPolicy", "dedicated-nodes-egress", "rpc-gateway-nodes").spec.egress.push({
+            to: [
+              {
+                namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "rpc-gateway" } },
+                podSelector: {},
+              },
+            ],
+            ports: [{ protocol: "TCP", port: 6379 }],
+          });
+        },
+        /an egress peer inside the cluster other than DNS/,
+      ],
+      [
+        "no egress policy for the nodes",
+        (o) => {
+          o.splice(
+            o.findIndex((x) => x.kind === "NetworkPolicy" && x.metadata.name === "dedicated-nodes-egress"),
+            1,
+          );
+        },
+        /no egress NetworkPolicy in rpc-gateway-nodes selects dedicated-node pods/,
+      ],
+      [
+        "the whole pod range as trusted proxies",
+        (o) => {
+          o.find(
+            (x) => x.kind === "ConfigMap" && x.metadata.name.startsWith("rpc-gateway-common"),
+          )!.data.TRUSTED_PROXIES = "10.244.0.0/16";
+        },
+        /TRUSTED_PROXIES 10\.244\.0\.0\/16 trusts 65536 addresses/,
+      ],
+      [
+        "the nodes' namespace at baseline",
+        (o) => {
+          o.find((x) => x.kind === "Namespace" && x.metadata.name === "rpc-gateway-nodes")!.metadata.labels[
+            "pod-security.kubernetes.io/enforce"
+          ] = "baseline";
+        },
+        /rpc-gateway-nodes does not enforce the restricted Pod Security Standard/,
+      ],
+      [
         "local node provider",
         (o) => {
           o.find(
@@ -756,9 +1112,39 @@ describe("deploy/kubernetes (kustomize)", function () {
       [
         "ServiceMonitor on a missing port",
         (o) => {
-          find(o, "ServiceMonitor", "data-plane").spec.endpoints[0].port = "metrics";
+          find(o, "ServiceMonitor", "data-plane").spec.endpoints[0].port = "http";
         },
-        /ServiceMonitor port metrics not on the Service/,
+        /ServiceMonitor port http not on the Service/,
+      ],
+      [
+        "ServiceMonitor scraping the public Service",
+        (o) => {
+          find(o, "ServiceMonitor", "data-plane").spec.selector.matchLabels["app.kubernetes.io/component"] =
+            "data-plane";
+        },
+        /must select the data-plane-metrics Service only/,
+      ],
+      [
+        "the metrics port on the public Service",
+        (o) => {
+          find(o, "Service", "data-plane").spec.ports.push({
+            name: "metrics",
+            port: 9464,
+            targetPort: "metrics",
+          });
+        },
+        /public data-plane Service exposes the metrics port/,
+      ],
+      [
+        "metrics left on loopback in the pod",
+        (o) => {
+          const env = dp(o).pod.containers[0].env;
+          env.splice(
+            env.findIndex((e: K8sObject) => e.name === "METRICS_HOST"),
+            1,
+          );
+        },
+        /metrics bound to loopback in a pod/,
       ],
     ];
     for (const [what, breakIt, expected] of cases) {

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { load } from "js-yaml";
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { shutdownBudgetMs } from "../../../data-plane/src/data-plane";
 
@@ -26,6 +27,23 @@ function composeConfig(env: NodeJS.ProcessEnv) {
 }
 
 describe("docker/compose.yml", () => {
+  it("serves the data plane's /metrics on METRICS_PORT, published on the host's loopback only, never on 8080", () => {
+    // The file itself (no compose CLI needed): the data plane's environment and port mappings.
+    // biome-ignore lint/suspicious/noExplicitAny: parsed YAML
+    const dp = (load(readFileSync(composeFile, "utf8")) as any).services["data-plane"];
+    const config = loadDataPlaneConfig(dp.environment);
+    assert.notEqual(config.METRICS_PORT, config.DATA_PLANE_PORT);
+    // Inside the container it must listen beyond loopback, or the mapping below reaches nothing.
+    assert.equal(config.METRICS_HOST, "0.0.0.0");
+    const ports: string[] = dp.ports;
+    const mapped = ports.filter((p) => p.endsWith(`:${config.METRICS_PORT}`));
+    assert.deepEqual(
+      mapped,
+      [`127.0.0.1:${config.METRICS_PORT}:${config.METRICS_PORT}`],
+      "metrics published beyond the host's loopback",
+    );
+  });
+
   it("validates with the operator secrets set, and names every process", () => {
     const r = composeConfig({ ADMIN_TOKEN: "t", KEY_ENCRYPTION_SECRET: "s" });
     assert.equal(r.status, 0, r.stderr);

@@ -111,6 +111,7 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
   let dp: StartedProcess;
   let cp: StartedProcess;
   let dpPort: number;
+  let dpMetricsPort: number;
   let cpPort: number;
   let targets: Targets;
   const rssAfterRound: number[] = [];
@@ -183,6 +184,7 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
     targets = { network: "eth-fuzz", appKey, nodeId: NODE_ID, nodeKey };
 
     dpPort = await freePort();
+    dpMetricsPort = await freePort();
     dp = await startProcess(process.execPath, [path.join(root, "dist/data-plane/src/main.js")], {
       cwd: root,
       env: {
@@ -190,6 +192,7 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
         REDIS_KEY_PREFIX: dpNs.prefix,
         DATA_PLANE_PORT: String(dpPort),
         DATA_PLANE_HOST: "127.0.0.1",
+        METRICS_PORT: String(dpMetricsPort),
         LOG_LEVEL: "error",
         RATE_LIMIT_MODE: "off",
         QUOTA_MODE: "off",
@@ -499,7 +502,7 @@ describe("hardening: fuzzing the data plane and the control plane (seeded, loopb
   }
 
   async function handlerExceptions(): Promise<string[]> {
-    const text = await (await fetch(`http://127.0.0.1:${dpPort}/metrics`)).text();
+    const text = await (await fetch(`http://127.0.0.1:${dpMetricsPort}/metrics`)).text();
     return text.split("\n").filter((l) => l.startsWith("rpcgw_handler_exceptions_total{"));
   }
 

@@ -45,6 +45,7 @@ describe("hardening: data plane process policy for unhandled rejections and unca
   const start = async (threads: number, faultThread: number, env: Record<string, string> = {}) => {
     await dp?.stop();
     const port = await freePort();
+    const metricsPort = await freePort();
     const base = `http://127.0.0.1:${port}`;
     dp = await startProcess(
       process.execPath,
@@ -60,6 +61,7 @@ describe("hardening: data plane process policy for unhandled rejections and unca
           REDIS_KEY_PREFIX: ns.prefix,
           DATA_PLANE_PORT: String(port),
           DATA_PLANE_HOST: "127.0.0.1",
+          METRICS_PORT: String(metricsPort),
           LOG_LEVEL: "info",
           DATA_PLANE_THREADS: String(threads),
           FAULT_THREAD: String(faultThread),
@@ -68,7 +70,7 @@ describe("hardening: data plane process policy for unhandled rejections and unca
         ready: async () => (await fetch(`${base}/readyz`)).ok,
       },
     );
-    return { proc: dp, base };
+    return { proc: dp, base, metricsBase: `http://127.0.0.1:${metricsPort}` };
   };
 
   /** Log lines (JSON) whose msg matches `msg`. */
@@ -86,7 +88,7 @@ describe("hardening: data plane process policy for unhandled rejections and unca
     [2, 1, "2 threads, fault in serving thread 1"],
   ] as const) {
     it(`${where}: keeps serving after an unhandled rejection (logged + counted), drains and exits 1 on an uncaught exception`, async () => {
-      const { proc, base } = await start(threads, faultThread);
+      const { proc, base, metricsBase } = await start(threads, faultThread);
       process.kill(proc.pid, "SIGUSR2");
       await until(
         () => /unhandled promise rejection \(kept serving\)/.test(proc.output()),
@@ -97,7 +99,9 @@ describe("hardening: data plane process policy for unhandled rejections and unca
       assert.equal((await fetch(`${base}/healthz`)).status, 200);
       // The process's /metrics, whichever thread answers the scrape and whichever thread counted it.
       for (let i = 0; i < (threads > 1 ? 4 : 1); i++) {
-        const metrics = await (await fetch(`${base}/metrics`, { headers: { connection: "close" } })).text();
+        const metrics = await (
+          await fetch(`${metricsBase}/metrics`, { headers: { connection: "close" } })
+        ).text();
         assert.match(metrics, /rpcgw_handler_exceptions_total\{handler="process\.unhandledRejection"\} 1\n/);
       }
 

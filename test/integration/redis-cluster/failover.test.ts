@@ -137,8 +137,8 @@ function batches(entries: Array<[string, string[]]>): UsageBatch[] {
   );
 }
 
-async function metric(base: string, line: string): Promise<boolean> {
-  return (await (await fetch(`${base}/metrics`)).text()).includes(line);
+async function metric(metricsBase: string, line: string): Promise<boolean> {
+  return (await (await fetch(`${metricsBase}/metrics`)).text()).includes(line);
 }
 
 /**
@@ -153,6 +153,8 @@ class Scenario {
   readonly stream: string;
   proc: StartedProcess | undefined;
   base = "";
+  /** The process's METRICS_PORT base. */
+  metricsBase = "";
   victim = 0;
   ws = "";
   app = "";
@@ -212,7 +214,13 @@ class Scenario {
       (i) => `app-failover-${i}`,
       (a) => names.rateLimitWindow(`app:${a}`, 0),
     );
-    const keyOnVictim = () => nameOn(owners, this.victim, generateApiKey, (k) => names.apiKey(hashApiKey(k)));
+    const keyOnVictim = () =>
+      nameOn(
+        owners,
+        this.victim,
+        () => generateApiKey(),
+        (k) => names.apiKey(hashApiKey(k)),
+      );
     const plan = {
       name: "test",
       requestsPerSecond: RATE,
@@ -225,7 +233,12 @@ class Scenario {
     const elsewhere = this.cluster.ports.find((p) => p !== this.victim)!;
     this.other = await this.seeder.putKey(
       record,
-      nameOn(owners, elsewhere, generateApiKey, (k) => names.apiKey(hashApiKey(k))),
+      nameOn(
+        owners,
+        elsewhere,
+        () => generateApiKey(),
+        (k) => names.apiKey(hashApiKey(k)),
+      ),
     );
     this.fresh = Array.from({ length: 1_000 }, keyOnVictim);
     await Promise.all(this.fresh.map((k) => this.seeder.putKey(record, k)));
@@ -233,12 +246,15 @@ class Scenario {
 
   private async startDataPlane(): Promise<void> {
     const port = await freePort();
+    const metricsPort = await freePort();
     this.base = `http://127.0.0.1:${port}`;
+    this.metricsBase = `http://127.0.0.1:${metricsPort}`;
     this.proc = await startProcess(process.execPath, [DATA_PLANE_MAIN], {
       env: {
         ...LIMITS_ENV,
         DATA_PLANE_PORT: String(port),
         DATA_PLANE_HOST: "127.0.0.1",
+        METRICS_PORT: String(metricsPort),
         // One serving thread: one subscription to steer, and every request meets the same caches.
         DATA_PLANE_THREADS: "1",
         REDIS_KEY_PREFIX: this.ns.prefix,
@@ -344,7 +360,7 @@ class Scenario {
     );
     assert.ok(late.filter((o) => o.fresh).length >= 10, `too few fresh-key requests late: ${tally(late)}`);
     assert.ok(
-      !/rpcgw_handler_exceptions_total\{/.test(await (await fetch(`${this.base}/metrics`)).text()),
+      !/rpcgw_handler_exceptions_total\{/.test(await (await fetch(`${this.metricsBase}/metrics`)).text()),
       `no handler exception nor unhandled rejection:\n${proc.output()}`,
     );
     return { promotedAt };
@@ -354,8 +370,8 @@ class Scenario {
   async limitsHealthy(): Promise<void> {
     const deadline = Date.now() + 5_000;
     while (
-      !(await metric(this.base, 'rpcgw_limits_redis_up{component="ratelimit"} 1')) ||
-      !(await metric(this.base, 'rpcgw_limits_redis_up{component="quota"} 1'))
+      !(await metric(this.metricsBase, 'rpcgw_limits_redis_up{component="ratelimit"} 1')) ||
+      !(await metric(this.metricsBase, 'rpcgw_limits_redis_up{component="quota"} 1'))
     ) {
       assert.ok(Date.now() < deadline, "the limits never reported Redis healthy after the failover");
       await sleep(25);

@@ -14,8 +14,21 @@ describe("control-plane: config", () => {
     assert.ok(c.adminToken.length >= 40);
     assert.notEqual(loadConfig({}).adminToken, c.adminToken, "a fresh random admin token per start");
     assert.equal(c.sessionTtlSeconds, 7 * 24 * 3600);
-    assert.equal(c.loginMaxAttempts, 10);
+    assert.equal(c.loginMaxAttempts, 30);
     assert.equal(c.loginWindowSeconds, 300);
+    assert.equal(c.loginFreeFailures, 5);
+    assert.equal(c.loginBackoffBaseMs, 1000);
+    assert.equal(c.loginBackoffMaxMs, 900_000);
+    assert.equal(c.loginEmailMaxAttempts, 1000);
+    assert.equal(c.loginEmailWindowSeconds, 3600);
+    assert.equal(c.accessTokenTtlSeconds, 30 * 24 * 3600);
+    assert.equal(c.accessTokenMaxTtlSeconds, 365 * 24 * 3600);
+    // A default above the maximum is cut to it.
+    assert.equal(
+      loadConfig({ ACCESS_TOKEN_TTL_SECONDS: "7200", ACCESS_TOKEN_MAX_TTL_SECONDS: "3600" })
+        .accessTokenTtlSeconds,
+      3600,
+    );
     assert.equal(c.republishIntervalSeconds, 300);
     assert.equal(c.planContact, null);
   });

@@ -31,7 +31,6 @@ export interface KubeApi {
     | "readNamespacedPersistentVolumeClaim"
     | "deleteNamespacedPersistentVolumeClaim"
     | "createNamespacedService"
-    | "replaceNamespacedService"
     | "readNamespacedService"
     | "deleteNamespacedService"
     | "readNamespacedPodLog"
@@ -44,6 +43,58 @@ export interface KubeApi {
     | "deleteNamespacedStatefulSet"
   >;
 }
+
+type KubeMethod = keyof KubeApi["core"] | keyof KubeApi["apps"];
+
+/**
+ * The RBAC permission each API call needs: the worker's Role (deploy/kubernetes/base/worker.yaml) grants
+ * exactly these, in the nodes' namespace, and nothing else (the deploy test compares the two, and the unit
+ * test checks that the provider calls every one of them and no other).
+ */
+export const KUBE_API_PERMISSIONS: Record<KubeMethod, { apiGroup: string; resource: string; verb: string }> =
+  {
+    createNamespacedSecret: { apiGroup: "", resource: "secrets", verb: "create" },
+    readNamespacedSecret: { apiGroup: "", resource: "secrets", verb: "get" },
+    deleteNamespacedSecret: { apiGroup: "", resource: "secrets", verb: "delete" },
+    createNamespacedPersistentVolumeClaim: {
+      apiGroup: "",
+      resource: "persistentvolumeclaims",
+      verb: "create",
+    },
+    readNamespacedPersistentVolumeClaim: { apiGroup: "", resource: "persistentvolumeclaims", verb: "get" },
+    deleteNamespacedPersistentVolumeClaim: {
+      apiGroup: "",
+      resource: "persistentvolumeclaims",
+      verb: "delete",
+    },
+    createNamespacedService: { apiGroup: "", resource: "services", verb: "create" },
+    readNamespacedService: { apiGroup: "", resource: "services", verb: "get" },
+    deleteNamespacedService: { apiGroup: "", resource: "services", verb: "delete" },
+    readNamespacedPodLog: { apiGroup: "", resource: "pods/log", verb: "get" },
+    createNamespacedStatefulSet: { apiGroup: "apps", resource: "statefulsets", verb: "create" },
+    replaceNamespacedStatefulSet: { apiGroup: "apps", resource: "statefulsets", verb: "update" },
+    readNamespacedStatefulSet: { apiGroup: "apps", resource: "statefulsets", verb: "get" },
+    deleteNamespacedStatefulSet: { apiGroup: "apps", resource: "statefulsets", verb: "delete" },
+  };
+
+/**
+ * The uid/gid node containers run as. Both images of the catalog run unprivileged: parity/polkadot's own
+ * user is uid 1000, and geth (ethereum/client-go, root by default) needs nothing of root's, only a writable
+ * datadir, which `fsGroup` gives it on the volume.
+ */
+export const NODE_UID = 1000;
+
+/** Peer-to-peer ports the nodes' egress NetworkPolicy opens (node-networkpolicy.yaml), by protocol. */
+export const NODE_P2P_PORTS = {
+  EVM: [
+    { protocol: "TCP", port: 30303 },
+    { protocol: "UDP", port: 30303 },
+  ],
+  SUBSTRATE: [
+    { protocol: "TCP", port: 30333 },
+    { protocol: "TCP", port: 30334 },
+  ],
+} as const;
 
 export interface KubernetesProviderOptions {
   namespace: string;
@@ -243,13 +294,37 @@ export class KubernetesProvider implements NodeProvider {
           spec: {
             nodeSelector: { "topology.kubernetes.io/region": spec.region },
             terminationGracePeriodSeconds: 120,
+            // A tenant's node has no business with the Kubernetes API, nor with the other Services' addresses.
+            automountServiceAccountToken: false,
+            enableServiceLinks: false,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: NODE_UID,
+              runAsGroup: NODE_UID,
+              // The data volume (and the key Secret) readable and writable by that group.
+              fsGroup: NODE_UID,
+              fsGroupChangePolicy: "OnRootMismatch",
+              seccompProfile: { type: "RuntimeDefault" },
+            },
             containers: [
               {
                 name: "node",
                 image: spec.image,
                 args: this.containerArgs(spec),
                 ports: [{ name: "rpc", containerPort: spec.rpcPort }],
-                resources: { requests: { cpu: sizing.cpu, memory: sizing.memory } },
+                // Memory limit = request: a node that grows past its size is OOM-killed alone, not its
+                // neighbours; CPU may burst to twice its request.
+                resources: {
+                  requests: { cpu: sizing.cpu, memory: sizing.memory },
+                  limits: { cpu: String(parseQuantity(sizing.cpu) * 2), memory: sizing.memory },
+                },
+                securityContext: {
+                  runAsNonRoot: true,
+                  allowPrivilegeEscalation: false,
+                  privileged: false,
+                  readOnlyRootFilesystem: true,
+                  capabilities: { drop: ["ALL"] },
+                },
                 readinessProbe: {
                   tcpSocket: { port: spec.rpcPort },
                   periodSeconds: 10,
@@ -257,12 +332,15 @@ export class KubernetesProvider implements NodeProvider {
                 volumeMounts: [
                   { name: "data", mountPath: DATA_MOUNT },
                   { name: "keys", mountPath: SECRET_MOUNT, readOnly: true },
+                  { name: "tmp", mountPath: "/tmp" },
                 ],
               },
             ],
             volumes: [
               { name: "data", persistentVolumeClaim: { claimName: `${name}-data` } },
-              { name: "keys", secret: { secretName: `${name}-keys` } },
+              { name: "keys", secret: { secretName: `${name}-keys`, defaultMode: 0o440 } },
+              // The only writable path besides the data volume (the root filesystem is read-only).
+              { name: "tmp", emptyDir: { sizeLimit: "256Mi" } },
             ],
           },
         },

@@ -56,6 +56,44 @@ describe("control-plane: console static files at /console (needs `npm run build`
     assert.equal(bare.headers.location, "/console/");
   });
 
+  it("sends the CSP and the security headers with every /console answer: pages, assets, errors", async () => {
+    const css = readdirSync(path.join(DEFAULT_CONSOLE_DIR, "assets")).find((f) => f.endsWith(".css"))!;
+    for (const [method, p, status] of [
+      ["GET", "/console/", 200],
+      ["GET", "/console/apps/123", 200],
+      ["GET", `/console/assets/${asset}`, 200],
+      ["HEAD", `/console/assets/${css}`, 200],
+      ["GET", "/console", 308],
+      ["GET", "/console/assets/nope-123.js", 404],
+      ["POST", "/console/", 405],
+    ] as const) {
+      const r = await raw(h.cp.port, method, p);
+      assert.equal(r.status, status, `${method} ${p}`);
+      const csp = String(r.headers["content-security-policy"]);
+      const directives = new Map(
+        csp.split(";").map((d) => {
+          const [name, ...values] = d.trim().split(/\s+/);
+          return [name!, values] as const;
+        }),
+      );
+      // No inline script nor eval anywhere; only this origin's files; no framing.
+      assert.deepEqual(directives.get("script-src"), ["'self'"], `${p}: ${csp}`);
+      assert.deepEqual(directives.get("default-src"), ["'none'"]);
+      assert.deepEqual(directives.get("connect-src"), ["'self'"]);
+      assert.deepEqual(directives.get("frame-ancestors"), ["'none'"]);
+      assert.deepEqual(directives.get("object-src"), ["'none'"]);
+      assert.ok(!csp.includes("unsafe-inline") && !csp.includes("unsafe-eval"), csp);
+      assert.equal(r.headers["x-content-type-options"], "nosniff", p);
+      assert.equal(r.headers["x-frame-options"], "DENY", p);
+      assert.equal(r.headers["referrer-policy"], "no-referrer", p);
+      assert.equal(r.headers["cross-origin-opener-policy"], "same-origin", p);
+    }
+    // The build itself needs no exception: no inline <script> or <style> in index.html.
+    const html = (await raw(h.cp.port, "GET", "/console/")).body;
+    assert.doesNotMatch(html, /<script(?![^>]*\ssrc=)[^>]*>/, "an inline script in index.html");
+    assert.doesNotMatch(html, /<style[\s>]/, "an inline style element in index.html");
+  });
+
   it("serves hashed assets with their content type and a year-long immutable cache", async () => {
     const r = await raw(h.cp.port, "GET", `/console/assets/${asset}`);
     assert.equal(r.status, 200);

@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { poisonedJobs } from "../../../../control-plane/src/common/metrics";
 import { newWebhookEventId, recordDeliveries } from "../../../../control-plane/src/webhooks/webhook.queue";
 import { type ControlPlaneWorker, startWorker } from "../../../../control-plane/src/worker/worker";
+import { JobName, QueueName } from "../../../../shared/src/queue/names";
 import { utcDayKey } from "../../../../shared/src/quota/day";
 import { ADMIN_TOKEN, code, createApp, type Harness, type Json, startHarness } from "../harness";
 import { type Received, WebhookReceiver } from "./receiver";
@@ -222,6 +224,33 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     );
   });
 
+  it("a poisoned delivery job fails at once (no retries), is kept among the failed jobs and counted; other deliveries go on", async () => {
+    const counted = async () =>
+      (await poisonedJobs.get()).values.find((v) => v.labels.queue === QueueName.Webhooks)?.value ?? 0;
+    const before = await counted();
+    const q = worker!.webhooks.queue.queue;
+    // Not a delivery id (Postgres would refuse it on every attempt), with retries and a long backoff.
+    const poisoned = await q.add(
+      JobName.WebhookDeliver,
+      { deliveryId: "not-a-uuid\u0000" },
+      { attempts: 6, backoff: { type: "exponential", delay: 60_000 }, removeOnFail: 50 },
+    );
+    const { endpoint } = await create(a.token, { eventTypes: ["QUOTA_THRESHOLD"] }, "/after-poison");
+    await h.ok(
+      `mutation($id: ID!) { sendTestWebhook(endpointId: $id) { id } }`,
+      { id: endpoint.id },
+      a.token,
+    );
+    await rx.waitFor("/after-poison", (rs) => rs.length === 1);
+    const job = await until("the poisoned job failed", async () => {
+      const j = await q.getJob(poisoned.id!);
+      return j !== undefined && (await j.getState()) === "failed" ? j : undefined;
+    });
+    assert.equal(job.attemptsMade, 1, "no retry of a payload that can never run");
+    assert.match(job.failedReason, /poisoned webhook-deliver payload/);
+    assert.equal(await counted(), before + 1);
+  });
+
   it("gives up after WEBHOOK_MAX_ATTEMPTS: FAILED with every attempt recorded", async () => {
     const { endpoint } = await create(a.token, { eventTypes: ["QUOTA_THRESHOLD"] }, "/down");
     rx.script("/down", [503, 503, 503, 503, 503]);
@@ -335,8 +364,12 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     assert.equal(code(gone), "NOT_FOUND");
   });
 
-  it("roles: every member reads endpoints and deliveries; only an OWNER or ADMIN manages them", async () => {
-    const { endpoint } = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/roles");
+  it("roles: every member reads endpoints and deliveries; only an OWNER or ADMIN manages them; a VIEWER sees URLs masked", async () => {
+    const { endpoint } = await create(
+      a.token,
+      { eventTypes: ["KEY_REGENERATED"] },
+      "/roles/T0KEN-in-path?sig=s3cret",
+    );
     const id = endpoint.id;
     const member = async (role: string) => {
       const email = `wh-${role.toLowerCase()}-${Date.now()}@example.com`;
@@ -368,6 +401,25 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
         { w: a.workspaceId },
       ],
     ];
+    // URLs: whole for the OWNER, an ADMIN and a MEMBER; scheme, host and port only for a VIEWER.
+    const whole = rx.url("/roles/T0KEN-in-path?sig=s3cret");
+    const masked = `${new URL(whole).origin}/********`;
+    for (const [token, url, isMasked] of [
+      [a.token, whole, false],
+      [admin, whole, false],
+      [memberToken, whole, false],
+      [viewer, masked, true],
+    ] as const) {
+      const one = await h.ok(`query($id: ID!) { webhookEndpoint(id: $id) { url urlMasked } }`, { id }, token);
+      assert.deepEqual(one.webhookEndpoint, { url, urlMasked: isMasked });
+      const all = await h.ok(
+        `query($w: ID!) { webhookEndpoints(workspaceId: $w) { id url } }`,
+        { w: a.workspaceId },
+        token,
+      );
+      assert.equal(all.webhookEndpoints.find((e: Json) => e.id === id).url, url);
+      if (isMasked) assert.doesNotMatch(JSON.stringify(all), /T0KEN|s3cret/);
+    }
     for (const token of [memberToken, viewer]) {
       const list = await h.ok<{ webhookEndpoints: Json[] }>(
         `query($w: ID!) { webhookEndpoints(workspaceId: $w) { id } }`,

@@ -34,7 +34,7 @@ function reasonOf(json: any): string | undefined {
 }
 
 async function metric(g: Gateway, name: string, labels = ""): Promise<number> {
-  const text = await (await fetch(`${g.base}/metrics`)).text();
+  const text = await (await fetch(`${g.metricsBase}/metrics`)).text();
   const escaped = `${name}${labels}`.replace(/[{}"=]/g, (c) => `\\${c}`);
   const m = new RegExp(`^${escaped} (\\d+)$`, "m").exec(text);
   return m === null ? 0 : Number(m[1]);

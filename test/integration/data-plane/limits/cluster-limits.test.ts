@@ -158,7 +158,7 @@ describeOverRedis(
           assert.equal(await usage.waitFor(WS, 21, clock.now()), 21);
 
           await proxy.cut();
-          const metricsUrl = `${g.base}/metrics`;
+          const metricsUrl = `${g.metricsBase}/metrics`;
           const down = Date.now() + 5_000;
           for (;;) {
             const m = await (await fetch(metricsUrl)).text();

@@ -181,7 +181,7 @@ describe("data plane limits over HTTP: per-second rate limit and daily quota (re
     const ok = await post(url, batchOf(50, "lim_big"));
     assert.equal(ok.status, 200);
     assert.equal(ok.headers.get("x-ratelimit-remaining"), "0");
-    const metrics = await (await fetch(`${g.base}/metrics`)).text();
+    const metrics = await (await fetch(`${g.metricsBase}/metrics`)).text();
     assert.match(metrics, /rpcgw_limit_refusals_total\{endpoint="app",reason="batch_exceeds_limit"\} 1/);
     assert.match(
       metrics,
@@ -218,7 +218,7 @@ describe("data plane limits over HTTP: per-second rate limit and daily quota (re
     assert.equal(b11.status, 429);
     assert.equal(refusalData(b11).reason, "rate_limit");
     assert.equal(b11.headers.get("x-ratelimit-remaining"), "10", "a refused batch consumes nothing");
-    const metrics = await (await fetch(`${g.base}/metrics`)).text();
+    const metrics = await (await fetch(`${g.metricsBase}/metrics`)).text();
     assert.match(metrics, /rpcgw_limit_refusals_total\{endpoint="public",reason="rate_limit"\} 3/);
   });
 

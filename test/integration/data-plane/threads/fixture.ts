@@ -10,6 +10,8 @@ export interface ThreadedPlane {
   proc: StartedProcess;
   port: number;
   base: string;
+  /** METRICS_PORT's base: /metrics of the whole process (every thread's series aggregated). */
+  metricsBase: string;
 }
 
 /** The data plane as an operator runs it (`main.js`), with DATA_PLANE_THREADS=2 unless `env` says otherwise. */
@@ -18,11 +20,13 @@ export async function startThreadedPlane(
   env: Record<string, string> = {},
 ): Promise<ThreadedPlane> {
   const port = await freePort();
+  const metricsPort = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const proc = await startProcess(process.execPath, [DATA_PLANE_MAIN], {
     env: {
       DATA_PLANE_THREADS: "2",
       DATA_PLANE_PORT: String(port),
+      METRICS_PORT: String(metricsPort),
       DATA_PLANE_HOST: "127.0.0.1",
       REDIS_URL: TEST_REDIS_URL,
       REDIS_KEY_PREFIX: prefix,
@@ -34,7 +38,7 @@ export async function startThreadedPlane(
     ready: async () => (await fetch(`${base}/readyz`)).status === 200,
     timeoutMs: 30_000,
   });
-  return { proc, port, base };
+  return { proc, port, base, metricsBase: `http://127.0.0.1:${metricsPort}` };
 }
 
 export interface Answer {
@@ -143,8 +147,9 @@ export function sumOf(samples: readonly Sample[], name: string, match: Record<st
   return n;
 }
 
-export async function scrape(base: string): Promise<Sample[]> {
-  const res = await fetch(`${base}/metrics`);
+/** `metricsBase`: the process's METRICS_PORT base (ThreadedPlane.metricsBase). */
+export async function scrape(metricsBase: string): Promise<Sample[]> {
+  const res = await fetch(`${metricsBase}/metrics`);
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
   return parseMetrics(await res.text());
 }

@@ -97,14 +97,14 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     const key = await seeder.putKey({ workspaceId: WS, plan: plan(limit) });
     const p = await start();
     up.watch = "lim_threads";
-    const before = await scrape(p.base);
+    const before = await scrape(p.metricsBase);
     await sleep(1000 - (Date.now() % 1000));
     const first = Math.floor(Date.now() / 1000);
     const endMs = (first + 3) * 1000;
     const url = `${p.base}/eth/rpc?apikey=${key}`;
     const r = await hammer(url, "lim_threads", 24, () => Date.now() >= endMs);
     assert.deepEqual(r.other, []);
-    const d = perThreadDelta(before, await scrape(p.base));
+    const d = perThreadDelta(before, await scrape(p.metricsBase));
     const perSecond = [first, first + 1, first + 2].map((s) => up.perSecond.get(s) ?? 0);
     console.log(
       `      limit ${limit}/s over 2 threads: admitted per second ${perSecond.join(", ")}; ${r.ok} served, ` +
@@ -130,13 +130,13 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     const daily = 1500;
     const key = await seeder.putKey({ workspaceId: WS, plan: plan(1_000_000, daily) });
     const p = await start();
-    const before = await scrape(p.base);
+    const before = await scrape(p.metricsBase);
     const url = `${p.base}/eth/rpc?apikey=${key}`;
     const deadline = Date.now() + 60_000;
     // Until the quota has clearly closed: 200 refusals seen (or a minute, which fails below).
     const r = await hammer(url, "lim_quota", 24, (o) => o.refused >= 200 || Date.now() > deadline);
     assert.deepEqual(r.other, []);
-    const d = perThreadDelta(before, await scrape(p.base));
+    const d = perThreadDelta(before, await scrape(p.metricsBase));
     console.log(
       `      daily limit ${daily} over 2 threads: ${r.ok} served (${((r.ok / daily - 1) * 100).toFixed(1)}% off), ` +
         `${r.refused} refused; answered by thread 1: ${d.get("1")}, thread 2: ${d.get("2")}`,

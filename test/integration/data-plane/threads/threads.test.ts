@@ -4,6 +4,7 @@ import { type AddressInfo, createServer } from "node:net";
 import { Redis } from "ioredis";
 import type { NodeRecord } from "../../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../../helpers/anvil";
+import { acceptsConnection } from "../../../helpers/ports";
 import { startProcess } from "../../../helpers/process";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
@@ -115,12 +116,12 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
 
   it("spreads connections over both threads, and /metrics counts every request once, summed over the threads", async () => {
     const path = `/evm-anvil/rpc?apikey=${app.apiKey}`;
-    const before = await scrape(plane.base);
+    const before = await scrape(plane.metricsBase);
     const n = 200;
     const answers = await postMany(plane.port, path, chainId, n);
     assert.deepEqual(statuses(answers), { 200: n });
     assert.ok(answers.every((a, i) => a.json.id === i && a.json.result === "0x7a69"));
-    const after = await scrape(plane.base);
+    const after = await scrape(plane.metricsBase);
     const delta = (name: string, match: Record<string, string> = {}) =>
       sumOf(after, name, match) - sumOf(before, name, match);
     // The process's counters: exactly what was sent, whichever thread answered it.
@@ -139,6 +140,35 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
     assert.equal(sumOf(after, "rpcgw_upstream_healthy", { network: "evm-anvil" }), 1);
   });
 
+  it("/metrics is served on METRICS_PORT (loopback only by default), never on the public port of any thread", async () => {
+    // The public port: an unknown path on both threads, whatever the method.
+    for (const c of conns) {
+      const a = await c.post("/metrics", chainId(1));
+      assert.equal(a.status, 404, `thread ${c.thread}`);
+      assert.equal(a.json.error.code, -32601);
+    }
+    for (let i = 0; i < 10; i++) {
+      const r = await fetch(`${plane.base}/metrics`, { headers: { connection: "close" } });
+      assert.equal(r.status, 404);
+      assert.ok(!(await r.text()).includes("rpcgw_"), "no series on the public port");
+    }
+    const res = await fetch(`${plane.metricsBase}/metrics`);
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /^rpcgw_data_plane_threads 2$/m);
+    // METRICS_HOST unset (the fixture sets only METRICS_PORT): bound to 127.0.0.1, not every interface.
+    const metricsPort = Number(new URL(plane.metricsBase).port);
+    assert.equal(await acceptsConnection("127.0.0.1", metricsPort), true);
+    assert.equal(await acceptsConnection("127.0.0.2", metricsPort), false, "reachable beyond 127.0.0.1");
+    // The control: a listener on every interface does accept 127.0.0.2.
+    const any = createServer();
+    await new Promise<void>((r) => any.listen(0, "0.0.0.0", r));
+    try {
+      assert.equal(await acceptsConnection("127.0.0.2", (any.address() as AddressInfo).port), true);
+    } finally {
+      any.close();
+    }
+  });
+
   it("a key regenerated in the control plane: the old key is refused on every thread within 1 s, the new one served on both", async () => {
     const oldPath = `/evm-anvil/rpc?apikey=${app.apiKey}`;
     // The old key cached on both threads first (the revocation must reach a cache, not a miss).
@@ -152,10 +182,10 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
     for (const c of conns)
       assert.equal((await c.post(newPath, chainId(2))).status, 200, `thread ${c.thread}`);
     // And on fresh connections, whichever thread each lands on.
-    const before = await scrape(plane.base);
+    const before = await scrape(plane.metricsBase);
     assert.deepEqual(statuses(await postMany(plane.port, oldPath, chainId, 40)), { 401: 40 });
     assert.deepEqual(statuses(await postMany(plane.port, newPath, chainId, 40)), { 200: 40 });
-    bothThreadsServed(before, await scrape(plane.base), "after the revocation");
+    bothThreadsServed(before, await scrape(plane.metricsBase), "after the revocation");
     console.log(`      old key refused on both threads ${took.toFixed(0)} ms after the mutation was sent`);
     app = { id: app.id, apiKey: r.regenerateApiKey.apiKey };
   });
@@ -172,9 +202,9 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
       ADMIN_TOKEN,
     );
     const took = await untilEveryThread(conns, path, 200, t0, 2_000);
-    const before = await scrape(plane.base);
+    const before = await scrape(plane.metricsBase);
     assert.deepEqual(statuses(await postMany(plane.port, path, chainId, 40)), { 200: 40 });
-    bothThreadsServed(before, await scrape(plane.base), "the new network");
+    bothThreadsServed(before, await scrape(plane.metricsBase), "the new network");
     console.log(`      new network served on both threads ${took.toFixed(0)} ms after the mutation was sent`);
   });
 
@@ -254,6 +284,33 @@ describe("data plane with DATA_PLANE_THREADS=2: start-up", function () {
       for (const thread of [1, 2]) (await connectionOn(port, thread)).close();
     } finally {
       assert.equal(await proc.stop(20_000), 0, proc.output());
+    }
+  });
+
+  it("a metrics port already taken stops the whole process: exit 1, the reason on stderr", async () => {
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
+    const metricsPort = (holder.address() as AddressInfo).port;
+    try {
+      const child = spawn(process.execPath, [DATA_PLANE_MAIN], {
+        env: { ...process.env, ...env(0), METRICS_PORT: String(metricsPort) },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d;
+      });
+      child.stderr.on("data", (d: Buffer) => {
+        out += d;
+      });
+      const code = await new Promise<number | null>((r) => child.once("exit", r));
+      assert.equal(code, 1, out);
+      assert.match(
+        out,
+        new RegExp(`could not serve metrics on 127\\.0\\.0\\.1:${metricsPort}: .*EADDRINUSE`),
+      );
+    } finally {
+      holder.close();
     }
   });
 

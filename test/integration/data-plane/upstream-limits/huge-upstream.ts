@@ -4,10 +4,11 @@ import { type WebSocket, WebSocketServer } from "ws";
 
 /**
  * A hostile-but-correct upstream (HTTP and WebSocket JSON-RPC on one loopback port). Ordinary calls get small
- * answers; `eth_getLogs` with `[{ "hugeBytes": N }]` gets a valid answer whose result is N bytes, generated
+ * answers; `eth_getLogs` with `[{}, { "hugeBytes": N }]` gets a valid answer whose result is N bytes, generated
  * on the fly in 1 MiB chunks with backpressure (never held in memory), optionally with a Content-Length.
  * Over WebSocket, `eth_subscribe` `["logs", { "hugeBytes": N }]` answers with one N-byte message sent as
- * 1 MiB fragments. `holdMs` in the same object holds the answer's last bytes back that long (so that many
+ * 1 MiB fragments. (The options ride in a second param: the gateway forwards a filter object with its own
+ * members only, docs/contracts.md "What reaches the node".) `holdMs` in the same object holds the answer's last bytes back that long (so that many
  * answers are half-read by the gateway at once). Records how much of each huge answer it managed to send
  * before the reader hung up.
  * `eth_call` with `[{ "sizedBytes": N }, ...]` gets an N-byte result built in memory (for coalescing tests).
@@ -110,13 +111,13 @@ export async function startHugeUpstream(): Promise<HugeUpstream> {
       const calls = list.filter((r) => r?.method === "eth_call").length;
       if (calls > 0) ethCallBatches.push(calls);
       const first = list[0] ?? {};
-      const size = first.method === "eth_getLogs" ? hugeBytesOf(first, 0) : 0;
+      const size = first.method === "eth_getLogs" ? hugeBytesOf(first, 1) : 0;
       if (size === 0) {
         const out = Array.isArray(body) ? list.map(small) : small(first);
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(out));
         return;
       }
-      const opts = (Array.isArray(first.params) ? first.params[0] : {}) ?? {};
+      const opts = (Array.isArray(first.params) ? first.params[1] : {}) ?? {};
       const declare = opts.declareLength === true;
       const holdMs = typeof opts.holdMs === "number" ? opts.holdMs : 0;
       const open = Array.isArray(body) ? "[" : "";

@@ -45,7 +45,7 @@ describe("data plane: upstream answers above UPSTREAM_MAX_RESPONSE_BYTES", funct
   function call(method: string, params: unknown[] = []): object {
     return { jsonrpc: "2.0", id: nextId++, method, params };
   }
-  const hugeLogs = (declareLength = false) => call("eth_getLogs", [{ hugeBytes: HUGE, declareLength }]);
+  const hugeLogs = (declareLength = false) => call("eth_getLogs", [{}, { hugeBytes: HUGE, declareLength }]);
 
   function assertTooLarge(err: { code: number; message: string; data?: { reason?: string } }): void {
     assert.equal(err.code, -32603);
@@ -118,7 +118,7 @@ describe("data plane: upstream answers above UPSTREAM_MAX_RESPONSE_BYTES", funct
     try {
       const from = up.huge.length;
       const { value: a, peak } = await withPeakRss(dp.pid, async () => {
-        const c = await ws.call("eth_getLogs", [{ hugeBytes: HUGE }], 20_000);
+        const c = await ws.call("eth_getLogs", [{}, { hugeBytes: HUGE }], 20_000);
         const s = await ws.call("eth_subscribe", ["logs", { hugeBytes: HUGE }], 20_000);
         return { c, s };
       });

@@ -54,6 +54,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
   let gw: Gateway;
   let wsBase = "";
   let httpBase = "";
+  let metricsBase = "";
   let keyA = "";
   let keyA2 = "";
   let keyB = "";
@@ -102,6 +103,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
     );
     wsBase = `ws://127.0.0.1:${gw.port()}`;
     httpBase = gw.base;
+    metricsBase = gw.metricsBase;
   });
 
   afterEach(async () => {
@@ -158,7 +160,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
     await open(`/eth/rpc?apikey=${keyB}`, from("198.51.100.61"));
     // The open sockets still work.
     assert.equal((await clients[0]!.call("eth_chainId")).result, "0x7a69");
-    const metrics = await (await fetch(`${httpBase}/metrics`)).text();
+    const metrics = await (await fetch(`${metricsBase}/metrics`)).text();
     assert.match(metrics, /rpcgw_ws_cap_refusals_total\{reason="ws_connection_limit"\} 6/);
   });
 

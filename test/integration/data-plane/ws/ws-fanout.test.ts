@@ -217,7 +217,7 @@ describe("WebSocket fan-out with shared subscription ids", function () {
 
   it("times the published fan-out (rpcgw_ws_fanouts_total, rpcgw_ws_fanout_seconds_total)", async () => {
     const metric = async (name: string) => {
-      const text = await (await fetch(`${gw.base}/metrics`)).text();
+      const text = await (await fetch(`${gw.metricsBase}/metrics`)).text();
       return Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(text)?.[1]);
     };
     const c = await open();

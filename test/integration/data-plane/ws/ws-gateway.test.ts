@@ -274,7 +274,7 @@ describe("WebSocket endpoint (stub upstreams)", function () {
     it("exposes WS gauges on /metrics", async () => {
       const c = await open(`/eth/rpc?apikey=${key}`);
       await c.call("eth_subscribe", ["newHeads"]);
-      const text = await (await fetch(`${gw.base}/metrics`)).text();
+      const text = await (await fetch(`${gw.metricsBase}/metrics`)).text();
       assert.match(text, /^rpcgw_ws_connections [1-9]/m);
       assert.match(text, /^rpcgw_ws_upstream_subscriptions\{network="eth"\} 1$/m);
       assert.match(text, /^rpcgw_ws_client_subscriptions 1$/m);

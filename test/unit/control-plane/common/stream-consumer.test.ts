@@ -85,7 +85,7 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
   beforeEach(async () => {
     // A fresh stream per test: the usage stream's name under a prefix of this run, cleared between tests.
     stream = names.usageStream();
-    await redis.del(stream);
+    await redis.del(stream, names.deadLetterStream(stream));
   });
 
   afterEach(async () => {
@@ -118,25 +118,94 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     await assert.rejects(c.ensureGroup(), /WRONGTYPE/);
   });
 
-  it("a handler that throws leaves the entry pending; the next round reads this consumer's pending entries first", async () => {
+  it("a handler that throws while its store is away leaves the entry pending and ends the round; the next round reads this consumer's pending entries first", async () => {
     await add("a", "b", "c");
     let crash = true;
     const { c, seen } = consumer({
+      probe: async () => {
+        if (crash) throw new Error("store away");
+      },
       handle: async (_id, fields) => {
-        if (fields[1] === "b" && crash) {
-          crash = false;
-          throw new Error("crash before XACK");
-        }
+        if (fields[1] === "b" && crash) throw new Error("crash before XACK");
         return true;
       },
     });
     await c.ensureGroup();
     await assert.rejects(c.pollOnce(0), /crash before XACK/);
+    crash = false;
     assert.deepEqual(seen, ["a", "b"]);
     assert.deepEqual(await pendingByConsumer(redis, stream), { c1: 2 }, "b and c read, not acknowledged");
     await add("d");
     assert.equal(await c.pollOnce(0), 3);
     assert.deepEqual(seen, ["a", "b", "b", "c", "d"], "pending b and c before the new d");
+    assert.equal(await pendingCount(), 0);
+  });
+
+  it("an entry that keeps failing while the store works is tried maxAttempts times with a backoff, then set aside to the dead-letter stream; the others go on", async () => {
+    const ids = await add("a", "poison", "c");
+    let probes = 0;
+    const attempts: number[] = [];
+    const { c, seen } = consumer({
+      maxAttempts: 3,
+      attemptBackoffMs: 40,
+      probe: async () => {
+        probes++;
+      },
+      handle: async (_id, fields) => {
+        if (fields[1] === "poison") {
+          attempts.push(Date.now());
+          throw new Error('invalid byte sequence for encoding "UTF8": 0x00');
+        }
+        return true;
+      },
+    });
+    await c.ensureGroup();
+    assert.equal(await c.pollOnce(0), 3, "a, poison (failed once), c");
+    assert.deepEqual(seen, ["a", "poison", "c"]);
+    assert.equal(await pendingCount(), 1, "only the poisoned entry is pending; c went on");
+    await add("d");
+    await waitFor("the third attempt", async () => {
+      await c.pollOnce(0);
+      return c.deadLettered === 1;
+    });
+    assert.equal(attempts.length, 3);
+    assert.ok(attempts[1]! - attempts[0]! >= 40, "backoff before the 2nd attempt");
+    assert.ok(attempts[2]! - attempts[1]! >= 80, "doubled before the 3rd");
+    assert.equal(probes, 3, "each failure asked whether the store works");
+    assert.ok(seen.includes("d"), "entries added meanwhile were handled");
+    assert.equal(await pendingCount(), 0, "the poisoned entry is acknowledged once set aside");
+    const dead = (await redis.xrange(names.deadLetterStream(stream), "-", "+")) as [string, string[]][];
+    assert.equal(dead.length, 1);
+    const f = dead[0]![1];
+    const get = (k: string) => f[f.indexOf(k) + 1];
+    assert.equal(get("v"), "poison", "the original fields are kept");
+    assert.equal(get("deadEntryId"), ids[1]);
+    assert.equal(get("deadAttempts"), "3");
+    assert.match(get("deadError")!, /0x00/);
+    assert.equal(await c.pollOnce(0), 0, "nothing left to read");
+  });
+
+  it("failures while the store is away never count against an entry: it is not set aside, and is stored once the store is back", async () => {
+    await add("a");
+    let storeUp = false;
+    const { c, seen } = consumer({
+      maxAttempts: 2,
+      attemptBackoffMs: 1,
+      probe: async () => {
+        if (!storeUp) throw new Error("ECONNREFUSED");
+      },
+      handle: async () => {
+        if (!storeUp) throw new Error("connection terminated");
+        return true;
+      },
+    });
+    await c.ensureGroup();
+    for (let i = 0; i < 5; i++) await assert.rejects(c.pollOnce(0), /connection terminated/);
+    assert.equal(c.deadLettered, 0);
+    assert.equal(await redis.exists(names.deadLetterStream(stream)), 0);
+    storeUp = true;
+    assert.equal(await c.pollOnce(0), 1);
+    assert.deepEqual(seen, ["a", "a", "a", "a", "a", "a"]);
     assert.equal(await pendingCount(), 0);
   });
 

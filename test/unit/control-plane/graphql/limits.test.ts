@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { GraphQLError, parse, validate } from "graphql";
 import { loadConfig } from "../../../../control-plane/src/config";
+import { operationCost } from "../../../../control-plane/src/graphql/cost";
 import { apolloArmor, createWsLimits } from "../../../../control-plane/src/graphql/limits";
 import { buildControlPlaneSchema } from "../../../../control-plane/src/graphql/schema";
 
@@ -46,6 +47,7 @@ describe("control-plane: GraphQL limits", () => {
       maxAliases: 15,
       maxTokens: 2000,
       maxCost: 5000,
+      maxListCost: 20_000,
       maxDirectives: 50,
     });
     assert.equal(defaults.graphqlMaxBodyBytes, 1024 * 1024);
@@ -66,9 +68,10 @@ describe("control-plane: GraphQL limits", () => {
     );
   });
 
-  it("every query the console sends passes the default limits", async () => {
+  it("every query the console sends passes the default limits, its list cost included", async () => {
     const schema = await buildControlPlaneSchema();
     const ops = consoleOperations();
+    let worst = 0;
     assert.ok(ops.length >= 20, `found only ${ops.length} console operations`);
     const { validationRules, parseOptions } = apolloArmor(defaults.graphqlLimits);
     for (const { file, query } of ops) {
@@ -79,7 +82,47 @@ describe("control-plane: GraphQL limits", () => {
         [],
         `${file}: ${query}`,
       );
+      // Variables unknown here: every list counts at its maximum, so any value the console sends passes.
+      const cost = operationCost({ schema, document: doc });
+      assert.ok(cost <= defaults.graphqlLimits.maxListCost, `${file}: cost ${cost}: ${query}`);
+      worst = Math.max(worst, cost);
     }
+    assert.ok(worst > 0, "the costs were computed");
+  });
+
+  it("list cost: lists count at their size argument or maximum, nested lists multiply, report rows are free", async () => {
+    const schema = await buildControlPlaneSchema();
+    const cost = (query: string, variables?: Record<string, unknown>) =>
+      operationCost({ schema, document: parse(query), variables });
+    assert.equal(cost("{ apps { id name } }"), 1000);
+    assert.equal(cost("{ apps(first: 10) { id name } }"), 10);
+    assert.equal(cost("query($n: Int) { apps(first: $n) { id } }", { n: 7 }), 7);
+    assert.equal(cost("query($n: Int = 4) { apps(first: $n) { id } }"), 4);
+    assert.equal(
+      cost("query($n: Int) { apps(first: $n) { id } }", { n: 5000 }),
+      1000,
+      "clamped to the maximum",
+    );
+    assert.equal(cost("{ apps(first: 10) { apiKey } }"), 20, "a decrypted key counts");
+    assert.equal(cost("{ apps(first: 10) { allowlist { value } jwtKeys { kid } } }"), 10 * (1 + 100 + 3));
+    assert.equal(cost("{ apps(first: 2) { endpoints { network { slug } } } }"), 2 * (1 + 100 * 2));
+    assert.equal(cost("{ requestLog(filter: {}, first: 20) { edges { node { requestId } } } }"), 1 + 20 * 2);
+    assert.equal(
+      cost("{ requestLog(filter: {}) { edges { node { requestId } } } }"),
+      1 + 500 * 2,
+      "no first: the largest page",
+    );
+    assert.equal(cost("{ usage(filter: {}) { history(days: 400) { byApp { app { id } count } } } }"), 1);
+    assert.equal(
+      cost("{ apps(first: 3) { ...F ...F } } fragment F on App { allowlist { id } }"),
+      3 * (1 + 200),
+    );
+    assert.equal(cost("{ workspace { apps(first: 5) { id } } }"), 1 + 5);
+    assert.ok(
+      cost(
+        "{ apps { id apiKey allowlist { value } endpoints { httpsUrl } jwtKeys { kid } accessRules { methods } } }",
+      ) > 100_000,
+    );
   });
 
   it("graphql-ws limits return errors (never throw): syntax, tokens, rules, introspection", async () => {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { CachingKeyVerifier, type VerifyResult } from "../../../../data-plane/src/auth/key-verifier";
 import type { PlaneState } from "../../../../data-plane/src/state/redis-state";
 import { generateApiKey, hashApiKey } from "../../../../shared/src/crypto/api-key";
@@ -52,6 +53,22 @@ async function verify(v: CachingKeyVerifier, key: string, nowMs = Date.now()): P
 }
 
 describe("data-plane: CachingKeyVerifier", () => {
+  it("refuses a prefixed key with a wrong checksum without reading the store; legacy keys are read", async () => {
+    const { state, verifier } = setup();
+    const good = state.add(record("w1"));
+    const bad = good.slice(0, -1) + (good.endsWith("A") ? "B" : "A");
+    const r = verifier.verify(bad, Date.now());
+    assert.ok(!(r instanceof Promise), "answered synchronously");
+    assert.equal((r as VerifyResult).ok, false);
+    assert.equal(state.reads, 0);
+    assert.ok((await verify(verifier, good)).ok);
+    assert.equal(state.reads, 1);
+    const legacy = randomBytes(32).toString("base64url");
+    state.records.set(hashApiKey(legacy), record("w2"));
+    assert.ok((await verify(verifier, legacy)).ok, "a legacy key still works");
+    assert.equal(state.reads, 2);
+  });
+
   describe("revalidate (after a lost Redis connection)", () => {
     it("reads every cached key again: a key revoked meanwhile is refused, a live one served", async () => {
       const { state, verifier } = setup();

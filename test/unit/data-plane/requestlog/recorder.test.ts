@@ -9,7 +9,7 @@ const names = new RedisNames("t:");
 function record(i: number): RequestLogRecord {
   return {
     time: 1_700_000_000_000 + i,
-    workspaceId: null,
+    workspaceId: "00000000-0000-4000-8000-000000000001",
     appId: null,
     network: "evm",
     transport: "http",
@@ -35,6 +35,22 @@ class FakeRedis {
     }
     this.entries.push({ key, args });
     return `${this.entries.length}-0`;
+  }
+  hashes = new Map<string, Map<string, number>>();
+  ttls = new Map<string, number>();
+  async hincrby(key: string, field: string, n: number): Promise<number> {
+    if (this.fail > 0) {
+      this.fail--;
+      throw new Error("redis down");
+    }
+    const h = this.hashes.get(key) ?? new Map<string, number>();
+    this.hashes.set(key, h);
+    h.set(field, (h.get(field) ?? 0) + n);
+    return h.get(field)!;
+  }
+  async expire(key: string, seconds: number): Promise<number> {
+    this.ttls.set(key, seconds);
+    return 1;
   }
   batches(): { batchId: string; records: RequestLogRecord[] }[] {
     return this.entries.map((e) => {
@@ -113,18 +129,22 @@ describe("data-plane: RedisRequestLog", () => {
     );
   });
 
-  it("splits a large flush into entries of at most 500 records, in order", async () => {
+  it("splits a large flush into entries of at most 500 records and 64 KiB, in order", async () => {
     const redis = new FakeRedis();
     const log = new RedisRequestLog(redis, names, { ...cfg, maxPending: 10_000 });
     for (let i = 0; i < 1_200; i++) log.record(record(i));
     await log.flush();
     const b = redis.batches();
+    // 500 records of ~200 bytes are over the 64 KiB entry cap: each 500 is cut in two.
     assert.deepEqual(
       b.map((x) => x.records.length),
-      [500, 500, 200],
+      [250, 250, 250, 250, 200],
     );
-    assert.equal(b[2]!.records[199]!.requestId, "r-1199");
-    assert.equal(new Set(b.map((x) => x.batchId)).size, 3);
+    assert.deepEqual(
+      b.flatMap((x) => x.records.map((r) => r.requestId)),
+      Array.from({ length: 1_200 }, (_, i) => `r-${i}`),
+    );
+    assert.equal(new Set(b.map((x) => x.batchId)).size, 5);
   });
 
   it("keeps a batch whose XADD failed and writes it again, same batchId, before newer ones", async () => {
@@ -162,5 +182,114 @@ describe("data-plane: RedisRequestLog", () => {
       redis.batches().flatMap((x) => x.records.map((r) => r.requestId)),
       ["r-0", "r-1", "r-2", "r-3", "r-4"],
     );
+  });
+
+  it("makes every record safe: a method of U+0000, U+FFFF, lone surrogates or 100 KB is stored cut and replaced, its length kept", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, { ...cfg, maxPending: 100 });
+    const hostile = ["\u0000\uffff", "a\ud800b\udc00c", "x".repeat(100_000), "\u001b[31mred", "", "eth_call"];
+    hostile.forEach((method, i) => {
+      log.record({ ...record(i), method, category: ErrorCategory.ClientError });
+    });
+    await log.flush();
+    const got = redis.batches().flatMap((b) => b.records);
+    assert.deepEqual(
+      got.map((r) => [r.method, r.methodLength]),
+      [
+        ["\ufffd\uffff", 2],
+        ["a\ufffdb\ufffdc", 5],
+        ["x".repeat(100), 100_000],
+        ["\ufffd[31mred", 8],
+        ["other", undefined],
+        ["eth_call", undefined],
+      ],
+    );
+    for (const r of got) {
+      assert.ok(r.method.length <= 100);
+      for (let i = 0; i < r.method.length; i++)
+        assert.ok(r.method.charCodeAt(i) >= 0x20, "no control character");
+      // What Postgres gets: the UTF-8 of the text has no NUL and decodes back to the same text.
+      const bytes = Buffer.from(r.method, "utf8");
+      assert.ok(!bytes.includes(0));
+      assert.equal(bytes.toString("utf8"), r.method);
+    }
+  });
+
+  it("counts errors of no workspace per minute, reason and client prefix in a hash with a TTL, not as records", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, { ...cfg, maxPending: 100_000, keylessTtlSeconds: 600 });
+    const minute = 1_700_000_040_000;
+    const keyless = (
+      i: number,
+      reason: string,
+      clientIp: string | null,
+      category: string = ErrorCategory.ClientError,
+    ) => ({
+      ...record(i),
+      time: minute + (i % 60_000),
+      workspaceId: null,
+      category,
+      reason,
+      clientIp,
+    });
+    for (let i = 0; i < 10_000; i++) log.record(keyless(i, "unknown_key", "203.0.113.0/24"));
+    log.record(keyless(1, "rate_limit", "2001:db8:1::/48", ErrorCategory.TooManyRequests));
+    log.record(keyless(2, "", null, ErrorCategory.NodeError));
+    log.record(keyless(3, "", "203.0.113.0/24", ErrorCategory.Success)); // a public success: not counted
+    // The next minute, from more prefixes than a minute keeps.
+    for (let i = 0; i < 150; i++)
+      log.record({ ...keyless(i, "unknown_key", `10.0.${i}.0/24`), time: minute + 60_000 });
+    await log.flush();
+    assert.equal(redis.entries.length, 0, "no stream entry: nothing with a workspace was logged");
+    const first = redis.hashes.get(names.keylessErrors(minute))!;
+    assert.deepEqual(Object.fromEntries(first), {
+      "unknown_key|203.0.113.0/24": 10_000,
+      "rate_limit|2001:db8:1::/48": 1,
+      "node_error|unknown": 1,
+    });
+    assert.equal(redis.ttls.get(names.keylessErrors(minute)), 600);
+    const second = redis.hashes.get(names.keylessErrors(minute + 60_000))!;
+    assert.equal(second.size, 101, "100 prefixes, then one overflow field");
+    assert.equal(second.get("unknown_key|other"), 50);
+    assert.equal(log.keyless.total, 10_152);
+  });
+
+  it("keeps keyless counts whose write failed and adds them next time", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, cfg);
+    const r = {
+      ...record(0),
+      time: 1_700_000_040_000,
+      workspaceId: null,
+      category: ErrorCategory.ClientError,
+      reason: "unknown_key",
+      clientIp: "198.51.100.0/24",
+    };
+    log.record(r);
+    redis.fail = 1;
+    await log.flush();
+    log.record(r);
+    await log.flush();
+    assert.equal(
+      redis.hashes.get(names.keylessErrors(1_700_000_040_000))!.get("unknown_key|198.51.100.0/24"),
+      2,
+    );
+  });
+
+  it("cuts entries larger than 64 KiB in two, so the stream's bytes stay under MAXLEN x 64 KiB", async () => {
+    const redis = new FakeRedis();
+    const log = new RedisRequestLog(redis, names, { ...cfg, maxPending: 10_000 });
+    // Non-ASCII methods (3 UTF-8 bytes a character, 100 characters): ~500 records of ~0.45 KB.
+    for (let i = 0; i < 500; i++) log.record({ ...record(i), method: "\u20ac".repeat(100) });
+    await log.flush();
+    const sizes = redis.entries.map((e) =>
+      Buffer.byteLength(String(e.args[e.args.indexOf(REQUEST_LOG_STREAM_FIELD) + 1])),
+    );
+    assert.ok(sizes.length > 1, `entries: ${sizes}`);
+    for (const n of sizes) assert.ok(n <= 64 * 1024, `entry of ${n} bytes`);
+    const ids = redis.batches().flatMap((b) => b.records.map((x) => x.requestId));
+    assert.equal(ids.length, 500);
+    assert.equal(ids[499], "r-499");
+    assert.equal(log.written, 500);
   });
 });

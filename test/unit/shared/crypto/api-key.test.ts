@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { createCipheriv, randomBytes } from "node:crypto";
+import { crc32 } from "node:zlib";
 import {
+  API_KEY_LENGTH,
   decryptSecret,
   deriveEncryptionKey,
   encryptSecret,
@@ -8,14 +10,49 @@ import {
   hashApiKey,
   isUnboundCiphertext,
   keyCiphertextAad,
+  malformedApiKey,
+  NODE_KEY_PREFIX,
 } from "../../../../shared/src/crypto/api-key";
 
 describe("shared/crypto api-key", () => {
-  it("generates distinct 256-bit url-safe keys", () => {
+  it("generates distinct prefixed keys: rpcg_ (apps) or rpcn_ (nodes), 43 base62, a CRC32 check", () => {
     const a = generateApiKey();
     const b = generateApiKey();
     assert.notEqual(a, b);
-    assert.match(a, /^[A-Za-z0-9_-]{43}$/);
+    assert.match(a, /^rpcg_[0-9A-Za-z]{49}$/);
+    assert.equal(a.length, API_KEY_LENGTH);
+    assert.match(generateApiKey(NODE_KEY_PREFIX), /^rpcn_[0-9A-Za-z]{49}$/);
+    // The check is the CRC32 of prefix + random part, as 6 base62 digits (0-9A-Za-z order).
+    const body = a.slice(0, -6);
+    let n = crc32(body);
+    let check = "";
+    for (let i = 0; i < 6; i++) {
+      check = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[n % 62] + check;
+      n = Math.floor(n / 62);
+    }
+    assert.equal(a.slice(-6), check);
+    // Uniform characters: over 200 keys every base62 character shows up.
+    const seen = new Set(Array.from({ length: 200 }, () => generateApiKey().slice(5, 48)).join(""));
+    assert.equal(seen.size, 62);
+  });
+
+  it("tells a key with a wrong checksum or shape from ours; legacy and foreign keys are left to the look-up", () => {
+    for (let i = 0; i < 100; i++) {
+      assert.equal(malformedApiKey(generateApiKey()), false);
+      assert.equal(malformedApiKey(generateApiKey(NODE_KEY_PREFIX)), false);
+    }
+    const k = generateApiKey();
+    const flip = (s: string, at: number) => s.slice(0, at) + (s[at] === "a" ? "b" : "a") + s.slice(at + 1);
+    assert.equal(malformedApiKey(flip(k, 10)), true, "a changed random character");
+    assert.equal(malformedApiKey(flip(k, k.length - 1)), true, "a changed check character");
+    assert.equal(malformedApiKey(`rpcn_${k.slice(5)}`), true, "the other prefix");
+    assert.equal(malformedApiKey(k.slice(0, -1)), true, "too short");
+    assert.equal(malformedApiKey(`${k}x`), true, "too long");
+    assert.equal(malformedApiKey(`${k.slice(0, 20)}-${k.slice(21)}`), true, "not base62");
+    // Legacy keys (43 base64url characters), even one that happens to start like a prefixed key.
+    assert.equal(malformedApiKey(randomBytes(32).toString("base64url")), false);
+    assert.equal(malformedApiKey(`rpcg_${randomBytes(32).toString("base64url").slice(0, 38)}`), false);
+    assert.equal(malformedApiKey("something-else"), false);
   });
 
   it("hashes with SHA-256 hex", () => {

@@ -28,7 +28,13 @@ class RecordingClient {
     (this as unknown as Record<string, unknown>)[name] = async (...args: (string | number)[]) => {
       const n = def.numberOfKeys ?? Number(args.shift());
       this.calls.push({ what: name, keys: args.slice(0, n).map(String) });
-      return name === "rgQuotaApply" ? [0, 0] : name === "rgRateLimitSync" ? [0, 0] : 1;
+      return name === "rgQuotaApply"
+        ? [0, 0]
+        : name === "rgRateLimitSync"
+          ? [0, 0]
+          : name === "rgLoginPair"
+            ? 0
+            : 1;
     };
   }
 
@@ -144,11 +150,23 @@ describe("shared/redis: Redis Cluster slots", () => {
       assert.equal(slotsOf(c.calls[0]!.keys).size, 1);
     });
 
-    it("login and sign-up throttles: one MULTI per counter", async () => {
+    it("login and sign-up throttles: one script or MULTI per counter", async () => {
       const c = new RecordingClient();
-      await new LoginRateLimiter(c as unknown as RedisClient, names, 10, 60).hit("a@example.com", "10.0.0.1");
+      await new LoginRateLimiter(c as unknown as RedisClient, names, {
+        maxAttemptsPerAddress: 10,
+        windowSeconds: 60,
+        freeFailures: 5,
+        backoffBaseMs: 1000,
+        backoffMaxMs: 60_000,
+        maxAttemptsPerEmail: 100,
+        emailWindowSeconds: 3600,
+      }).hit("a@example.com", "10.0.0.1");
       await new SignUpRateLimiter(c as unknown as RedisClient, names, 10, 60).hit("10.0.0.1");
-      assert.equal(c.calls.length, 3, "email and IP counters of a login, IP counter of a sign-up");
+      assert.deepEqual(
+        c.calls.map((x) => x.what),
+        ["rgLoginPair", "MULTI", "MULTI", "MULTI"],
+        "pair back-off, address and email counters of a login, IP counter of a sign-up",
+      );
       for (const call of c.calls) assert.equal(call.keys.length, 1, call.keys.join(" "));
     });
 

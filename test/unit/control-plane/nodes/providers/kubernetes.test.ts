@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { findImage } from "../../../../../control-plane/src/nodes/catalog";
 import { NodeType, RpcMethods } from "../../../../../control-plane/src/nodes/node.types";
 import {
+  KUBE_API_PERMISSIONS,
   type KubeApi,
   KubernetesProvider,
   parseQuantity,
@@ -166,8 +167,32 @@ describe("KubernetesProvider against a recording API stub", () => {
     ]);
     assert.deepEqual(pod.volumes, [
       { name: "data", persistentVolumeClaim: { claimName: `${NAME}-data` } },
-      { name: "keys", secret: { secretName: `${NAME}-keys` } },
+      { name: "keys", secret: { secretName: `${NAME}-keys`, defaultMode: 0o440 } },
+      { name: "tmp", emptyDir: { sizeLimit: "256Mi" } },
     ]);
+    // A tenant's node: no API token, no privilege, non-root, bounded resources.
+    assert.equal(pod.automountServiceAccountToken, false);
+    assert.equal(pod.enableServiceLinks, false);
+    assert.deepEqual(pod.securityContext, {
+      runAsNonRoot: true,
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      fsGroup: 1000,
+      fsGroupChangePolicy: "OnRootMismatch",
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    assert.deepEqual(c.securityContext, {
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    // VALIDATOR sizing: 4 cores / 16Gi requested; memory capped there, CPU at twice the request.
+    assert.deepEqual(c.resources, {
+      requests: { cpu: "4", memory: "16Gi" },
+      limits: { cpu: "8", memory: "16Gi" },
+    });
     assert.equal(sts.metadata.labels["rpc-gateway/node-id"], NODE_ID);
   });
 
@@ -227,6 +252,17 @@ describe("KubernetesProvider against a recording API stub", () => {
     assert.equal(stub.objects.size, 0);
     await provider.delete(spec(), {});
     assert.deepEqual(await provider.status(spec(), {}), { running: false });
+  });
+
+  it("over a node's whole life it calls exactly the API methods KUBE_API_PERMISSIONS grants (the Role's source)", async () => {
+    await provider.provision(spec(), {}, async () => undefined);
+    await provider.provision(spec(), {}, async () => undefined);
+    await provider.roll(spec({ generation: 2 }), {}, async () => undefined);
+    await provider.status(spec(), {});
+    await provider.logs(spec(), {}, 10);
+    await provider.stop(spec(), {});
+    await provider.delete(spec(), {});
+    assert.deepEqual([...new Set(stub.methods())].sort(), Object.keys(KUBE_API_PERMISSIONS).sort());
   });
 
   it("lightning restore without a configured snapshot fails; no snapshot -> plain PVC", async () => {

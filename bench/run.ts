@@ -485,6 +485,17 @@ async function main(): Promise<void> {
     } else {
       skipped.push("hedging: BENCH_HEDGING=0");
     }
+    // 7c. A degraded node: the same section with the second upstream answering 30% of calls after 600 ms,
+    // which selection has to route away from (not only hedge). BENCH_HEDGING=0 skips it too.
+    let degraded: HedgingBenchResult | null = null;
+    if (process.env.BENCH_HEDGING !== "0") {
+      await stopAll();
+      log("\ndegraded node (30% of calls after 600 ms):");
+      degraded = await runHedgingBench({ ...hedgingOptionsFromEnv(log), slowPercent: 30, slowMs: 600 });
+      printHedgingBench(degraded, log);
+    } else {
+      skipped.push("degraded node: BENCH_HEDGING=0");
+    }
 
     // 8. Finality-aware cache: an indexer re-reading finalized history, finality on vs off (bench/finality.ts,
     // its own anvil and gateways). BENCH_FINALITY_BLOCKS=0 skips it.
@@ -629,6 +640,7 @@ async function main(): Promise<void> {
       requestLog,
       tracing,
       hedging,
+      degraded,
       jwt,
       threads,
       ratios: {
@@ -647,6 +659,8 @@ async function main(): Promise<void> {
         finalityCacheOnVsOffReqPerSec: finality?.ratios.requestsPerSecOnVsOff ?? null,
         /** p99 of reads with hedging on (a second upstream answering 10% late) / the fast node alone; target < 2. */
         hedgingP99VsFastNode: hedging?.ratios.p99HedgingOnVsFastNode ?? null,
+        /** p99 of reads with a degraded second upstream (30% after 600 ms), hedging on / the fast node alone. */
+        degradedP99VsFastNode: degraded?.ratios.p99HedgingOnVsFastNode ?? null,
         /** Keyed cache-miss req/s of an app requiring a JWT (token reused, verdict cached) / one that does not. */
         jwtOnVsOffCacheMissReqPerSec: jwt?.ratios.cacheMissJwtOnVsOff ?? null,
         /** The same, gateway CPU per request (on / off). */
@@ -703,6 +717,10 @@ async function main(): Promise<void> {
         `WS fan-out / the machine's floor: time ${rt.wsFanoutVsFloor ?? "-"}, CPU per head ${rt.wsFanoutCpuVsFloor ?? "-"}`,
       );
     if (hedging) log(`p99 with hedging / fast node alone: ${rt.hedgingP99VsFastNode ?? "-"} (target < 2)`);
+    if (degraded?.floorTargets.hedgingOn)
+      log(
+        `p99 with a degraded node, hedging on: ${degraded.rows.find((r) => r.label === "hedging-on")?.p99Ms ?? "-"} ms, target < ${degraded.floorTargets.hedgingOn.targetMs} ms (2 x fast node + hedge floor): ${degraded.floorTargets.hedgingOn.met ? "met" : "NOT met"}`,
+      );
     log(`\nwrote ${RESULTS}`);
   } finally {
     await stopAll();

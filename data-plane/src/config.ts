@@ -78,6 +78,12 @@ export const dataPlaneEnvShape = {
   CACHE_FINALITY_ENABLED: env.bool(true),
   HEALTH_CHECK_INTERVAL_MS: env.int(2_000, 50, 600_000),
   /**
+   * How often each network's served head (the head eth_blockNumber and `latest` blocks are answered at,
+   * never going back) is shared with the other threads and instances through Redis; 0 = not shared (each
+   * thread keeps its own). See upstream/served-head-share.ts.
+   */
+  SERVED_HEAD_SHARE_INTERVAL_MS: env.int(500, 0, 600_000),
+  /**
    * How often this instance writes its upstream health record to Redis for the operator console
    * (RedisNames.upstreamHealth; TTL 3 intervals). 0 = never.
    */
@@ -97,8 +103,8 @@ export const dataPlaneEnvShape = {
    */
   HEAD_OUTLIER_BLOCKS: env.int(1000, 1, 1_000_000_000),
   /**
-   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the lower of the chosen
-   * upstream's and the network's p95 latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also
+   * Hedged reads (upstream/hedge.ts): an idempotent read not answered after the best healthy upstream's
+   * p95 latency (clamped to HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS) is also
    * sent to another healthy upstream; the first answer wins, the other exchange is cancelled. Never sends,
    * filters or heavy calls.
    */

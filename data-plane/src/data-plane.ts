@@ -32,6 +32,7 @@ import type { RequestTracing } from "./telemetry/tracing";
 import { BufferBudget } from "./upstream/buffer-budget";
 import { HealthPublisher } from "./upstream/health-publisher";
 import { UpstreamRegistry } from "./upstream/registry";
+import { ServedHeadShare } from "./upstream/served-head-share";
 import { createUsageRecorder, type UsageRecorder, usageWsHooks } from "./usage";
 import { WsGateway } from "./ws/gateway";
 import type { WsHooks } from "./ws/hooks";
@@ -362,6 +363,26 @@ export async function startDataPlane(
           snapshot: () => upstreams.healthSnapshot(),
         });
   health?.start();
+  // The served head is shared only with the real Redis state, as the health records are.
+  const headRedis =
+    config.SERVED_HEAD_SHARE_INTERVAL_MS > 0 && overrides.state === undefined
+      ? createLimitsRedis(config.REDIS_URL, {
+          clusterNodes: config.REDIS_CLUSTER_NODES,
+          commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+          name: "data-plane:served-head",
+        })
+      : undefined;
+  const headShare =
+    headRedis === undefined
+      ? undefined
+      : new ServedHeadShare({
+          redis: headRedis,
+          names: new RedisNames(config.REDIS_KEY_PREFIX),
+          logger,
+          intervalMs: config.SERVED_HEAD_SHARE_INTERVAL_MS,
+          pools: () => upstreams.all(),
+        });
+  headShare?.start();
   ownedRequestLog?.start();
 
   const ready = () => state.subscribed && networksLoaded;
@@ -420,6 +441,8 @@ export async function startDataPlane(
         await Promise.all([limits.close(), ownedUsage?.close(), ownedRequestLog?.close()]);
         await health?.close();
         healthRedis?.disconnect();
+        headShare?.close();
+        headRedis?.disconnect();
         await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();
         nodeWs.close();

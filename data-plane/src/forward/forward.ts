@@ -12,6 +12,7 @@ import { errorJson, replyJson } from "../server/respond";
 import type { ChildSpan, RequestTrace, SpanAttributes } from "../telemetry/tracing";
 import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
+import { atServedHead, servedHeadReply } from "./served-head";
 import { verbatimEligible } from "./verbatim";
 
 /**
@@ -123,6 +124,10 @@ export function forwardCall(
   call = checkedCall(call);
   const refusal = elementRefusal(call, pool, policy, rules);
   if (refusal !== undefined) return { kind: Outcome.Refused, refusal };
+  const own = servedHeadReply(call, pool);
+  if (own !== undefined) return { kind: Outcome.Cached, reply: own };
+  const asked = call;
+  call = atServedHead(call, pool);
   const key = cacheKey(deps, call, pool);
   if (key !== "") {
     const t0 = trace === undefined ? 0 : performance.now();
@@ -136,9 +141,10 @@ export function forwardCall(
   if (got !== Acquired.Ok) {
     return { kind: Outcome.OverCap, refusal: concurrencyRefusal(flights, got, heavy) };
   }
-  return sendCall(deps, pool, flight, heavy, call, key, trace);
+  return sendCall(deps, pool, flight, heavy, call, key, trace, asked);
 }
 
+/** `asked`: the call as the client asked it, when `call` pins its `latest` to the served head. */
 async function sendCall(
   deps: ForwardDeps,
   pool: NetworkPool,
@@ -147,6 +153,7 @@ async function sendCall(
   call: RpcCall,
   key: string,
   trace: RequestTrace | undefined,
+  asked: RpcCall,
 ): Promise<CallOutcome> {
   let result: CallResult;
   const span = trace === undefined ? undefined : upstreamSpan(trace, deps.cache, pool, call, key);
@@ -157,6 +164,11 @@ async function sendCall(
       key,
       deps.cache,
     );
+    // No node has the served head's block yet (it came from another instance, or a node's answer since the
+    // last health check, and that node lost it in a reorg): `latest` as asked beats a null for it.
+    if (asked !== call && result.ok && result.reply.kind === ReplyKind.NullResult) {
+      result = await fetchCall(asked, pool, "", deps.cache);
+    }
   } finally {
     deps.flights.release(flight, 1, heavy);
   }
@@ -213,6 +225,7 @@ export async function forwardPlan(
   text?: string | Uint8Array,
   trace?: RequestTrace,
 ): Promise<PlanOutcome> {
+  servePlanAtHead(plan, pool);
   const forward = plan.forward;
   if (forward.length === 0) return NOTHING_FORWARDED;
   const flights = deps.flights;
@@ -260,6 +273,30 @@ export async function forwardPlan(
   span?.end(undefined, firstFailure(results)?.reason);
   const anyOk = settleBatch(plan, results, requestId, pool);
   return anyOk ? { results } : { results, failure: firstFailure(results) };
+}
+
+/**
+ * A plan's elements at the served head (served-head.ts): `eth_blockNumber` answered here and taken out of
+ * the elements to forward, `eth_getBlockByNumber("latest")` pinned to the served head's number.
+ */
+function servePlanAtHead(plan: BatchPlan, pool: NetworkPool): void {
+  const forward = plan.forward;
+  const idx = plan.forwardIdx;
+  let kept = 0;
+  for (let j = 0; j < forward.length; j++) {
+    const call = forward[j]!;
+    const own = servedHeadReply(call, pool);
+    if (own !== undefined) {
+      const idText = call.idText;
+      setElement(plan, idx[j]!, idText === undefined ? undefined : replyJson(idText, own.tail), own.category);
+      continue;
+    }
+    forward[kept] = atServedHead(call, pool);
+    idx[kept] = idx[j]!;
+    kept++;
+  }
+  forward.length = kept;
+  idx.length = kept;
 }
 
 /** Answers every forwarded element of a plan with a concurrency refusal (a transport that answers per element). */

@@ -1,6 +1,6 @@
 /**
  * Hedged reads (NetworkPool): when the upstream a read went to has not answered after the usual time (the
- * p95 of recent answers, see hedgeDelayMs, within HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS), a copy goes to
+ * best healthy node's p95 of recent answers, see hedgeDelayMs, within HEDGE_MIN_DELAY_MS..HEDGE_MAX_DELAY_MS), a copy goes to
  * another healthy upstream; the first good answer is used and the other exchange is cancelled.
  *
  * Only for methods known to be idempotent reads: sending a copy of anything else could do it twice
@@ -93,21 +93,20 @@ export interface HedgeOptions {
 }
 
 /**
- * The wait before a copy of a read goes to another node: the lower of the chosen node's p95 and the
- * network's p95 (all its nodes' recent answers together), within minDelayMs..maxDelayMs; -1 = unknown
- * (too few answers); both unknown: maxDelayMs.
+ * The wait before a copy of a read goes to another node: the best p95 among the network's healthy nodes
+ * (the lowest; -1 = none known yet: too few answers), within minDelayMs..maxDelayMs; none known:
+ * maxDelayMs.
  *
- * Why not the chosen node's p95 alone: a node that answers 10% of calls late has that lateness as its
- * p95, so its copies would go out when its late answers arrive anyway, never helping exactly where
- * hedging is meant to. The network's p95 is "the 95th-percentile expected latency for this class of
- * requests" after which Dean & Barroso ("The Tail at Scale") send the second request; the node's own p95,
- * when lower, keeps a fast node's reads to its own standard.
+ * Why the best node's: the copy is worth sending once the answer is later than a good node would have
+ * been. The chosen node's own p95 is its slowness itself (a node that answers 30% of calls late has that
+ * lateness as its p95, so its copies would go out when its late answers arrive anyway), and a network p95
+ * over all nodes is pushed up by the same slow node exactly when hedging is needed. This is "the
+ * 95th-percentile expected latency for this class of requests" after which Dean & Barroso ("The Tail at
+ * Scale") send the second request, measured where it is expected to be met.
  */
-export function hedgeDelayMs(nodeP95Ms: number, networkP95Ms: number, o: HedgeOptions): number {
-  const basis =
-    nodeP95Ms < 0 ? networkP95Ms : networkP95Ms < 0 ? nodeP95Ms : Math.min(nodeP95Ms, networkP95Ms);
-  if (basis < 0) return o.maxDelayMs;
-  return Math.min(o.maxDelayMs, Math.max(o.minDelayMs, Math.ceil(basis)));
+export function hedgeDelayMs(bestP95Ms: number, o: HedgeOptions): number {
+  if (bestP95Ms < 0) return o.maxDelayMs;
+  return Math.min(o.maxDelayMs, Math.max(o.minDelayMs, Math.ceil(bestP95Ms)));
 }
 
 /** Hedges that may be sent back to back before the budget has to be earned (see HedgeBudget). */

@@ -1,6 +1,6 @@
 /**
- * An upstream's recent answer latencies as a log-bucketed histogram, for quantiles (the hedge delay is its
- * p95). Recording is one Math.log and one array increment: no sample list, no sort, no allocation.
+ * An upstream's recent answer latencies as a log-bucketed histogram, for quantiles (the hedge delay is the
+ * best node's p95, selection weighs each node's p90). Recording is one Math.log and one array increment: no sample list, no sort, no allocation.
  *
  * Buckets grow by 20% from 0.1 ms (bucket i holds [0.1 * 1.2^i, 0.1 * 1.2^(i+1)) ms; the last holds
  * everything from about an hour up), so a quantile is known to within 20%. It is read as the bucket's
@@ -8,19 +8,19 @@
  *
  * "Recent": two generations of counts, the current one and the previous one. The current one is retired
  * once it holds WINDOW_SAMPLES samples or is WINDOW_MS old, so the quantile covers between one and two
- * windows of traffic: a node that became slow (or fast again) is seen within a window, and a quiet node
- * keeps its last window until new samples come.
+ * windows of traffic: a node that became slow (or fast again) is seen within a window. A node that gets
+ * no traffic (selection steers away from a slow one) has its generations retired by `expire`, which the
+ * health checks call: its quantiles become unknown within two windows, selection falls back to the
+ * probes' latency, and a node that recovered earns traffic back.
  */
 const BASE_MS = 0.1;
 const GROWTH = 1.2;
 const BUCKETS = 96;
-/** Buckets of a window (for merging windows, see addInto / quantileOf). */
-export const LATENCY_BUCKETS = BUCKETS;
 const LOG_GROWTH = Math.log(GROWTH);
 /** Samples per generation. */
 const WINDOW_SAMPLES = 1024;
 /** Longest life of a generation, in ms. */
-const WINDOW_MS = 30_000;
+export const WINDOW_MS = 10_000;
 /** Fewer samples than this (both generations together) and the quantile is unknown. */
 export const MIN_SAMPLES = 20;
 /** The cached quantile is recomputed after this many new samples (a scan of the buckets per 16 samples). */
@@ -33,8 +33,9 @@ export class LatencyWindow {
   private previousCount = 0;
   private currentSinceMs: number;
   private sinceRecompute = 0;
-  /** Cached p95 in ms; -1 = unknown (too few samples). */
+  /** Cached p95 and p90 in ms; -1 = unknown (too few samples). */
   private p95Ms = -1;
+  private p90Ms = -1;
 
   constructor(nowMs: number = performance.now()) {
     this.currentSinceMs = nowMs;
@@ -51,6 +52,18 @@ export class LatencyWindow {
   /** The 95th percentile over the window in ms (a bucket's upper edge); -1 while fewer than MIN_SAMPLES. */
   p95(): number {
     return this.p95Ms;
+  }
+
+  /** The 90th percentile, as p95 (selection's tail latency: see NetworkPool score). */
+  p90(): number {
+    return this.p90Ms;
+  }
+
+  /** Retires the current generation if it is older than WINDOW_MS, though it got no sample since (see above). */
+  expire(nowMs: number): void {
+    if (nowMs - this.currentSinceMs <= WINDOW_MS) return;
+    this.rotate(nowMs);
+    this.recompute();
   }
 
   /** Samples in the window (both generations). */
@@ -72,12 +85,6 @@ export class LatencyWindow {
     return upperEdge(BUCKETS - 1);
   }
 
-  /** Adds this window's samples per bucket into `into` (LATENCY_BUCKETS long); returns how many. */
-  addInto(into: Float64Array): number {
-    for (let i = 0; i < BUCKETS; i++) into[i]! += this.current[i]! + this.previous[i]!;
-    return this.currentCount + this.previousCount;
-  }
-
   private rotate(nowMs: number): void {
     const old = this.previous;
     old.fill(0);
@@ -91,19 +98,8 @@ export class LatencyWindow {
   private recompute(): void {
     this.sinceRecompute = 0;
     this.p95Ms = this.quantile(0.95);
+    this.p90Ms = this.quantile(0.9);
   }
-}
-
-/** The `q` quantile of merged bucket counts (see addInto) in ms; -1 below MIN_SAMPLES. */
-export function quantileOf(counts: Float64Array, total: number, q: number): number {
-  if (total < MIN_SAMPLES) return -1;
-  const rank = Math.max(1, Math.ceil(q * total));
-  let seen = 0;
-  for (let i = 0; i < BUCKETS; i++) {
-    seen += counts[i]!;
-    if (seen >= rank) return upperEdge(i);
-  }
-  return upperEdge(BUCKETS - 1);
 }
 
 function bucketOf(ms: number): number {

@@ -21,7 +21,6 @@ import { ChainWatch } from "./chain-watch";
 import { BY_HASH, emptyAnswerAsk, NOT_RETRIED } from "./empty-answer";
 import { DEFAULT_HEAD_OUTLIER_BLOCKS, networkHead } from "./head";
 import { HedgeBudget, type HedgeOptions, hedgeable, hedgeDelayMs } from "./hedge";
-import { LATENCY_BUCKETS, quantileOf } from "./latency-window";
 import { type LogsSplit, planLogsSplit, runLogsSplit } from "./logs-split";
 import { type CallResult, parseSingleReply, type Reply, ReplyKind, replyFromValue } from "./reply";
 import { evmAsk, findOldestState, substrateAsk } from "./state-probe";
@@ -195,7 +194,7 @@ export interface UpstreamSpan {
 /** How far above the health-checked head an answer may prove a block exists before it is distrusted. */
 const MAX_HEAD_JUMP = 64;
 
-/** Hedgeable exchanges between two computations of the network's p95 (a merge of the upstreams' windows). */
+/** Hedgeable exchanges between two computations of the best healthy upstream's p95 (the hedge delay). */
 const P95_EVERY = 32;
 
 /** Smallest chunk worth its own upstream exchange when spreading a batch. */
@@ -225,10 +224,11 @@ export class NetworkPool {
   private readonly hedge: HedgeOptions | undefined;
   /** HEDGE_MAX_PERCENT of this network's hedgeable exchanges. */
   private readonly hedgeBudget: HedgeBudget;
-  /** p95 over every upstream's latency window (ms, -1 = unknown), recomputed every P95_EVERY hedgeable exchanges. */
-  private networkP95Ms = -1;
-  private sinceNetworkP95 = P95_EVERY;
-  private readonly p95Scratch = new Float64Array(LATENCY_BUCKETS);
+  /** servedHead's high-water mark. */
+  private served = -1;
+  /** The lowest p95 among selectable upstreams (ms, -1 = none known), recomputed every P95_EVERY hedgeable exchanges. */
+  private bestP95Ms = -1;
+  private sinceBestP95 = P95_EVERY;
   private readonly headOutlierBlocks: number;
 
   /** Breaker openings and back-offs, to the metrics under this network's current slug. */
@@ -308,6 +308,26 @@ export class NetworkPool {
   }
 
   /**
+   * The head answers are served at (docs/contracts.md "A head that never goes back"): the highest
+   * cacheHead this pool has seen, so it never decreases, whatever node answers next, a breaker opening on
+   * the node ahead, or a reorg forgetting a head seen in an answer. Other instances' and threads' served
+   * heads come in through observeHead (ServedHeadShare). -1 while unknown.
+   */
+  servedHead(): number {
+    const best = this.bestHead();
+    // Far below the mark (HEAD_OUTLIER_BLOCKS) is no lagging node but a chain that started again (a
+    // development node reset): the mark, and any head seen in an answer, follow it down rather than
+    // serving a head that will not come.
+    if (best >= 0 && best + this.headOutlierBlocks < this.served) {
+      this.served = best;
+      if (this.observedHead > best) this.observedHead = -1;
+    }
+    const h = Math.max(this.observedHead, best);
+    if (h > this.served) this.served = h;
+    return this.served;
+  }
+
+  /**
    * The network's finalized head (see upstream/chain-watch.ts): answers about blocks at or below it are
    * final. -1 while unknown (a node without the `finalized` tag, no health round yet) or with
    * CACHE_FINALITY_ENABLED off. Never goes back; never above the health-checked head when set.
@@ -384,8 +404,9 @@ export class NetworkPool {
   }
 
   /**
-   * Picks an upstream: among the selectable ones of the best rank (see rank), two weighted-random
-   * candidates, the one with the lower latency x load score wins (power of two choices). `exclude` holds
+   * Picks an upstream: among the selectable ones of the best rank (see rank), two distinct weighted-random
+   * candidates, the one with the lower (tail latency + 1) x load wins (power of two choices), latencies
+   * close to each other counting as equal. `exclude` holds
    * nodes already tried; `heavy` skips nodes whose heavy-call share of connections is taken; `need` is
    * what the call requires (see need()).
    */
@@ -413,19 +434,32 @@ export class NetworkPool {
       only = u;
     }
     if (count <= 1) return only;
-    const a = this.weightedPick(total, top);
-    const b = this.weightedPick(total, top);
-    return score(a) <= score(b) ? a : b;
+    // Two distinct candidates: drawn with replacement, a slow node would be both a share of the time
+    // (a quarter with two upstreams) and keep that share of the traffic whatever its score.
+    const a = this.weightedPick(total, top, undefined);
+    const b = this.weightedPick(total - a.weight, top, a);
+    // Latencies close to each other (LATENCY_TIE_MS, LATENCY_TIE_RATIO) are a tie, and then load, errors
+    // and weight decide alone; with those equal too, the weighted draw does (`a`). Two distinct candidates
+    // are always both compared, so without the tie every sequential call would go to whichever node is a
+    // few milliseconds faster, and the other would get none.
+    const la = tailLatencyMs(a);
+    const lb = tailLatencyMs(b);
+    const tie =
+      Math.abs(la - lb) <= LATENCY_TIE_MS || (la <= lb * LATENCY_TIE_RATIO && lb <= la * LATENCY_TIE_RATIO);
+    const sa = tie ? load(a) : (la + 1) * load(a);
+    const sb = tie ? load(b) : (lb + 1) * load(b);
+    return sa <= sb ? a : b;
   }
 
-  /** A weighted-random upstream among those select() ranked `rank`. */
-  private weightedPick(total: number, rank: number): Upstream {
+  /** A weighted-random upstream among those select() ranked `rank`, other than `skip`. */
+  private weightedPick(total: number, rank: number, skip: Upstream | undefined): Upstream {
     let r = Math.random() * total;
     let last: Upstream | undefined;
     const ups = this.upstreams;
     for (let i = 0; i < ups.length; i++) {
       if (this.ranks[i] !== rank) continue;
       const u = ups[i]!;
+      if (u === skip) continue;
       last = u;
       r -= u.weight;
       if (r < 0) return u;
@@ -708,12 +742,15 @@ export class NetworkPool {
   private emptyRetryTarget(ask: number, by: Upstream): Upstream | undefined {
     const now = Date.now();
     const best = this.bestHead();
+    // A block above every health-checked head but seen since (in an answer, or as another instance's
+    // served head): the node with the highest head is the likeliest to have it by now.
+    const seenSince = ask > best && ask <= this.observedHead;
     let target: Upstream | undefined;
     let targetHead = -1;
     for (const u of this.upstreams) {
       const h = u.head;
       if (u === by || h < 0 || h > best || h <= targetHead || !this.selectable(u, now, best)) continue;
-      if (ask === BY_HASH ? h > by.head : h >= ask) {
+      if (ask === BY_HASH ? h > by.head : h >= ask || (seenSince && h === best)) {
         target = u;
         targetHead = h;
       }
@@ -1082,7 +1119,7 @@ export class NetworkPool {
   ): Promise<HedgeEnd> {
     const o = this.hedge!;
     this.hedgeBudget.earn();
-    if (++this.sinceNetworkP95 >= P95_EVERY) this.updateNetworkP95();
+    if (++this.sinceBestP95 >= P95_EVERY) this.updateBestP95();
     return new Promise<HedgeEnd>((resolve) => {
       const primary: ExchangeControl = {};
       let copy: ExchangeControl | undefined;
@@ -1139,19 +1176,23 @@ export class NetworkPool {
           timer = undefined;
           if (!ended) setImmediate(sendCopy);
         },
-        hedgeDelayMs(u.latency.p95(), this.networkP95Ms, o),
+        hedgeDelayMs(this.bestP95Ms, o),
       );
     });
   }
 
-  /** The network's p95: every upstream's window merged (see hedgeDelayMs). */
-  private updateNetworkP95(): void {
-    this.sinceNetworkP95 = 0;
-    const counts = this.p95Scratch;
-    counts.fill(0);
-    let total = 0;
-    for (const u of this.upstreams) total += u.latency.addInto(counts);
-    this.networkP95Ms = quantileOf(counts, total, 0.95);
+  /** The best p95 among the upstreams a call could go to now (see hedgeDelayMs). */
+  private updateBestP95(): void {
+    this.sinceBestP95 = 0;
+    const now = Date.now();
+    const head = this.bestHead();
+    let min = -1;
+    for (const u of this.upstreams) {
+      if (!this.selectable(u, now, head)) continue;
+      const p = u.latency.p95();
+      if (p >= 0 && (min < 0 || p < min)) min = p;
+    }
+    this.bestP95Ms = min;
   }
 
   /**
@@ -1196,6 +1237,9 @@ export class NetworkPool {
       this.reportHealth(u);
       return false;
     }
+    // A node selection steers away from gets no samples: its window is retired by time here (see
+    // LatencyWindow), so that it earns traffic back once its probes say it recovered.
+    u.latency.expire(performance.now());
     let gotHead = false;
     u.probeRunning = true;
     try {
@@ -1319,8 +1363,25 @@ export class NetworkPool {
   }
 }
 
-function score(u: Upstream): number {
-  return ((u.latencyEwmaMs + 1) * (u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
+/**
+ * Tail latencies closer than this (ms), or than this factor, are a tie in select: noise between healthy
+ * nodes, where a node slow on a share of its calls (a p90 of hundreds of ms) differs by far more.
+ */
+const LATENCY_TIE_MS = 10;
+const LATENCY_TIE_RATIO = 1.5;
+
+/**
+ * An upstream's latency as selection weighs it: the tail, not only the mean. A node slow on 30% of its
+ * calls has an EWMA that swings with each answer but a p90 that stays its slow answers' time, so it loses
+ * the comparison while it is slow.
+ */
+function tailLatencyMs(u: Upstream): number {
+  return Math.max(u.latency.p90(), u.latencyEwmaMs);
+}
+
+/** What else selection weighs: calls in flight, the error rate, over the upstream's weight. */
+function load(u: Upstream): number {
+  return ((u.inFlight + 1) * (1 + 10 * u.errorRateEwma)) / u.weight;
 }
 
 /** One JSON-RPC request body for `c` with upstream id `gid`; `paramsJson` its params already serialised. */

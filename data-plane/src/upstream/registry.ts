@@ -27,6 +27,11 @@ export class UpstreamRegistry {
     return [...this.pools].map(([slug, pool]) => ({ slug, ...pool.healthSnapshot() }));
   }
 
+  /** Every pool now. */
+  all(): IterableIterator<NetworkPool> {
+    return this.pools.values();
+  }
+
   slugs(): string[] {
     return [...this.pools.keys()];
   }

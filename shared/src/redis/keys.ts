@@ -124,6 +124,15 @@ export class RedisNames {
   }
 
   /**
+   * String: the highest head any data-plane instance or thread has served for network `slug` (decimal),
+   * raised with a compare-and-set script, so that instances serve a head that never goes back
+   * (data-plane/src/upstream/served-head-share.ts). Tagged on the slug.
+   */
+  servedHead(slug: string): string {
+    return `${this.prefix}served-head:{${slug}}`;
+  }
+
+  /**
    * Hash: data-plane instances publishing upstream health; field = instance id, value = epoch ms of its
    * last write. Readers GET each field's `upstreamHealth` key and drop fields whose key has expired.
    */

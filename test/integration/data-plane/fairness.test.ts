@@ -40,7 +40,8 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   let urlA: string;
   let urlB: string;
 
-  const start = async (env: Record<string, string> = {}) => {
+  /** `weightA`: node a's weight (b's is 100). */
+  const start = async (env: Record<string, string> = {}, weightA = 100) => {
     gw = await startGateway(
       {
         CACHE_MAX_BYTES: "0",
@@ -55,7 +56,7 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
       async (s) => {
         await s.putNetwork(
           evmNetwork("eth", [
-            { id: "a", httpUrl: a.url },
+            { id: "a", httpUrl: a.url, weight: weightA },
             { id: "b", httpUrl: b.url },
           ]),
         );
@@ -224,9 +225,11 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   });
 
   it("a connection-refused node still opens its breaker (cause unreachable) and calls keep succeeding", async () => {
-    await start({ HEALTH_CHECK_INTERVAL_MS: "60000" });
+    // Selection steers away from a failing node after its first failure (its error rate multiplies its
+    // score by up to 11): weighing a 10,000 to b's 100 keeps calls going to it, so its failures are what
+    // open its breaker.
+    await start({ HEALTH_CHECK_INTERVAL_MS: "60000" }, 10_000);
     await a.stop();
-    // Selection steers away from a failing node, so it takes a few calls to reach it 3 times.
     for (let i = 0; i < 300 && !breakers()[0]![1]; i++) {
       const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_chainId" });
       assert.equal(r.status, 200, r.text);
@@ -294,10 +297,10 @@ describe("data plane fairness: one tenant's slow calls do not take a shared netw
   for (const mode of ["garbage", "empty200"] as const) {
     it(`a node answering 200 with an invalid body (${mode}) opens its breaker at the threshold (cause bad_response); a half-open call answered the same re-opens it`, async () => {
       // No health checks: only client calls judge the node here.
-      await start({ HEALTH_CHECK_INTERVAL_MS: "600000", BREAKER_COOLDOWN_MS: "1000" });
+      // Weighed far above b, so that selection keeps sending calls to a while it fails (see above).
+      await start({ HEALTH_CHECK_INTERVAL_MS: "600000", BREAKER_COOLDOWN_MS: "1000" }, 10_000);
       a.mode = mode;
       a.reset();
-      // Selection steers away from a failing node, so it takes some calls to reach it 3 times.
       for (let i = 0; i < 300 && !breakers()[0]![1]; i++) {
         const r = await post(urlB, { jsonrpc: "2.0", id: i, method: "eth_gasPrice" });
         assert.equal(r.status, 200, r.text);

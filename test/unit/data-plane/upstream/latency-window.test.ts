@@ -1,12 +1,7 @@
 import assert from "node:assert/strict";
-import {
-  LATENCY_BUCKETS,
-  LatencyWindow,
-  MIN_SAMPLES,
-  quantileOf,
-} from "../../../../data-plane/src/upstream/latency-window";
+import { LatencyWindow, MIN_SAMPLES, WINDOW_MS } from "../../../../data-plane/src/upstream/latency-window";
 
-describe("data plane: upstream latency window (p95 for the hedge delay)", () => {
+describe("data plane: upstream latency window (p95 for the hedge delay, p90 for selection)", () => {
   it("is unknown until MIN_SAMPLES, then the p95 as a bucket's upper edge (within 20% above)", () => {
     const w = new LatencyWindow(0);
     for (let i = 0; i < MIN_SAMPLES - 1; i++) w.record(10, 0);
@@ -37,7 +32,7 @@ describe("data plane: upstream latency window (p95 for the hedge delay)", () => 
     assert.ok(w.p95() >= 500, "one window later the slow samples still count");
     for (let i = 0; i < 1024; i++) w.record(1, 2);
     assert.ok(w.p95() <= 1.2, `p95 ${w.p95()}`);
-    // Time also retires a generation (30 s): a quiet node's old samples go.
+    // Time also retires a generation (WINDOW_MS): a quiet node's old samples go.
     const t = new LatencyWindow(0);
     for (let i = 0; i < 100; i++) t.record(300, 0);
     for (let i = 0; i < 100; i++) t.record(3, 31_000);
@@ -55,19 +50,31 @@ describe("data plane: upstream latency window (p95 for the hedge delay)", () => 
     assert.equal(big.count, 50);
   });
 
-  it("windows merge into a network quantile (the p95 of all nodes' answers together)", () => {
-    const fast = new LatencyWindow(0);
-    const tail = new LatencyWindow(0);
-    for (let i = 0; i < 300; i++) fast.record(2, 0);
-    // 10% of this node's answers at 200 ms: its own p95 is its slow tail...
-    for (let i = 0; i < 100; i++) tail.record(i % 10 === 0 ? 200 : 2, 0);
-    assert.ok(tail.p95() >= 200);
-    // ... but over both nodes 10 of 400 answers are late: the network's p95 is an ordinary answer's.
-    const counts = new Float64Array(LATENCY_BUCKETS);
-    const total = fast.addInto(counts) + tail.addInto(counts);
-    assert.equal(total, 400);
-    const p95 = quantileOf(counts, total, 0.95);
-    assert.ok(p95 >= 2 && p95 <= 2.4, `network p95 ${p95}`);
-    assert.equal(quantileOf(new Float64Array(LATENCY_BUCKETS), MIN_SAMPLES - 1, 0.95), -1);
+  it("keeps a p90 beside the p95: the tail selection weighs", () => {
+    const w = new LatencyWindow(0);
+    // 30% of answers at 600 ms: p90 and p95 are both the slow answers', a mean would not be.
+    for (let i = 0; i < 100; i++) w.record(i % 10 < 3 ? 600 : 1, 0);
+    assert.ok(w.p90() >= 600 && w.p95() >= 600, `p90 ${w.p90()} p95 ${w.p95()}`);
+    // 8% slow: the p90 is an ordinary answer's, the p95 the slow one's.
+    const v = new LatencyWindow(0);
+    for (let i = 0; i < 100; i++) v.record(i % 25 < 2 ? 600 : 1, 0);
+    assert.ok(v.p90() <= 1.2, `p90 ${v.p90()}`);
+    assert.ok(v.p95() >= 600, `p95 ${v.p95()}`);
+  });
+
+  it("expire retires generations by time with no new samples: a starved node's quantiles become unknown", () => {
+    const w = new LatencyWindow(0);
+    for (let i = 0; i < 100; i++) w.record(600, 0);
+    w.expire(WINDOW_MS);
+    assert.ok(w.p90() >= 600, "not older than a window yet");
+    w.expire(WINDOW_MS + 1);
+    assert.ok(w.p90() >= 600, "one window old: still the previous generation");
+    w.expire(2 * WINDOW_MS + 2);
+    assert.equal(w.p90(), -1);
+    assert.equal(w.p95(), -1);
+    assert.equal(w.count, 0);
+    // New samples after that count from scratch.
+    for (let i = 0; i < MIN_SAMPLES; i++) w.record(2, 2 * WINDOW_MS + 3);
+    assert.ok(w.p90() > 0 && w.p90() <= 2.4, `p90 ${w.p90()}`);
   });
 });

@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NoopMetrics, type UpstreamOutcome } from "../../../../data-plane/src/metrics/metrics";
+import { WINDOW_MS } from "../../../../data-plane/src/upstream/latency-window";
 import { NetworkPool, type PoolOptions } from "../../../../data-plane/src/upstream/network-pool";
 import { ReplyKind } from "../../../../data-plane/src/upstream/reply";
 import type { NetworkRecord } from "../../../../shared/src/redis/records";
@@ -133,6 +134,94 @@ function record(nodes: { id: string; node: Node; weight?: number }[]): NetworkRe
 }
 
 const HASH = `0x${"cd".repeat(32)}`;
+
+describe("data plane: network pool routing away from a degraded node", function () {
+  this.timeout(60_000);
+  let slow: Node;
+  let fast: Node;
+  let pool: NetworkPool;
+
+  beforeEach(async () => {
+    slow = await new Node().start();
+    fast = await new Node().start();
+    pool = new NetworkPool(
+      record([
+        { id: "slow", node: slow },
+        { id: "fast", node: fast },
+      ]),
+      // Hedging off: what is measured is where selection sends each call.
+      { ...BASE, hedge: { enabled: false, minDelayMs: 0, maxDelayMs: 1, maxPercent: 0 } },
+      new NoopMetrics(),
+    );
+  });
+
+  afterEach(async () => {
+    await pool.close();
+    await slow.stop();
+    await fast.stop();
+  });
+
+  /** `n` calls, `wave` at a time; returns how many of them the slow node got. */
+  async function send(n: number, wave = 8): Promise<number> {
+    const before = slow.count("eth_call");
+    for (let i = 0; i < n; i += wave) {
+      const rs = await Promise.all(
+        Array.from({ length: wave }, (_, k) =>
+          pool.call({ method: "eth_call", params: [{ data: `0x${i + k}` }] }),
+        ),
+      );
+      for (const r of rs) assert.ok(r.ok);
+    }
+    return slow.count("eth_call") - before;
+  }
+
+  it("a node slow on 30% of its calls loses nearly all traffic; probed still, it earns traffic back once fast", async () => {
+    let n = 0;
+    slow.delayMs = () => (n++ % 10 < 3 ? 300 : 0);
+    await send(200);
+    // Two candidates drawn with replacement would give it a quarter at least; distinct ones and a
+    // tail-aware score leave it what it wins on load alone.
+    const share = (await send(400)) / 400;
+    assert.ok(share < 0.1, `the degraded node still got ${(share * 100).toFixed(1)}% of the calls`);
+    // It recovers. Its window of slow answers is retired by time (WINDOW_MS twice, simulated here) and the
+    // health checks keep probing it: their latency is its only news.
+    slow.delayMs = () => 0;
+    const up = (pool as unknown as { upstreams: { id: string; latency: { expire(ms: number): void } }[] })
+      .upstreams;
+    const t = performance.now() + 3 * WINDOW_MS;
+    up.find((u) => u.id === "slow")!.latency.expire(t);
+    up.find((u) => u.id === "slow")!.latency.expire(t + WINDOW_MS + 1);
+    const probes = slow.count("eth_blockNumber");
+    for (let i = 0; i < 20; i++) await pool.healthCheck();
+    assert.ok(slow.count("eth_blockNumber") >= probes + 20, "probed while out of favour");
+    const back = (await send(400)) / 400;
+    assert.ok(back > 0.25, `the recovered node got ${(back * 100).toFixed(1)}% of the calls`);
+  });
+});
+
+describe("data plane: network pool served head", () => {
+  it("never goes back while the nodes' heads do, follows a chain that started again", async () => {
+    const a = await new Node().start();
+    const p = new NetworkPool(record([{ id: "a", node: a }]), BASE, new NoopMetrics());
+    try {
+      assert.equal(p.servedHead(), -1);
+      a.head = 5000;
+      await p.healthCheck();
+      assert.equal(p.servedHead(), 5000);
+      a.head = 4998; // a lagging answer (another node, a breaker opening on the one ahead)
+      await p.healthCheck();
+      assert.equal(p.servedHead(), 5000);
+      p.observeHead(5001); // seen in an answer
+      assert.equal(p.servedHead(), 5001);
+      a.head = 3; // far below (HEAD_OUTLIER_BLOCKS): a development chain reset, not a lag
+      await p.healthCheck();
+      assert.equal(p.servedHead(), 3);
+    } finally {
+      await p.close();
+      await a.stop();
+    }
+  });
+});
 
 describe("data plane: network pool hedged reads", function () {
   this.timeout(30_000);

@@ -51,7 +51,8 @@ describe("data plane: UPSTREAM_BUFFER_BUDGET_BYTES bounds the answers buffered t
    * (`n`): identical calls in flight together are answered by one upstream exchange.
    */
   let n = 0;
-  const big = (bytes: number, holdMs: number) => call("eth_getLogs", [{}, { hugeBytes: bytes, holdMs, n: n++ }]);
+  const big = (bytes: number, holdMs: number) =>
+    call("eth_getLogs", [{}, { hugeBytes: bytes, holdMs, n: n++ }]);
 
   it("a burst of big answers on the shared pool and the node endpoint: some refused with the row, RSS bounded, nothing lost", async () => {
     const from = up.huge.length;

@@ -27,6 +27,12 @@ describe("control-plane: GraphQL list cost and batched per-app fields", function
         ADMIN_TOKEN,
       );
     }
+    // More apps than the free plan's maxApps (20): on enterprise, which has no app limit.
+    await h.ok(
+      `mutation($w: ID!) { setWorkspacePlan(workspaceId: $w, plan: "enterprise") { id } }`,
+      { w: user.workspaceId },
+      ADMIN_TOKEN,
+    );
     for (let i = 0; i < APPS; i++) await createApp(h, user.token, `app ${String(i).padStart(2, "0")}`);
   });
   after(async () => {

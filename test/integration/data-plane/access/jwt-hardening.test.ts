@@ -33,7 +33,9 @@ function hugeJwk(): Record<string, string> {
 }
 
 async function metric(g: Gateway, name: string, labels = ""): Promise<number> {
-  const text = await (await fetch(`${g.base}/metrics`)).text();
+  const res = await fetch(`${g.metricsBase}/metrics`);
+  assert.equal(res.status, 200, "metrics served on METRICS_PORT");
+  const text = await res.text();
   const escaped = `${name}${labels}`.replace(/[{}"=]/g, (c) => `\\${c}`);
   const m = new RegExp(`^${escaped} (\\d+)$`, "m").exec(text);
   return m === null ? 0 : Number(m[1]);

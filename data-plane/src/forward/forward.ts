@@ -12,7 +12,7 @@ import { errorJson, replyJson } from "../server/respond";
 import type { ChildSpan, RequestTrace, SpanAttributes } from "../telemetry/tracing";
 import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
-import { atServedHead, servedHeadReply } from "./served-head";
+import { atServedHead, isCall } from "./served-head";
 import { verbatimEligible } from "./verbatim";
 
 /**
@@ -124,16 +124,19 @@ export function forwardCall(
   call = checkedCall(call);
   const refusal = elementRefusal(call, pool, policy, rules);
   if (refusal !== undefined) return { kind: Outcome.Refused, refusal };
-  const own = servedHeadReply(call, pool);
-  if (own !== undefined) return { kind: Outcome.Cached, reply: own };
-  const asked = call;
-  call = atServedHead(call, pool);
-  const key = cacheKey(deps, call, pool);
+  let key = cacheKey(deps, call, pool);
   if (key !== "") {
     const t0 = trace === undefined ? 0 : performance.now();
     const hit = lookup(deps, pool, key);
     trace?.step("cache.lookup", t0, { "cache.hit": hit !== undefined });
-    if (hit !== undefined) return { kind: Outcome.Cached, reply: hit };
+    if (hit !== undefined) {
+      const fixed = atServedHead(call, pool, hit);
+      if (fixed === undefined) return { kind: Outcome.Cached, reply: hit };
+      if (!isCall(fixed)) return { kind: Outcome.Cached, reply: fixed };
+      // A cached `latest` block below the served head: that block is fetched instead (uncached).
+      call = fixed;
+      key = "";
+    }
   }
   const heavy = isHeavy(call.method) ? 1 : 0;
   const flights = deps.flights;
@@ -141,10 +144,9 @@ export function forwardCall(
   if (got !== Acquired.Ok) {
     return { kind: Outcome.OverCap, refusal: concurrencyRefusal(flights, got, heavy) };
   }
-  return sendCall(deps, pool, flight, heavy, call, key, trace, asked);
+  return sendCall(deps, pool, flight, heavy, call, key, trace);
 }
 
-/** `asked`: the call as the client asked it, when `call` pins its `latest` to the served head. */
 async function sendCall(
   deps: ForwardDeps,
   pool: NetworkPool,
@@ -153,7 +155,6 @@ async function sendCall(
   call: RpcCall,
   key: string,
   trace: RequestTrace | undefined,
-  asked: RpcCall,
 ): Promise<CallOutcome> {
   let result: CallResult;
   const span = trace === undefined ? undefined : upstreamSpan(trace, deps.cache, pool, call, key);
@@ -164,10 +165,12 @@ async function sendCall(
       key,
       deps.cache,
     );
-    // No node has the served head's block yet (it came from another instance, or a node's answer since the
-    // last health check, and that node lost it in a reorg): `latest` as asked beats a null for it.
-    if (asked !== call && result.ok && result.reply.kind === ReplyKind.NullResult) {
-      result = await fetchCall(asked, pool, "", deps.cache);
+    if (result.ok) {
+      const fixed = atServedHead(call, pool, result.reply);
+      if (fixed !== undefined)
+        result = isCall(fixed)
+          ? await atHeadBlock(fixed, pool, deps.cache, result)
+          : { ok: true, reply: fixed };
     }
   } finally {
     deps.flights.release(flight, 1, heavy);
@@ -176,6 +179,21 @@ async function sendCall(
   store(deps, pool, key, result);
   observe(pool, call.method, result);
   return { kind: Outcome.Forwarded, result, cacheable: key !== "" };
+}
+
+/**
+ * The served head's block (served-head.ts) instead of `behind`, a `latest` block below it; `behind` still
+ * when no node has that block yet (it came from another instance, or from a node that lost it in a
+ * reorg): an older block beats no block.
+ */
+async function atHeadBlock(
+  pinned: RpcCall,
+  pool: NetworkPool,
+  cache: ResponseCache,
+  behind: CallResult,
+): Promise<CallResult> {
+  const r = await fetchCall(pinned, pool, "", cache);
+  return r.ok && r.reply.kind === ReplyKind.Result ? r : behind;
 }
 
 /**
@@ -225,7 +243,6 @@ export async function forwardPlan(
   text?: string | Uint8Array,
   trace?: RequestTrace,
 ): Promise<PlanOutcome> {
-  servePlanAtHead(plan, pool);
   const forward = plan.forward;
   if (forward.length === 0) return NOTHING_FORWARDED;
   const flights = deps.flights;
@@ -267,6 +284,8 @@ export async function forwardPlan(
   const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, false));
   try {
     results = await pool.callBatch(forward, span?.traceparent);
+    const fixing = resultsAtServedHead(forward, results, pool);
+    if (fixing !== undefined) await fixing;
   } finally {
     flights.release(flight, forward.length, heavy);
   }
@@ -276,27 +295,32 @@ export async function forwardPlan(
 }
 
 /**
- * A plan's elements at the served head (served-head.ts): `eth_blockNumber` answered here and taken out of
- * the elements to forward, `eth_getBlockByNumber("latest")` pinned to the served head's number.
+ * Batch answers checked against the served head (served-head.ts), in place: an `eth_blockNumber` below it
+ * replaced, `latest` blocks below it fetched again at it (together, in one batch). A promise only when
+ * something has to be fetched.
  */
-function servePlanAtHead(plan: BatchPlan, pool: NetworkPool): void {
-  const forward = plan.forward;
-  const idx = plan.forwardIdx;
-  let kept = 0;
-  for (let j = 0; j < forward.length; j++) {
-    const call = forward[j]!;
-    const own = servedHeadReply(call, pool);
-    if (own !== undefined) {
-      const idText = call.idText;
-      setElement(plan, idx[j]!, idText === undefined ? undefined : replyJson(idText, own.tail), own.category);
-      continue;
-    }
-    forward[kept] = atServedHead(call, pool);
-    idx[kept] = idx[j]!;
-    kept++;
+function resultsAtServedHead(
+  calls: readonly RpcCall[],
+  results: CallResult[],
+  pool: NetworkPool,
+): Promise<void> | undefined {
+  let again: { j: number; call: RpcCall }[] | undefined;
+  for (let j = 0; j < results.length; j++) {
+    const r = results[j]!;
+    if (!r.ok) continue;
+    const fixed = atServedHead(calls[j]!, pool, r.reply);
+    if (fixed === undefined) continue;
+    if (isCall(fixed)) (again ??= []).push({ j, call: fixed });
+    else results[j] = { ok: true, reply: fixed };
   }
-  forward.length = kept;
-  idx.length = kept;
+  if (again === undefined) return undefined;
+  const todo = again;
+  return pool.callBatch(todo.map((a) => a.call)).then((rs) => {
+    for (let k = 0; k < rs.length; k++) {
+      const r = rs[k]!;
+      if (r.ok && r.reply.kind === ReplyKind.Result) results[todo[k]!.j] = r;
+    }
+  });
 }
 
 /** Answers every forwarded element of a plan with a concurrency refusal (a transport that answers per element). */

@@ -1,11 +1,16 @@
 import { createLogger, type Logger } from "../../shared/src/log/logger";
+import { filterLimitRow } from "../../shared/src/jsonrpc/errors";
+import { createRedis } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
 import { type Cidr, parseCidr } from "./allowlist/ip";
 import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
+import { FilterStore } from "./filters/filter-store";
+import { GatewayFilters } from "./filters/gateway-filters";
 import { dropReorged } from "./forward/forward";
+import { PoolCalls } from "./forward/pool-calls";
 import { LimitsGate } from "./limits/admission";
 import { ConcurrencyLimiter } from "./limits/concurrency";
 import { localTenantCounts, type TenantCountSet } from "./limits/tenant-counts";
@@ -15,7 +20,7 @@ import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
 import { NodeGateway } from "./nodes/node-gateway";
 import { registerNodeWsRoutes } from "./nodes/node-ws";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
-import type { Clock } from "./ratelimit/clock";
+import { type Clock, systemClock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
 import { createLimitsRedis } from "./ratelimit/redis-client";
 import { createRequestLog } from "./requestlog/create";
@@ -217,7 +222,30 @@ export async function startDataPlane(
     usage,
     requestLog,
   });
+  // Filters live in Redis so that any instance and thread answers a poll (filters/filter-store.ts).
+  const filtersRedis = createRedis(
+    { url: config.REDIS_URL, clusterNodes: config.REDIS_CLUSTER_NODES },
+    "dp-commands",
+    { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, name: "data-plane:filters" },
+  );
+  const clock = overrides.clock ?? systemClock;
+  const poolCalls = new PoolCalls({
+    filters: new GatewayFilters(
+      new FilterStore(
+        filtersRedis,
+        new RedisNames(config.REDIS_KEY_PREFIX),
+        clock,
+        config.FILTER_TTL_MS,
+        config.MAX_FILTERS_PER_APP,
+      ),
+      filterLimitRow(config.MAX_FILTERS_PER_APP),
+      config.FILTER_MAX_BLOCKS_PER_POLL,
+    ),
+    broadcastUpstreams: config.SEND_BROADCAST_UPSTREAMS,
+    clock,
+  });
   const context: GatewayContext = {
+    poolCalls,
     nodes,
     config,
     logger,
@@ -321,6 +349,7 @@ export async function startDataPlane(
     await ownedUsage?.close();
     await ownedRequestLog?.close();
     await ownedTracing?.shutdown();
+    filtersRedis.disconnect();
     throw new Error("data plane could not load networks from Redis");
   }
   upstreams.startHealthChecks();
@@ -404,6 +433,7 @@ export async function startDataPlane(
         await Promise.all([limits.close(), ownedUsage?.close(), ownedRequestLog?.close()]);
         await health?.close();
         healthRedis?.disconnect();
+        filtersRedis.disconnect();
         await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();
         nodeWs.close();

@@ -1,5 +1,5 @@
-import { createLogger, type Logger } from "../../shared/src/log/logger";
 import { filterLimitRow } from "../../shared/src/jsonrpc/errors";
+import { createLogger, type Logger } from "../../shared/src/log/logger";
 import { createRedis } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
 import { type Cidr, parseCidr } from "./allowlist/ip";

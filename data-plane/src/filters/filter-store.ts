@@ -137,7 +137,8 @@ export class FilterStore {
     const exp = Number(h.exp);
     if (h.kind === undefined || !(exp > this.clock.now())) return undefined;
     const kind = h.kind as FilterKind;
-    if (kind !== FilterKind.Logs && kind !== FilterKind.Blocks && kind !== FilterKind.Pending) return undefined;
+    if (kind !== FilterKind.Logs && kind !== FilterKind.Blocks && kind !== FilterKind.Pending)
+      return undefined;
     return { kind, last: Number(h.last), criteria: h.criteria, upstreamId: h.up, remoteId: h.rid };
   }
 

@@ -1,9 +1,9 @@
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { maxLogsBlockRange } from "../../../shared/src/redis/records";
 import type { RpcCall } from "../rpc/parse";
-import type { NetworkPool } from "../upstream/network-pool";
+import type { NetworkPool, OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
-import { Advance, type FilterRecord, FilterKind, type FilterStore } from "./filter-store";
+import { Advance, FilterKind, type FilterRecord, type FilterStore } from "./filter-store";
 
 /** The methods the gateway answers itself on a shared EVM network (see GatewayFilters). */
 export const FILTER_METHODS: ReadonlySet<string> = new Set([
@@ -122,7 +122,12 @@ export class GatewayFilters {
     if (!r.ok) return r;
     const remoteId = replyValue(r.reply);
     if (typeof remoteId !== "string") return r; // the node's error (or an answer that is no id) as it is
-    const id = await this.store.add(tenant, { kind: FilterKind.Pending, last: 0, upstreamId: u.id, remoteId });
+    const id = await this.store.add(tenant, {
+      kind: FilterKind.Pending,
+      last: 0,
+      upstreamId: u.id,
+      remoteId,
+    });
     if (id !== undefined) return created(id);
     void pool.callOn(u, { method: "eth_uninstallFilter", params: [remoteId] });
     return { ok: false, error: this.limitRow };
@@ -146,7 +151,8 @@ export class GatewayFilters {
     if (typeof head !== "number") return head;
     const last = f.last;
     // Nothing new (or the head went back): the poll still keeps the filter alive.
-    if (head <= last) return (await this.store.advance(tenant, id, last, last)) === Advance.Gone ? NOT_FOUND : EMPTY;
+    if (head <= last)
+      return (await this.store.advance(tenant, id, last, last)) === Advance.Gone ? NOT_FOUND : EMPTY;
     const span = f.kind === FilterKind.Blocks ? this.maxBlocksPerPoll : maxLogsBlockRange(pool.record);
     const to = span > 0 ? Math.min(head, last + span) : head;
     const claimed = await this.store.advance(tenant, id, last, to);
@@ -170,20 +176,19 @@ export class GatewayFilters {
    * block is not there (a node behind the head it reported): the next poll asks again.
    */
   private async blockHashes(pool: NetworkPool, from: number, to: number): Promise<CallResult | undefined> {
-    const u = pool.selectableAt(to)[0];
-    const calls: Promise<CallResult>[] = [];
-    for (let n = from; n <= to; n++) {
-      const c = { method: "eth_getBlockByNumber", params: [hex(n), false] };
-      calls.push(u === undefined ? pool.call(c) : pool.callOn(u, c));
-    }
-    const hashes: string[] = [];
-    for (const r of await Promise.all(calls)) {
-      if (!r.ok || r.reply.kind === ReplyKind.Error) return r;
-      const hash = (replyValue(r.reply) as { hash?: unknown } | undefined)?.hash;
-      if (typeof hash !== "string") return undefined;
-      hashes.push(hash);
-    }
-    return { ok: true, reply: resultReply(JSON.stringify(hashes)) };
+    return onNodeAt(pool, to, async (send) => {
+      const calls: Promise<CallResult>[] = [];
+      for (let n = from; n <= to; n++)
+        calls.push(send({ method: "eth_getBlockByNumber", params: [hex(n), false] }));
+      const hashes: string[] = [];
+      for (const r of await Promise.all(calls)) {
+        if (!r.ok || r.reply.kind === ReplyKind.Error) return r;
+        const hash = (replyValue(r.reply) as { hash?: unknown } | undefined)?.hash;
+        if (typeof hash !== "string") return undefined;
+        hashes.push(hash);
+      }
+      return { ok: true, reply: resultReply(JSON.stringify(hashes)) };
+    });
   }
 
   /** The filter's logs in blocks `from`..`to` (within its own fromBlock / toBlock), from a node at or above `to`. */
@@ -196,8 +201,7 @@ export class GatewayFilters {
     if (criteria.address !== undefined) query.address = criteria.address;
     if (criteria.topics !== undefined) query.topics = criteria.topics;
     const c = { method: "eth_getLogs", params: [query] };
-    const u = pool.selectableAt(hi)[0];
-    const r = await (u === undefined ? pool.call(c) : pool.callOn(u, c));
+    const r = (await onNodeAt(pool, hi, (send) => send(c)))!;
     return r.ok && r.reply.kind === ReplyKind.NullResult ? EMPTY : r;
   }
 
@@ -208,7 +212,12 @@ export class GatewayFilters {
     return pool.call({ method: "eth_getLogs", params: [JSON.parse(f.criteria ?? "{}")] });
   }
 
-  private async pendingChanges(pool: NetworkPool, tenant: string, id: string, f: FilterRecord): Promise<CallResult> {
+  private async pendingChanges(
+    pool: NetworkPool,
+    tenant: string,
+    id: string,
+    f: FilterRecord,
+  ): Promise<CallResult> {
     const u = f.upstreamId === undefined ? undefined : pool.upstreamById(f.upstreamId);
     if (u === undefined || !pool.selectableAt(-1).includes(u)) {
       // The node holding it is gone or unhealthy: the client must create a new one (on another node).
@@ -235,6 +244,29 @@ export class GatewayFilters {
     // geth: true when a filter was removed, false for an unknown id (no error).
     return { ok: true, reply: resultReply(removed ? "true" : "false") };
   }
+}
+
+/**
+ * Runs `fetch` against one healthy node whose health-checked head is at or above `height` (a random one of
+ * them, so polls spread over the nodes), on the next such node when the exchange itself failed (the node
+ * is down or timed out, not a node's answer); through the pool's own routing when none is known to be
+ * there yet.
+ */
+async function onNodeAt(
+  pool: NetworkPool,
+  height: number,
+  fetch: (send: (c: OutgoingCall) => Promise<CallResult>) => Promise<CallResult | undefined>,
+): Promise<CallResult | undefined> {
+  const at = pool.selectableAt(height);
+  if (at.length === 0) return fetch((c) => pool.call(c));
+  const start = Math.floor(Math.random() * at.length);
+  let out: CallResult | undefined;
+  for (let i = 0; i < at.length; i++) {
+    const u = at[(start + i) % at.length]!;
+    out = await fetch((c) => pool.callOn(u, c));
+    if (out === undefined || out.ok) return out;
+  }
+  return out;
 }
 
 function created(id: string): CallResult {

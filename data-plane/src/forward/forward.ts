@@ -159,15 +159,14 @@ async function sendCall(
   const span = trace === undefined ? undefined : upstreamSpan(trace, deps.cache, pool, call, key);
   try {
     const pc = deps.poolCalls;
-    result =
-      pc !== undefined && pc.handles(pool, call)
-        ? await pc.answer(pool, flight, call)
-        : await fetchCall(
-            span === undefined ? call : { method: call.method, params: call.params, span },
-            pool,
-            key,
-            deps.cache,
-          );
+    result = pc?.handles(pool, call)
+      ? await pc.answer(pool, flight, call)
+      : await fetchCall(
+          span === undefined ? call : { method: call.method, params: call.params, span },
+          pool,
+          key,
+          deps.cache,
+        );
   } finally {
     deps.flights.release(flight, 1, heavy);
   }

@@ -67,7 +67,8 @@ export class PoolCalls {
   /** Answers a call `handles` claimed, for `tenant` (the app's limit id: filters are the app's). Never throws. */
   answer(pool: NetworkPool, tenant: string, call: RpcCall): Promise<CallResult> {
     const m = call.method;
-    if (FILTER_METHODS.has(m) && this.opts.filters !== undefined) return this.opts.filters.answer(pool, tenant, call);
+    if (FILTER_METHODS.has(m) && this.opts.filters !== undefined)
+      return this.opts.filters.answer(pool, tenant, call);
     if (SENDS.has(m)) return this.broadcast(pool, call);
     if (OWN_READS.has(m)) return this.ownRead(pool, call);
     return this.highest(pool, call);
@@ -102,7 +103,10 @@ export class PoolCalls {
     if (all.length < 2) return this.sendOne(pool, call);
     const first = pool.select(undefined);
     const order = first === undefined ? all : [first, ...all.filter((u) => u !== first)];
-    const n = this.opts.broadcastUpstreams === 0 ? order.length : Math.min(this.opts.broadcastUpstreams, order.length);
+    const n =
+      this.opts.broadcastUpstreams === 0
+        ? order.length
+        : Math.min(this.opts.broadcastUpstreams, order.length);
     const targets = order.slice(0, n);
     const evmHash = call.method === "eth_sendRawTransaction" ? rawTxHash(paramAt(call, 0)) : undefined;
     return new Promise<CallResult>((resolve) => {
@@ -196,10 +200,7 @@ export class PoolCalls {
       return;
     }
     this.sent.delete(key);
-    this.sent.set(
-      key,
-      { ids: ups.map((u) => u.id), atMs: now },
-    );
+    this.sent.set(key, { ids: ups.map((u) => u.id), atMs: now });
     if (this.sent.size > SENT_MEMORY_MAX) this.sent.delete(this.sent.keys().next().value!);
   }
 

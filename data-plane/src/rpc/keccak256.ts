@@ -56,7 +56,8 @@ function permute(s: bigint[]): void {
     }
     for (let i = 0; i < 25; i++) b[PI[i]!] = rotl(s[i]!, ROTATIONS[i]!);
     for (let y = 0; y < 25; y += 5) {
-      for (let x = 0; x < 5; x++) s[x + y] = b[x + y]! ^ (~b[((x + 1) % 5) + y]! & MASK & b[((x + 2) % 5) + y]!);
+      for (let x = 0; x < 5; x++)
+        s[x + y] = b[x + y]! ^ (~b[((x + 1) % 5) + y]! & MASK & b[((x + 2) % 5) + y]!);
     }
     s[0] = s[0]! ^ ROUND_CONSTANTS[round]!;
   }

@@ -247,11 +247,13 @@ export class GatewayFilters {
 }
 
 /**
- * Runs `fetch` against one healthy node whose health-checked head is at or above `height` (a random one of
- * them, so polls spread over the nodes), on the next such node when the exchange itself failed (the node
- * is down or timed out, not a node's answer); through the pool's own routing when none is known to be
- * there yet.
+ * Runs `fetch` against one healthy node whose health-checked head is at or above `height` (each poll the
+ * next of them in turn, so polls spread over the nodes), on the next such node when the exchange itself
+ * failed (the node is down or timed out, not a node's answer); through the pool's own routing when none is
+ * known to be there yet.
  */
+let rotation = 0;
+
 async function onNodeAt(
   pool: NetworkPool,
   height: number,
@@ -259,7 +261,8 @@ async function onNodeAt(
 ): Promise<CallResult | undefined> {
   const at = pool.selectableAt(height);
   if (at.length === 0) return fetch((c) => pool.call(c));
-  const start = Math.floor(Math.random() * at.length);
+  const start = rotation++ % at.length;
+  if (rotation > 0x3fffffff) rotation = 0;
   let out: CallResult | undefined;
   for (let i = 0; i < at.length; i++) {
     const u = at[(start + i) % at.length]!;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createPublicClient, type Hash, http, parseAbiItem } from "viem";
 import { foundry } from "viem/chains";
+import { PromMetrics, type UpstreamOutcome } from "../../../../data-plane/src/metrics/metrics";
 import type { Clock } from "../../../../data-plane/src/ratelimit/clock";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord } from "../../../../shared/src/redis/records";
@@ -35,6 +36,20 @@ async function rpcOk(url: string, method: string, params: unknown[] = []) {
   return r.json.result;
 }
 
+/** Prometheus metrics that also count each upstream's client exchanges (health probes are not booked there). */
+class CountingMetrics extends PromMetrics {
+  readonly exchanges = new Map<string, number>();
+  override upstreamRequest(
+    network: string,
+    upstream: string,
+    outcome: UpstreamOutcome,
+    seconds: number,
+  ): void {
+    this.exchanges.set(upstream, (this.exchanges.get(upstream) ?? 0) + 1);
+    super.upstreamRequest(network, upstream, outcome, seconds);
+  }
+}
+
 /** A clock the test moves (FILTER_TTL_MS expiry without waiting). */
 class FakeClock implements Clock {
   constructor(public ms = Date.now()) {}
@@ -52,6 +67,7 @@ describe("filters kept by the gateway across a pool of nodes", function () {
   let url2: string;
   let urlB: string;
   const clock = new FakeClock();
+  const metrics = new CountingMetrics();
 
   before(async () => {
     chain = await TwinChain.start(2);
@@ -65,7 +81,7 @@ describe("filters kept by the gateway across a pool of nodes", function () {
         keyA = await s.putKey(APP_A);
         keyB = await s.putKey(APP_B);
       },
-      { clock },
+      { clock, metrics },
     );
     // A second instance on the same Redis prefix: another process (or thread) of the same deployment.
     gw2 = await startGateway(env, async () => {}, { clock }, gw.ns);
@@ -102,6 +118,7 @@ describe("filters kept by the gateway across a pool of nodes", function () {
     const seen: bigint[] = [];
     let round = 0;
     const sent: number[] = [];
+    const before = new Map(metrics.exchanges);
     for (let batch = 0; batch < 4; batch++) {
       const values = [batch * 10 + 1, batch * 10 + 2, batch * 10 + 3];
       await chain.emit(...values);
@@ -120,6 +137,10 @@ describe("filters kept by the gateway across a pool of nodes", function () {
     assert.deepEqual(await c2.getFilterChanges({ filter }), []);
     assert.deepEqual(seen, sent.map(BigInt));
     assert.ok(round >= 4, "polls went to both instances");
+    // And to both nodes: instance 1's polls alone reached each of them (its nodes in turn).
+    for (const node of ["node-a", "node-b"]) {
+      assert.ok((metrics.exchanges.get(node) ?? 0) > (before.get(node) ?? 0), `${node} answered polls`);
+    }
     assert.equal(await c2.uninstallFilter({ filter }), true);
   });
 

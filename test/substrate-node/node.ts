@@ -129,6 +129,12 @@ export interface SubstrateTestNode {
   keystore(): Array<{ keyType: string; publicKey: string }>;
   /** Requests served per method since start (HTTP + WS, batch elements counted one each). */
   requestCounts(): Record<string, number>;
+  /**
+   * What `system_accountNextIndex(account)` answers for `account` (the string as sent; default 0). This
+   * stand-in cannot read an extrinsic's signer, so a test sets the index a real node would derive from the
+   * account's nonce and its transactions in the pool.
+   */
+  setAccountNextIndex(account: string, index: number): void;
   /** Open WebSocket connections. */
   wsConnections(): number;
 }
@@ -372,6 +378,7 @@ export async function startSubstrateTestNode(
   const numberByHash = new Map<string, number>();
   const extrinsicsByBlock = new Map<number, string[]>();
   const pool: PoolTx[] = [];
+  const nextIndex = new Map<string, number>();
   const counts: Record<string, number> = {};
 
   const blockHash = (n: number): string => {
@@ -778,7 +785,7 @@ export async function startSubstrateTestNode(
     system_removeReservedPeer: () => null,
     system_addLogFilter: () => null,
     system_resetLogFilter: () => null,
-    system_accountNextIndex: () => 0,
+    system_accountNextIndex: (p) => nextIndex.get(String(p[0])) ?? 0,
     chain_getBlockHash: (p) => {
       const one = (v: unknown): string | null => {
         if (v === undefined || v === null) return blockHash(best);
@@ -1077,6 +1084,9 @@ export async function startSubstrateTestNode(
     setRuntimeVersion,
     keystore: () => keystore.map((k) => ({ ...k })),
     requestCounts: () => ({ ...counts }),
+    setAccountNextIndex: (account, index) => {
+      nextIndex.set(account, index);
+    },
     wsConnections: () => wss.clients.size,
   };
 }

@@ -113,6 +113,7 @@ export class PoolCalls {
       let settled = false;
       let pending = targets.length;
       let firstError: CallResult | undefined;
+      let firstKnown: CallResult | undefined;
       const knownOn: Upstream[] = [];
       const done = () => {
         if (--pending > 0 || settled) return;
@@ -122,7 +123,9 @@ export class PoolCalls {
           resolve({ ok: true, reply: resultReply(JSON.stringify(evmHash)) });
           return;
         }
-        resolve(firstError!);
+        // Known to some node, with no hash computed here (an extrinsic: blake2b is not at hand): that
+        // node's answer stands; else the first refusal (a node's error before an exchange failure).
+        resolve(firstKnown ?? firstError!);
       };
       for (const u of targets) {
         void this.sendTo(pool, u, call, evmHash).then((out) => {
@@ -135,6 +138,7 @@ export class PoolCalls {
             }
           } else if (out.known) {
             knownOn.push(u);
+            firstKnown ??= out.r;
           } else if (firstError === undefined || (!firstError.ok && out.r.ok)) {
             // A node's answer (its error) before an exchange failure: it is what the client can act on.
             firstError = out.r;

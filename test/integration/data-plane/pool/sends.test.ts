@@ -4,8 +4,9 @@ import type { UsageContext, UsageRecorder } from "../../../../data-plane/src/usa
 import { type Anvil, startAnvil } from "../../../helpers/anvil";
 import { rpc } from "../../../helpers/evm-logs";
 import { evmNetwork } from "../../../helpers/seed-redis";
+import { type SubstrateTestNode, startSubstrateTestNode } from "../../../substrate-node";
 import { type Gateway, post, startGateway } from "../harness";
-import { TestWsClient } from "../ws/ws-client";
+import { TestWsClient, wsNetwork } from "../ws/ws-client";
 
 /**
  * Nonces and sends across a pool of two real anvil nodes that share nothing (separate mempools and
@@ -304,6 +305,82 @@ describe("nonces and sends across a pool of two nodes", function () {
       // With weighted random selection both nodes get some of six sends nearly always; not asserted (a
       // coin can land six times on one side), the one-node-only check above is what makes each lookup count.
       assert.ok(holders.size >= 1);
+    });
+  });
+
+  describe("Substrate (two Substrate test nodes, a named stand-in)", () => {
+    let n1: SubstrateTestNode;
+    let n2: SubstrateTestNode;
+    let gw: Gateway;
+    let url: string;
+    const ACCOUNT = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY";
+
+    before(async () => {
+      n1 = await startSubstrateTestNode({ blockTimeMs: 0, startBlock: 10 });
+      n2 = await startSubstrateTestNode({ blockTimeMs: 0, startBlock: 10 });
+      let key = "";
+      gw = await startGateway({}, async (s) => {
+        await s.putNetwork(
+          wsNetwork("dot", "SUBSTRATE", [
+            { id: "sub-1", httpUrl: n1.httpUrl, wsUrl: null },
+            { id: "sub-2", httpUrl: n2.httpUrl, wsUrl: null },
+          ]),
+        );
+        key = await s.putKey();
+      });
+      url = `${gw.base}/dot/rpc?apikey=${key}`;
+      const deadline = Date.now() + 10_000;
+      while ((gw.plane.context.upstreams.get("dot")?.selectableAt(-1).length ?? 0) < 2) {
+        if (Date.now() > deadline) throw new Error("both Substrate nodes healthy");
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    });
+
+    after(async () => {
+      await gw?.stop();
+      await n2?.close();
+      await n1?.close();
+    });
+
+    it("system_accountNextIndex is the highest among the nodes", async () => {
+      n1.setAccountNextIndex(ACCOUNT, 4);
+      n2.setAccountNextIndex(ACCOUNT, 7);
+      for (let i = 0; i < 10; i++) {
+        const r = await post(url, {
+          jsonrpc: "2.0",
+          id: i,
+          method: "system_accountNextIndex",
+          params: [ACCOUNT],
+        });
+        assert.equal(r.json.result, 7, `call ${i}`);
+      }
+      n1.setAccountNextIndex(ACCOUNT, 9);
+      const r = await post(url, {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "system_accountNextIndex",
+        params: [ACCOUNT],
+      });
+      assert.equal(r.json.result, 9);
+    });
+
+    it("author_submitExtrinsic goes to both nodes; the first acceptance answers", async () => {
+      const xt = "0x280403000b63ce64c10c05";
+      const r = await post(url, { jsonrpc: "2.0", id: 1, method: "author_submitExtrinsic", params: [xt] });
+      assert.equal(r.json.error, undefined, r.text);
+      assert.match(r.json.result, /^0x[0-9a-f]{64}$/);
+      for (const node of [n1, n2]) {
+        assert.deepEqual(await rpc(node.httpUrl, "author_pendingExtrinsics"), [xt], "in both pools");
+      }
+      // Sent again: both answer 1013 "Transaction Already Imported", which stands (no hash is computed for
+      // an extrinsic: see docs/contracts.md).
+      const again = await post(url, {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "author_submitExtrinsic",
+        params: [xt],
+      });
+      assert.equal(again.json.error.code, 1013);
     });
   });
 });

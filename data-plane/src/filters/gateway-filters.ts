@@ -17,6 +17,12 @@ export const FILTER_METHODS: ReadonlySet<string> = new Set([
 
 const NOT_FOUND: CallResult = Object.freeze({ ok: false, error: GatewayError.FilterNotFound });
 const STORE_DOWN: CallResult = Object.freeze({ ok: false, error: GatewayError.FilterStoreUnavailable });
+const TOO_LARGE: CallResult = Object.freeze({ ok: false, error: GatewayError.FilterTooLarge });
+/**
+ * Largest filter object kept (JSON characters): a filter lives in Redis up to FILTER_TTL_MS after each poll,
+ * MAX_FILTERS_PER_APP of them per app, so one app cannot park request-sized objects there.
+ */
+export const MAX_FILTER_CRITERIA_BYTES = 16 * 1024;
 const EMPTY: CallResult = Object.freeze({ ok: true, reply: resultReply("[]") });
 
 export function resultReply(json: string): Reply {
@@ -86,7 +92,9 @@ export class GatewayFilters {
         const f = Array.isArray(params) ? params[0] : undefined;
         // Not a filter object: the node's own answer to it (its invalid-params error).
         if (f === null || typeof f !== "object" || Array.isArray(f)) return pool.call(call);
-        return this.install(pool, tenant, FilterKind.Logs, JSON.stringify(f));
+        const criteria = JSON.stringify(f);
+        if (criteria.length > MAX_FILTER_CRITERIA_BYTES) return Promise.resolve(TOO_LARGE);
+        return this.install(pool, tenant, FilterKind.Logs, criteria);
       }
       case "eth_newPendingTransactionFilter":
         return this.installPending(pool, tenant);

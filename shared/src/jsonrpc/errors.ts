@@ -376,6 +376,17 @@ export const GatewayError = Object.freeze({
     "filter_limit",
     "Too many filters for this app: uninstall one (eth_uninstallFilter) or let one expire",
   ),
+  /**
+   * eth_newFilter whose filter object (address, topics, bounds) is over 16 KiB of JSON: it is kept in
+   * Redis for as long as the filter lives, so its size is bounded (MAX_FILTER_CRITERIA_BYTES).
+   */
+  FilterTooLarge: row(
+    200,
+    -32602,
+    ErrorCategory.ClientError,
+    "filter_too_large",
+    "Filter too large: its JSON (addresses, topics) may be at most 16384 bytes",
+  ),
   /** The filters' store (Redis) could not be read or written: the filter call is not answered; retry. */
   FilterStoreUnavailable: row(
     503,

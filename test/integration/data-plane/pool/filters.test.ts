@@ -233,6 +233,23 @@ describe("filters kept by the gateway across a pool of nodes", function () {
     assert.equal(await rpcOk(url, "eth_uninstallFilter", [id]), false);
     const gone = await post(url, { jsonrpc: "2.0", id: 8, method: "eth_getFilterChanges", params: [id] });
     assert.equal(gone.json.error.message, "filter not found");
+    // A filter object too large to keep (2,000 addresses, about 90 KB): refused; the gateway serves on.
+    const many = Array.from({ length: 2000 }, (_, i) => `0x${i.toString(16).padStart(40, "0")}`);
+    const big = await post(url, {
+      jsonrpc: "2.0",
+      id: 10,
+      method: "eth_newFilter",
+      params: [{ address: many }],
+    });
+    assert.equal(big.status, 200);
+    assert.equal(big.json.error.data.reason, GatewayError.FilterTooLarge.reason);
+    assert.equal(big.json.error.code, -32602);
+    const small = await rpcOk(url, "eth_newFilter", [{ address: many.slice(0, 10) }]);
+    assert.match(small, /^0x[0-9a-f]{32}$/);
+    assert.equal(await rpcOk(url, "eth_uninstallFilter", [small]), true);
+    // Not a filter object: the node's own answer (its invalid-params error), nothing kept.
+    const notObject = await post(url, { jsonrpc: "2.0", id: 11, method: "eth_newFilter", params: [7] });
+    assert.notEqual(notObject.json.error, undefined);
     // Ids that were never issued, and ones that are not even ids.
     for (const bad of ["0x1", `0x${"0".repeat(32)}`, "*", 12]) {
       const r = await post(url, { jsonrpc: "2.0", id: 9, method: "eth_getFilterChanges", params: [bad] });

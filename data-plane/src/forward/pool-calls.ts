@@ -130,7 +130,7 @@ export class PoolCalls {
       for (const u of targets) {
         void this.sendTo(pool, u, call, evmHash).then((out) => {
           if (out.accepted) {
-            const hash = replyValue((out.r as { reply: Parameters<typeof replyValue>[0] }).reply);
+            const hash = out.r.ok ? replyValue(out.r.reply) : undefined;
             if (typeof hash === "string") this.remember(hash, [u]);
             if (!settled) {
               settled = true;

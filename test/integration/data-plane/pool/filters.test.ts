@@ -392,6 +392,34 @@ describe("filters kept by the gateway across a pool of nodes", function () {
     }
   });
 
+  it("ten polls racing on two instances report each block once between them", async () => {
+    await synced();
+    const start = await chain.head();
+    const id = await rpcOk(url, "eth_newBlockFilter");
+    await chain.mine(3);
+    await synced();
+    const all: string[] = [];
+    await until(async () => {
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          post(i % 2 === 0 ? url : url2, {
+            jsonrpc: "2.0",
+            id: i,
+            method: "eth_getFilterChanges",
+            params: [id],
+          }),
+        ),
+      );
+      for (const a of answers) {
+        assert.equal(a.json.error, undefined, a.text);
+        all.push(...a.json.result);
+      }
+      return all.length >= 3;
+    });
+    assert.deepEqual(all, await chain.hashes(start + 1, start + 3), "each block once, in order");
+    assert.equal(await rpcOk(url2, "eth_uninstallFilter", [id]), true);
+  });
+
   it("a filter survives its node going away: polls go on from the other node, nothing lost or repeated", async () => {
     await synced();
     const id = await rpcOk(url, "eth_newFilter", [{ address: chain.emitter }]);

@@ -228,6 +228,7 @@ export async function startDataPlane(
     "dp-commands",
     { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, name: "data-plane:filters" },
   );
+  filtersRedis.on("error", (err: Error) => logger.warn({ err: err.message }, "filters redis connection error"));
   const clock = overrides.clock ?? systemClock;
   const poolCalls = new PoolCalls({
     filters: new GatewayFilters(

@@ -364,6 +364,7 @@ export async function startDataPlane(
           name: "data-plane:health",
         })
       : undefined;
+  healthRedis?.on("error", (err: Error) => logger.warn({ err: err.message }, "health redis connection error"));
   const health =
     healthRedis === undefined
       ? undefined

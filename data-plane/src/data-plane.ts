@@ -228,7 +228,9 @@ export async function startDataPlane(
     "dp-commands",
     { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, name: "data-plane:filters" },
   );
-  filtersRedis.on("error", (err: Error) => logger.warn({ err: err.message }, "filters redis connection error"));
+  filtersRedis.on("error", (err: Error) =>
+    logger.warn({ err: err.message }, "filters redis connection error"),
+  );
   const clock = overrides.clock ?? systemClock;
   const poolCalls = new PoolCalls({
     filters: new GatewayFilters(
@@ -364,7 +366,9 @@ export async function startDataPlane(
           name: "data-plane:health",
         })
       : undefined;
-  healthRedis?.on("error", (err: Error) => logger.warn({ err: err.message }, "health redis connection error"));
+  healthRedis?.on("error", (err: Error) =>
+    logger.warn({ err: err.message }, "health redis connection error"),
+  );
   const health =
     healthRedis === undefined
       ? undefined

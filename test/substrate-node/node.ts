@@ -28,6 +28,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { type WebSocket, WebSocketServer } from "ws";
+import { blake2bHex } from "../../data-plane/src/rpc/blake2b";
 import {
   encodeAccountIdVec,
   encodeCompact,
@@ -642,7 +643,8 @@ export async function startSubstrateTestNode(
     const bytes = asHex(p[0], "extrinsic");
     if (bytes.length === 0) throw new RpcError(1001, "Extrinsic has invalid format: Not enough data");
     const hex = toHex(bytes);
-    const hash = sha256Hex(`substrate-test-node:tx:${hex}`);
+    // As a real node: the extrinsic's 32-byte BLAKE2b (what a client computes from the bytes it sent).
+    const hash = blake2bHex(bytes, 32);
     if (pool.some((t) => t.hash === hash))
       throw new RpcError(1013, "Transaction Already Imported", "The transaction is already in the pool.");
     const tx: PoolTx = { hex, hash, watchers: [] };

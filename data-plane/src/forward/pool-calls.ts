@@ -1,5 +1,6 @@
 import { FILTER_METHODS, type GatewayFilters, replyValue, resultReply } from "../filters/gateway-filters";
 import type { Clock } from "../ratelimit/clock";
+import { blake2bHex } from "../rpc/blake2b";
 import { keccak256Hex } from "../rpc/keccak256";
 import type { RpcCall } from "../rpc/parse";
 import type { NetworkPool } from "../upstream/network-pool";
@@ -16,7 +17,8 @@ import type { Upstream } from "../upstream/upstream";
  *   a nonce from it is one the network has used);
  * - `eth_sendRawTransaction` / `author_submitExtrinsic`: sent to SEND_BROADCAST_UPSTREAMS healthy
  *   upstreams at once (0 = all); the first acceptance answers; "already known" (and "nonce too low" for a
- *   transaction the node has under that hash) count as acceptance;
+ *   transaction the node has under that hash; Substrate's 1013 "Transaction Already Imported") count as
+ *   acceptance;
  * - `eth_getTransactionByHash` / `eth_getTransactionReceipt` of a transaction sent through this process
  *   in the last SENT_MEMORY_MS: asked first of an upstream that accepted it.
  * Only on networks with more than one upstream (one node is its own truth) and, for filters, only EVM.
@@ -33,7 +35,7 @@ const OWN_READS = new Set(["eth_getTransactionByHash", "eth_getTransactionReceip
 /** A node's error that says it has this very transaction already (geth, erigon, nethermind, besu; Substrate 1013). */
 const ALREADY_KNOWN = /already known|known transaction|alreadyknown|already imported|already in pool/i;
 /** A node's error that says the nonce is used: the same transaction mined already, or another one (checked by hash). */
-const NONCE_TOO_LOW = /nonce too low|nonce is too low|oldnonce|transaction is outdated/i;
+const NONCE_TOO_LOW = /nonce too low|nonce is too low|oldnonce/i;
 
 export interface PoolCallsOptions {
   readonly filters?: GatewayFilters;
@@ -109,6 +111,8 @@ export class PoolCalls {
         : Math.min(this.opts.broadcastUpstreams, order.length);
     const targets = order.slice(0, n);
     const evmHash = call.method === "eth_sendRawTransaction" ? rawTxHash(paramAt(call, 0)) : undefined;
+    const hash =
+      evmHash ?? (call.method === "author_submitExtrinsic" ? extrinsicHash(paramAt(call, 0)) : undefined);
     return new Promise<CallResult>((resolve) => {
       let settled = false;
       let pending = targets.length;
@@ -118,13 +122,13 @@ export class PoolCalls {
       const done = () => {
         if (--pending > 0 || settled) return;
         settled = true;
-        if (knownOn.length > 0 && evmHash !== undefined) {
-          this.remember(evmHash, knownOn);
-          resolve({ ok: true, reply: resultReply(JSON.stringify(evmHash)) });
+        if (knownOn.length > 0 && hash !== undefined) {
+          this.remember(hash, knownOn);
+          resolve({ ok: true, reply: resultReply(JSON.stringify(hash)) });
           return;
         }
-        // Known to some node, with no hash computed here (an extrinsic: blake2b is not at hand): that
-        // node's answer stands; else the first refusal (a node's error before an exchange failure).
+        // Known to some node, but its hash not computable (params that are not hex bytes): that node's
+        // answer stands; else the first refusal (a node's error before an exchange failure).
         resolve(firstKnown ?? firstError!);
       };
       for (const u of targets) {
@@ -232,6 +236,12 @@ function count(v: unknown): bigint | undefined {
 }
 
 const RAW_TX = /^0x(?:[0-9a-fA-F]{2})+$/;
+
+/** The hash a Substrate node gives an extrinsic: 32-byte BLAKE2b of its bytes; undefined when not hex bytes. */
+export function extrinsicHash(raw: unknown): string | undefined {
+  if (typeof raw !== "string" || !RAW_TX.test(raw) || raw.length > 2 + 2 * 256 * 1024) return undefined;
+  return blake2bHex(Buffer.from(raw.slice(2), "hex"), 32);
+}
 
 /** keccak256 of a signed raw EVM transaction (its hash), undefined when it is not hex bytes. */
 export function rawTxHash(raw: unknown): string | undefined {

@@ -372,15 +372,33 @@ describe("nonces and sends across a pool of two nodes", function () {
       for (const node of [n1, n2]) {
         assert.deepEqual(await rpc(node.httpUrl, "author_pendingExtrinsics"), [xt], "in both pools");
       }
-      // Sent again: both answer 1013 "Transaction Already Imported", which stands (no hash is computed for
-      // an extrinsic: see docs/contracts.md).
+      // Sent again (a client retrying after a lost answer): both nodes answer 1013 "Transaction Already
+      // Imported", which counts as acceptance: the answer is the extrinsic's hash.
+      for (const node of [n1, n2]) {
+        const direct = await post(node.httpUrl, {
+          jsonrpc: "2.0",
+          id: 1,
+          method: "author_submitExtrinsic",
+          params: [xt],
+        });
+        assert.equal(direct.json.error.code, 1013, "a node alone refuses it");
+      }
       const again = await post(url, {
         jsonrpc: "2.0",
         id: 2,
         method: "author_submitExtrinsic",
         params: [xt],
       });
-      assert.equal(again.json.error.code, 1013);
+      assert.equal(again.json.error, undefined, again.text);
+      assert.equal(again.json.result, r.json.result);
+      // Bytes that are not an extrinsic: the node's error stands.
+      const bad = await post(url, {
+        jsonrpc: "2.0",
+        id: 3,
+        method: "author_submitExtrinsic",
+        params: ["0x"],
+      });
+      assert.equal(bad.json.error.code, 1001);
     });
   });
 });

@@ -19,7 +19,7 @@ import type { Upstream } from "../upstream/upstream";
  *   upstreams at once (0 = all); the first acceptance answers; "already known" (and "nonce too low" for a
  *   transaction the node has under that hash; Substrate's 1013 "Transaction Already Imported") count as
  *   acceptance;
- * - `eth_getTransactionByHash` / `eth_getTransactionReceipt` of a transaction sent through this process
+ * - `eth_getTransactionByHash` / `eth_getTransactionReceipt` of a transaction sent through this thread
  *   in the last SENT_MEMORY_MS: asked first of an upstream that accepted it.
  * Only on networks with more than one upstream (one node is its own truth) and, for filters, only EVM.
  */

@@ -48,6 +48,20 @@ async function bothHealthy(gw: Gateway): Promise<void> {
 const count = async (url: string, addr: string) =>
   Number.parseInt(String(await rpc(url, "eth_getTransactionCount", [addr, "pending"])), 16);
 
+/**
+ * Waits until every node has the transaction: the gateway answers on the first acceptance, and the other
+ * nodes' answers (and their pools) may come a moment later.
+ */
+async function onBoth(nodes: readonly Anvil[], hash: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  for (const node of nodes) {
+    while ((await rpc(node.httpUrl, "eth_getTransactionByHash", [hash])) === null) {
+      assert.ok(Date.now() < deadline, `${hash} reached ${node.httpUrl}`);
+      await new Promise((done) => setTimeout(done, 20));
+    }
+  }
+}
+
 /** Usage records, kept in memory for the assertions. */
 class CollectingUsage implements UsageRecorder {
   readonly rows: UsageContext[] = [];
@@ -114,10 +128,19 @@ describe("nonces and sends across a pool of two nodes", function () {
         }
         for (const node of [a, b]) {
           for (const tx of sent) {
-            const r = (await rpc(node.httpUrl, "eth_getTransactionReceipt", [tx.hash])) as {
-              status: string;
-            } | null;
-            assert.equal(r?.status, "0x1", `${tx.hash} mined on ${node.httpUrl}`);
+            // Mined on the node the client polled; the other may mine it a moment later.
+            const deadline = Date.now() + 5_000;
+            let r: { status: string } | null = null;
+            while (r === null) {
+              r = (await rpc(node.httpUrl, "eth_getTransactionReceipt", [tx.hash])) as {
+                status: string;
+              } | null;
+              if (r === null) {
+                assert.ok(Date.now() < deadline, `${tx.hash} mined on ${node.httpUrl}`);
+                await new Promise((done) => setTimeout(done, 20));
+              }
+            }
+            assert.equal(r.status, "0x1", `${tx.hash} succeeded on ${node.httpUrl}`);
           }
         }
       } finally {
@@ -189,9 +212,7 @@ describe("nonces and sends across a pool of two nodes", function () {
       });
       const hash = first.json.result as string;
       assert.match(hash, /^0x[0-9a-f]{64}$/);
-      for (const node of [a, b]) {
-        assert.notEqual(await rpc(node.httpUrl, "eth_getTransactionByHash", [hash]), null, "on both nodes");
-      }
+      await onBoth([a, b], hash);
       // Again (a client retrying after a lost answer): every node has it already.
       const again = await post(url, {
         jsonrpc: "2.0",
@@ -241,13 +262,7 @@ describe("nonces and sends across a pool of two nodes", function () {
       const r = await post(url, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [raw] });
       assert.match(r.json.result, /^0x[0-9a-f]{64}$/);
       assert.equal(sends() - before, 1);
-      for (const node of [a, b]) {
-        assert.notEqual(
-          await rpc(node.httpUrl, "eth_getTransactionByHash", [r.json.result]),
-          null,
-          "sent to both",
-        );
-      }
+      await onBoth([a, b], r.json.result);
     });
   });
 
@@ -369,8 +384,14 @@ describe("nonces and sends across a pool of two nodes", function () {
       const r = await post(url, { jsonrpc: "2.0", id: 1, method: "author_submitExtrinsic", params: [xt] });
       assert.equal(r.json.error, undefined, r.text);
       assert.match(r.json.result, /^0x[0-9a-f]{64}$/);
+      // In both pools (the second node's answer may come a moment after the first's).
+      const deadline = Date.now() + 5_000;
       for (const node of [n1, n2]) {
-        assert.deepEqual(await rpc(node.httpUrl, "author_pendingExtrinsics"), [xt], "in both pools");
+        while (((await rpc(node.httpUrl, "author_pendingExtrinsics")) as string[]).length === 0) {
+          assert.ok(Date.now() < deadline, `in ${node.httpUrl}'s pool`);
+          await new Promise((done) => setTimeout(done, 20));
+        }
+        assert.deepEqual(await rpc(node.httpUrl, "author_pendingExtrinsics"), [xt]);
       }
       // Sent again (a client retrying after a lost answer): both nodes answer 1013 "Transaction Already
       // Imported", which counts as acceptance: the answer is the extrinsic's hash.

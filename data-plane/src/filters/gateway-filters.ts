@@ -89,7 +89,12 @@ export class GatewayFilters {
       case "eth_newBlockFilter":
         return this.install(pool, tenant, FilterKind.Blocks, undefined);
       case "eth_newFilter": {
-        const f = Array.isArray(params) ? params[0] : undefined;
+        // Positional, or by name as jsonrpsee-based nodes take it (`{"filter": {...}}`).
+        const f = Array.isArray(params)
+          ? params[0]
+          : params !== null && typeof params === "object"
+            ? (params as { filter?: unknown }).filter
+            : undefined;
         // Not a filter object: the node's own answer to it (its invalid-params error).
         if (f === null || typeof f !== "object" || Array.isArray(f)) return pool.call(call);
         const criteria = JSON.stringify(f);

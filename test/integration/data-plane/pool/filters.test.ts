@@ -247,6 +247,15 @@ describe("filters kept by the gateway across a pool of nodes", function () {
     const small = await rpcOk(url, "eth_newFilter", [{ address: many.slice(0, 10) }]);
     assert.match(small, /^0x[0-9a-f]{32}$/);
     assert.equal(await rpcOk(url, "eth_uninstallFilter", [small]), true);
+    // By name, as jsonrpsee-based nodes take it: a gateway filter too (polled here, so not a node's).
+    const named = await post(url, {
+      jsonrpc: "2.0",
+      id: 12,
+      method: "eth_newFilter",
+      params: { filter: { address: chain.emitter } },
+    });
+    assert.deepEqual(await rpcOk(url, "eth_getFilterChanges", [named.json.result]), []);
+    assert.equal(await rpcOk(url, "eth_uninstallFilter", [named.json.result]), true);
     // Not a filter object: the node's own answer (its invalid-params error), nothing kept.
     const notObject = await post(url, { jsonrpc: "2.0", id: 11, method: "eth_newFilter", params: [7] });
     assert.notEqual(notObject.json.error, undefined);

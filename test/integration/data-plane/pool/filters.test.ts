@@ -3,6 +3,7 @@ import { createPublicClient, type Hash, http, parseAbiItem } from "viem";
 import { foundry } from "viem/chains";
 import { PromMetrics, type UpstreamOutcome } from "../../../../data-plane/src/metrics/metrics";
 import type { Clock } from "../../../../data-plane/src/ratelimit/clock";
+import type { UsageContext, UsageRecorder } from "../../../../data-plane/src/usage/recorder";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord } from "../../../../shared/src/redis/records";
 import { evmNetwork } from "../../../helpers/seed-redis";
@@ -19,6 +20,29 @@ import { TestWsClient } from "../ws/ws-client";
 
 const APP_A = { appId: "app-a", workspaceId: "ws-a" };
 const APP_B = { appId: "app-b", workspaceId: "ws-b" };
+/** An app whose access rules deny two filter methods. */
+const APP_C = {
+  appId: "app-c",
+  workspaceId: "ws-c",
+  access: {
+    methodMode: "DENY" as const,
+    methods: ["eth_newFilter", "eth_getFilterLogs"],
+    requestsPerSecond: null,
+    requestsPerDay: null,
+    userAgents: [],
+    jwt: null,
+  },
+};
+
+/** Usage records, kept in memory for the assertions. */
+class CollectingUsage implements UsageRecorder {
+  readonly rows: UsageContext[] = [];
+  record(ctx: UsageContext): void {
+    this.rows.push(ctx);
+  }
+  async flush(): Promise<void> {}
+  async close(): Promise<void> {}
+}
 
 function twoNodes(chain: TwinChain, extra: Partial<NetworkRecord> = {}): NetworkRecord {
   return {
@@ -68,11 +92,14 @@ describe("filters kept by the gateway across a pool of nodes", function () {
   let urlB: string;
   const clock = new FakeClock();
   const metrics = new CountingMetrics();
+  const usage = new CollectingUsage();
+  let urlC: string;
 
   before(async () => {
     chain = await TwinChain.start(2);
     let keyA = "";
     let keyB = "";
+    let keyC = "";
     const env = { MAX_FILTERS_PER_APP: "4", FILTER_TTL_MS: "60000" };
     gw = await startGateway(
       env,
@@ -80,14 +107,16 @@ describe("filters kept by the gateway across a pool of nodes", function () {
         await s.putNetwork(twoNodes(chain));
         keyA = await s.putKey(APP_A);
         keyB = await s.putKey(APP_B);
+        keyC = await s.putKey(APP_C);
       },
-      { clock, metrics },
+      { clock, metrics, usage },
     );
     // A second instance on the same Redis prefix: another process (or thread) of the same deployment.
     gw2 = await startGateway(env, async () => {}, { clock }, gw.ns);
     url = `${gw.base}/eth/rpc?apikey=${keyA}`;
     url2 = `${gw2.base}/eth/rpc?apikey=${keyA}`;
     urlB = `${gw.base}/eth/rpc?apikey=${keyB}`;
+    urlC = `${gw.base}/eth/rpc?apikey=${keyC}`;
     // Both upstreams healthy and at the head in both instances before the first filter.
     const head = await chain.head();
     await until(() => healthyAt(gw, head) && healthyAt(gw2, head), 10_000, "both nodes healthy");
@@ -264,6 +293,34 @@ describe("filters kept by the gateway across a pool of nodes", function () {
       const r = await post(url, { jsonrpc: "2.0", id: 9, method: "eth_getFilterChanges", params: [bad] });
       assert.equal(r.json.error.code, -32000, String(bad));
     }
+  });
+
+  it("filter calls are policed and counted like any call: the app's access rules, usage per request object", async () => {
+    const denied = await post(urlC, { jsonrpc: "2.0", id: 1, method: "eth_newFilter", params: [{}] });
+    assert.equal(denied.json.error.data.reason, "method_not_allowed_by_app");
+    const batch = await post(urlC, [
+      { jsonrpc: "2.0", id: 1, method: "eth_newBlockFilter" },
+      { jsonrpc: "2.0", id: 2, method: "eth_getFilterLogs", params: ["0x00"] },
+    ]);
+    assert.match(batch.json[0].result, /^0x[0-9a-f]{32}$/, "not denied");
+    assert.equal(batch.json[1].error.data.reason, "method_not_allowed_by_app");
+    const ws = await TestWsClient.open(urlC.replace("http", "ws"));
+    try {
+      const r = await ws.call("eth_newFilter", [{}]);
+      assert.equal(r.error.data.reason, "method_not_allowed_by_app");
+      assert.equal((await ws.call("eth_uninstallFilter", [batch.json[0].result])).result, true);
+    } finally {
+      ws.close();
+    }
+    // Usage: one record per request object, whatever the gateway did to answer it.
+    const mine = (method: string) =>
+      usage.rows
+        .filter((u) => u.appId === "app-c" && u.method === method)
+        .reduce((n, u) => n + (u.units ?? 1), 0);
+    await until(() => mine("eth_uninstallFilter") === 1, 5_000, "the WebSocket call's usage record");
+    assert.equal(mine("eth_newBlockFilter"), 1);
+    assert.equal(mine("eth_newFilter"), 2);
+    assert.equal(mine("eth_getFilterLogs"), 1);
   });
 
   it("MAX_FILTERS_PER_APP caps live filters per app; uninstalled and expired ones free their place", async () => {

@@ -6,6 +6,7 @@ import type { Clock } from "../../../../data-plane/src/ratelimit/clock";
 import type { UsageContext, UsageRecorder } from "../../../../data-plane/src/usage/recorder";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord } from "../../../../shared/src/redis/records";
+import { rpc, word } from "../../../helpers/evm-logs";
 import { evmNetwork } from "../../../helpers/seed-redis";
 import { EMITTED_ABI, EMITTED_EVENT, TwinChain, until } from "../../../helpers/twin-chain";
 import { type Gateway, post, startGateway } from "../harness";
@@ -484,6 +485,55 @@ describe("filters kept by the gateway across a pool of nodes", function () {
     });
     assert.deepEqual(all, await chain.hashes(start + 1, start + 3), "each block once, in order");
     assert.equal(await rpcOk(url2, "eth_uninstallFilter", [id]), true);
+  });
+
+  it("a pending-transaction filter stays on the node that made it, and is `filter not found` once that node is gone", async () => {
+    const pool = () => gw.plane.context.upstreams.get("eth")!;
+    const only = (id: string) => ({
+      ...twoNodes(chain),
+      upstreams: twoNodes(chain).upstreams.filter((u) => u.id === id),
+    });
+    const upstreamIds = () =>
+      pool()
+        .selectableAt(-1)
+        .map((u) => u.id)
+        .sort()
+        .join(",");
+    try {
+      // Made while node-a is the network's only node: bound to node-a.
+      await gw.seeder.putNetwork(only("node-a"));
+      await gw.seeder.publish({ type: "networks.update" });
+      await until(() => upstreamIds() === "node-a", 5_000, "node-a alone");
+      const id = await rpcOk(url, "eth_newPendingTransactionFilter");
+      assert.match(id, /^0x[0-9a-f]{32}$/);
+      await gw.seeder.putNetwork(twoNodes(chain));
+      await gw.seeder.publish({ type: "networks.update" });
+      await until(() => upstreamIds() === "node-a,node-b", 10_000, "both nodes");
+      await chain.emit(601);
+      const hashes: string[] = [];
+      await until(async () => {
+        hashes.push(...(await rpcOk(url2, "eth_getFilterChanges", [id])));
+        return hashes.length >= 1;
+      });
+      assert.equal(hashes.length, 1);
+      const tx = await rpc(chain.nodes[0]!.httpUrl, "eth_getTransactionByHash", [hashes[0]]);
+      assert.equal((tx as { input: string }).input, word(601));
+      // node-a leaves the network: the filter it holds is gone, for every instance.
+      await gw.seeder.putNetwork(only("node-b"));
+      await gw.seeder.publish({ type: "networks.update" });
+      await until(() => upstreamIds() === "node-b", 5_000, "node-b alone");
+      const gone = await post(url, { jsonrpc: "2.0", id: 1, method: "eth_getFilterChanges", params: [id] });
+      assert.equal(gone.json.error.message, "filter not found");
+      assert.equal(await rpcOk(url2, "eth_uninstallFilter", [id]), false, "already removed");
+      // A new one works (on node-b).
+      const again = await rpcOk(url, "eth_newPendingTransactionFilter");
+      assert.deepEqual(await rpcOk(url2, "eth_getFilterChanges", [again]), []);
+      assert.equal(await rpcOk(url, "eth_uninstallFilter", [again]), true);
+    } finally {
+      await gw.seeder.putNetwork(twoNodes(chain));
+      await gw.seeder.publish({ type: "networks.update" });
+      await until(() => upstreamIds() === "node-a,node-b", 10_000, "both nodes again");
+    }
   });
 
   it("a filter survives its node going away: polls go on from the other node, nothing lost or repeated", async () => {

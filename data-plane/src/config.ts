@@ -181,6 +181,25 @@ export const dataPlaneEnvShape = {
    */
   MAX_HEAVY_IN_FLIGHT_PER_KEY: env.int(16, 0, 1_000_000),
   /**
+   * Filters (eth_newFilter, eth_newBlockFilter, eth_newPendingTransactionFilter) the gateway keeps per app
+   * (public endpoint: per client IP) at once on shared networks (data-plane/src/filters); past it,
+   * filter_limit. Expired and uninstalled filters do not count.
+   */
+  MAX_FILTERS_PER_APP: env.int(100, 1, 1_000_000),
+  /** A filter not polled for this long is gone (geth: 5 minutes), answered `filter not found`. */
+  FILTER_TTL_MS: env.int(300_000, 1_000, 86_400_000),
+  /**
+   * Blocks one eth_getFilterChanges on a block filter covers at most (the oldest first; the next poll
+   * goes on from there): each is one eth_getBlockByNumber upstream. Log filters cover at most the
+   * network's maxLogsBlockRange per poll.
+   */
+  FILTER_MAX_BLOCKS_PER_POLL: env.int(100, 1, 10_000),
+  /**
+   * eth_sendRawTransaction / author_submitExtrinsic on a shared network go to this many of its healthy
+   * upstreams at once (the first acceptance answers); 0 = all of them.
+   */
+  SEND_BROADCAST_UPSTREAMS: env.int(0, 0, 1_000),
+  /**
    * Share of UPSTREAM_CONNECTIONS one upstream gives heavy calls (eth_getLogs, debug_*, trace_*, big
    * state_* reads) at once; beyond it on every node: 503 upstream_busy. Keeps the other connections for
    * ordinary calls whatever the heavy load. 100 = no reserve.

@@ -1,4 +1,6 @@
+import { filterLimitRow } from "../../shared/src/jsonrpc/errors";
 import { createLogger, type Logger } from "../../shared/src/log/logger";
+import { createRedis } from "../../shared/src/redis/connect";
 import { RedisNames } from "../../shared/src/redis/keys";
 import { type Cidr, parseCidr } from "./allowlist/ip";
 import { JwtVerifier, registerJwtMetrics } from "./auth/jwt";
@@ -7,7 +9,10 @@ import { CachingKeyVerifier } from "./auth/key-verifier";
 import { KeyLookupThrottle } from "./auth/lookup-throttle";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
+import { FilterStore } from "./filters/filter-store";
+import { GatewayFilters } from "./filters/gateway-filters";
 import { dropReorged } from "./forward/forward";
+import { PoolCalls } from "./forward/pool-calls";
 import { LimitsGate } from "./limits/admission";
 import { ConcurrencyLimiter } from "./limits/concurrency";
 import { localTenantCounts, type TenantCountSet } from "./limits/tenant-counts";
@@ -17,7 +22,7 @@ import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
 import { NodeGateway } from "./nodes/node-gateway";
 import { registerNodeWsRoutes } from "./nodes/node-ws";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
-import type { Clock } from "./ratelimit/clock";
+import { type Clock, systemClock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
 import { createLimitsRedis } from "./ratelimit/redis-client";
 import { createRequestLog } from "./requestlog/create";
@@ -235,7 +240,33 @@ export async function startDataPlane(
     usage,
     requestLog,
   });
+  // Filters live in Redis so that any instance and thread answers a poll (filters/filter-store.ts).
+  const filtersRedis = createRedis(
+    { url: config.REDIS_URL, clusterNodes: config.REDIS_CLUSTER_NODES },
+    "dp-commands",
+    { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, name: "data-plane:filters" },
+  );
+  filtersRedis.on("error", (err: Error) =>
+    logger.warn({ err: err.message }, "filters redis connection error"),
+  );
+  const clock = overrides.clock ?? systemClock;
+  const poolCalls = new PoolCalls({
+    filters: new GatewayFilters(
+      new FilterStore(
+        filtersRedis,
+        new RedisNames(config.REDIS_KEY_PREFIX),
+        clock,
+        config.FILTER_TTL_MS,
+        config.MAX_FILTERS_PER_APP,
+      ),
+      filterLimitRow(config.MAX_FILTERS_PER_APP),
+      config.FILTER_MAX_BLOCKS_PER_POLL,
+    ),
+    broadcastUpstreams: config.SEND_BROADCAST_UPSTREAMS,
+    clock,
+  });
   const context: GatewayContext = {
+    poolCalls,
     nodes,
     config,
     logger,
@@ -339,6 +370,7 @@ export async function startDataPlane(
     await ownedUsage?.close();
     await ownedRequestLog?.close();
     await ownedTracing?.shutdown();
+    filtersRedis.disconnect();
     throw new Error("data plane could not load networks from Redis");
   }
   upstreams.startHealthChecks();
@@ -352,6 +384,9 @@ export async function startDataPlane(
           name: "data-plane:health",
         })
       : undefined;
+  healthRedis?.on("error", (err: Error) =>
+    logger.warn({ err: err.message }, "health redis connection error"),
+  );
   const health =
     healthRedis === undefined
       ? undefined
@@ -443,6 +478,7 @@ export async function startDataPlane(
         healthRedis?.disconnect();
         headShare?.close();
         headRedis?.disconnect();
+        filtersRedis.disconnect();
         await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();
         nodeWs.close();

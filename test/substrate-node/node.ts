@@ -28,6 +28,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { type WebSocket, WebSocketServer } from "ws";
+import { blake2bHex } from "../../data-plane/src/rpc/blake2b";
 import {
   encodeAccountIdVec,
   encodeCompact,
@@ -129,6 +130,12 @@ export interface SubstrateTestNode {
   keystore(): Array<{ keyType: string; publicKey: string }>;
   /** Requests served per method since start (HTTP + WS, batch elements counted one each). */
   requestCounts(): Record<string, number>;
+  /**
+   * What `system_accountNextIndex(account)` answers for `account` (the string as sent; default 0). This
+   * stand-in cannot read an extrinsic's signer, so a test sets the index a real node would derive from the
+   * account's nonce and its transactions in the pool.
+   */
+  setAccountNextIndex(account: string, index: number): void;
   /** Open WebSocket connections. */
   wsConnections(): number;
 }
@@ -372,6 +379,7 @@ export async function startSubstrateTestNode(
   const numberByHash = new Map<string, number>();
   const extrinsicsByBlock = new Map<number, string[]>();
   const pool: PoolTx[] = [];
+  const nextIndex = new Map<string, number>();
   const counts: Record<string, number> = {};
 
   const blockHash = (n: number): string => {
@@ -635,7 +643,8 @@ export async function startSubstrateTestNode(
     const bytes = asHex(p[0], "extrinsic");
     if (bytes.length === 0) throw new RpcError(1001, "Extrinsic has invalid format: Not enough data");
     const hex = toHex(bytes);
-    const hash = sha256Hex(`substrate-test-node:tx:${hex}`);
+    // As a real node: the extrinsic's 32-byte BLAKE2b (what a client computes from the bytes it sent).
+    const hash = blake2bHex(bytes, 32);
     if (pool.some((t) => t.hash === hash))
       throw new RpcError(1013, "Transaction Already Imported", "The transaction is already in the pool.");
     const tx: PoolTx = { hex, hash, watchers: [] };
@@ -778,7 +787,7 @@ export async function startSubstrateTestNode(
     system_removeReservedPeer: () => null,
     system_addLogFilter: () => null,
     system_resetLogFilter: () => null,
-    system_accountNextIndex: () => 0,
+    system_accountNextIndex: (p) => nextIndex.get(String(p[0])) ?? 0,
     chain_getBlockHash: (p) => {
       const one = (v: unknown): string | null => {
         if (v === undefined || v === null) return blockHash(best);
@@ -1077,6 +1086,9 @@ export async function startSubstrateTestNode(
     setRuntimeVersion,
     keystore: () => keystore.map((k) => ({ ...k })),
     requestCounts: () => ({ ...counts }),
+    setAccountNextIndex: (account, index) => {
+      nextIndex.set(account, index);
+    },
     wsConnections: () => wss.clients.size,
   };
 }

@@ -12,6 +12,7 @@ import { errorJson, replyJson } from "../server/respond";
 import type { ChildSpan, RequestTrace, SpanAttributes } from "../telemetry/tracing";
 import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
+import type { PoolCalls } from "./pool-calls";
 import { atServedHead, isCall } from "./served-head";
 import { verbatimEligible } from "./verbatim";
 
@@ -37,6 +38,12 @@ export interface ForwardDeps {
   readonly metrics: Metrics;
   readonly flights: ConcurrencyLimiter;
   readonly config: { readonly CACHE_PER_BLOCK_TTL_MS: number };
+  /**
+   * Calls answered from the pool as a whole rather than by one node (filters, pending nonces, broadcast
+   * sends, reading one's own write: forward/pool-calls.ts); absent = every call goes to one node (a
+   * dedicated node's endpoint, which is one node).
+   */
+  readonly poolCalls?: PoolCalls;
 }
 
 /** A request object refused before anything is forwarded: its row and the error's `data` extras. */
@@ -159,12 +166,15 @@ async function sendCall(
   let result: CallResult;
   const span = trace === undefined ? undefined : upstreamSpan(trace, deps.cache, pool, call, key);
   try {
-    result = await fetchCall(
-      span === undefined ? call : { method: call.method, params: call.params, span },
-      pool,
-      key,
-      deps.cache,
-    );
+    const pc = deps.poolCalls;
+    result = pc?.handles(pool, call)
+      ? await pc.answer(pool, flight, call)
+      : await fetchCall(
+          span === undefined ? call : { method: call.method, params: call.params, span },
+          pool,
+          key,
+          deps.cache,
+        );
     if (result.ok) {
       const fixed = atServedHead(call, pool, result.reply);
       if (fixed !== undefined)
@@ -251,6 +261,21 @@ export async function forwardPlan(
   if (got !== Acquired.Ok) {
     return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
   }
+  const pc = deps.poolCalls;
+  if (pc !== undefined && forward.some((c) => pc.handles(pool, c))) {
+    let results: CallResult[];
+    const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, false));
+    try {
+      results = await forwardMixed(pc, pool, flight, forward, span?.traceparent);
+      const fixing = resultsAtServedHead(forward, results, pool);
+      if (fixing !== undefined) await fixing;
+    } finally {
+      flights.release(flight, forward.length, heavy);
+    }
+    span?.end(undefined, firstFailure(results)?.reason);
+    const anyOk = settleBatch(plan, results, requestId, pool);
+    return anyOk ? { results } : { results, failure: firstFailure(results) };
+  }
   // The client's text itself, when every element goes upstream in one exchange (a batch spread over
   // several upstreams is re-serialised per part, and so is one with calls handled on their own: old
   // state, a method family, a split eth_getLogs) and nothing in it needs a per-element look at the answer
@@ -321,6 +346,40 @@ function resultsAtServedHead(
       if (r.ok && r.reply.kind === ReplyKind.Result) results[todo[k]!.j] = r;
     }
   });
+}
+
+/**
+ * A batch with calls PoolCalls answers (filters, pending nonces, sends, own reads): those answered there,
+ * the others sent together as any batch, all at once; results in the order of `forward`.
+ */
+async function forwardMixed(
+  pc: PoolCalls,
+  pool: NetworkPool,
+  flight: string,
+  forward: readonly RpcCall[],
+  traceparent: string | undefined,
+): Promise<CallResult[]> {
+  const results = new Array<CallResult>(forward.length);
+  const restIdx: number[] = [];
+  const rest: RpcCall[] = [];
+  const own: Promise<void>[] = [];
+  for (let j = 0; j < forward.length; j++) {
+    const c = forward[j]!;
+    if (pc.handles(pool, c)) {
+      own.push(
+        pc.answer(pool, flight, c).then((r) => {
+          results[j] = r;
+        }),
+      );
+    } else {
+      restIdx.push(j);
+      rest.push(c);
+    }
+  }
+  const batch = rest.length === 0 ? Promise.resolve([]) : pool.callBatch(rest, traceparent);
+  const [restResults] = await Promise.all([batch, ...own]);
+  for (let k = 0; k < restIdx.length; k++) results[restIdx[k]!] = restResults[k]!;
+  return results;
 }
 
 /** Answers every forwarded element of a plan with a concurrency refusal (a transport that answers per element). */

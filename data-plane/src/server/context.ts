@@ -4,6 +4,7 @@ import type { JwtVerifier } from "../auth/jwt";
 import type { KeyVerifier } from "../auth/key-verifier";
 import type { ResponseCache } from "../cache/response-cache";
 import type { DataPlaneConfig } from "../config";
+import type { PoolCalls } from "../forward/pool-calls";
 import type { LimitsGate } from "../limits/admission";
 import type { ConcurrencyLimiter } from "../limits/concurrency";
 import type { TenantCountSet } from "../limits/tenant-counts";
@@ -40,6 +41,8 @@ export interface GatewayContext {
   readonly jwt: JwtVerifier;
   /** Request spans (OpenTelemetry when OTEL_* turn it on, else NO_TRACING: nothing sampled, nothing read). */
   readonly tracing: RequestTracing;
+  /** Filters, pending nonces, broadcast sends and own reads on shared networks (forward/pool-calls.ts). */
+  readonly poolCalls?: PoolCalls;
 }
 
 /** Which endpoint a request came in on. */

@@ -759,6 +759,42 @@ export class NetworkPool {
   }
 
   /**
+   * The upstreams a call may go to now (healthy, within HEALTH_MAX_LAG_BLOCKS) whose health-checked head
+   * is at or above `height` (every selectable one when `height` < 0), highest head first. For the calls
+   * the gateway answers from several nodes or from one node that has a given block (forward/pool-calls.ts:
+   * nonces, broadcast sends, filters).
+   */
+  selectableAt(height: number): Upstream[] {
+    const now = Date.now();
+    const best = this.bestHead();
+    const out: Upstream[] = [];
+    for (const u of this.upstreams) {
+      if (this.selectable(u, now, best) && (height < 0 || u.head >= height)) out.push(u);
+    }
+    return out.sort((a, b) => b.head - a.head);
+  }
+
+  /** The upstream of this network with id `id`, if it is still one. */
+  upstreamById(id: string): Upstream | undefined {
+    for (const u of this.upstreams) if (u.id === id) return u;
+    return undefined;
+  }
+
+  /**
+   * Sends one call to `u` alone: no failover, no coalescing, no hedge, booked as any exchange (metrics,
+   * back-off, probe after a timeout). Never throws.
+   */
+  async callOn(u: Upstream, c: OutgoingCall): Promise<CallResult> {
+    const gid = this.takeIds(1);
+    const start = performance.now();
+    const kind = isHeavy(c.method) ? ExchangeKind.Heavy : ExchangeKind.Light;
+    const res = await u.exchange(singleBody(gid, c, undefined), kind, singleCheck(gid));
+    const failure = this.book(u, res, start);
+    if (failure !== undefined) return { ok: false, error: exchangeFailureRow(failure, u) };
+    return { ok: true, reply: (res as { value: Reply }).value };
+  }
+
+  /**
    * Forwards a batch: elements are split into chunks spread over the healthy upstreams (each chunk with
    * failover) and reassembled in order. Element i of the result answers calls[i]. An eth_getLogs element
    * whose range is split (see call) goes out as its own sub-calls, next to the others.

@@ -381,7 +381,49 @@ export const GatewayError = Object.freeze({
     "no_capable_upstream",
     "No upstream node of this network can serve this call",
   ),
+  /**
+   * eth_getFilterChanges / eth_getFilterLogs with a filter id this app does not have: never installed,
+   * uninstalled, expired (FILTER_TTL_MS without a poll), or another app's. geth's own answer (HTTP 200,
+   * -32000, "filter not found"), so that clients re-create the filter.
+   */
+  FilterNotFound: row(200, -32000, ErrorCategory.ClientError, "filter_not_found", "filter not found"),
+  /**
+   * eth_newFilter / eth_newBlockFilter / eth_newPendingTransactionFilter while the app already has
+   * MAX_FILTERS_PER_APP live filters; the message names the cap (filterLimitRow).
+   */
+  FilterLimit: row(
+    200,
+    -32005,
+    ErrorCategory.ClientError,
+    "filter_limit",
+    "Too many filters for this app: uninstall one (eth_uninstallFilter) or let one expire",
+  ),
+  /**
+   * eth_newFilter whose filter object (address, topics, bounds) is over 16 KiB of JSON: it is kept in
+   * Redis for as long as the filter lives, so its size is bounded (MAX_FILTER_CRITERIA_BYTES).
+   */
+  FilterTooLarge: row(
+    200,
+    -32602,
+    ErrorCategory.ClientError,
+    "filter_too_large",
+    "Filter too large: its JSON (addresses, topics) may be at most 16384 bytes",
+  ),
+  /** The filters' store (Redis) could not be read or written: the filter call is not answered; retry. */
+  FilterStoreUnavailable: row(
+    503,
+    -32603,
+    ErrorCategory.ServiceError,
+    "filter_store_unavailable",
+    "Filter store unavailable; retry shortly",
+  ),
 });
+
+/** FilterLimit with the cap in its message (built once per data plane). */
+export function filterLimitRow(max: number): ErrorRow {
+  const r = GatewayError.FilterLimit;
+  return Object.freeze({ ...r, message: `${r.message} (at most ${max} filters)` });
+}
 
 /** NoCapableUpstream with what was needed in its message ("no upstream serves trace_*"). */
 export function noCapableUpstreamRow(detail: string): ErrorRow {

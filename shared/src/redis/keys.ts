@@ -33,6 +33,20 @@ export class RedisNames {
     return `${this.prefix}ws:{${workspaceId}}`;
   }
 
+  /**
+   * Hash: one filter the gateway keeps for a tenant (data-plane/src/filters): kind, last block covered,
+   * criteria, expiry. `tenant` is the app's limit id (`app:{appId}`, or `ip:{address}` on the public
+   * endpoint), the hash tag, so the filter and its tenant's `filterSet` share a Redis Cluster slot.
+   */
+  filter(tenant: string, filterId: string): string {
+    return `${this.prefix}filter:{${tenant}}:${filterId}`;
+  }
+
+  /** Sorted set: a tenant's live filter ids scored by expiry (epoch ms); its size is the per-app filter cap's count. */
+  filterSet(tenant: string): string {
+    return `${this.prefix}filters:{${tenant}}`;
+  }
+
   /** Pub/sub channel carrying `PlaneEvent` JSON messages from the control plane to data planes. */
   eventsChannel(): string {
     return `${this.prefix}events`;

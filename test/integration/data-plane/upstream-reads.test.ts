@@ -106,6 +106,9 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
         // The chain watch reads blocks by number after each health probe, which the slow node holds for
         // 2 s: left out, so the slow node's in-flight count is the client calls' alone.
         CACHE_FINALITY_ENABLED: "false",
+        // Both proxies front one anvil: a send goes to the node the pool picks only, so that "never
+        // hedged" is what the count shows (sends to every node: test/integration/data-plane/pool).
+        SEND_BROADCAST_UPSTREAMS: "1",
       },
       async (s) => {
         await s.putNetwork(

@@ -169,6 +169,39 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
     }
   });
 
+  it("a filter made on one thread is polled and uninstalled on the other (filters live in Redis)", async () => {
+    const path = `/evm-anvil/rpc?apikey=${app.apiKey}`;
+    const [t1, t2] = conns as [ThreadConnection, ThreadConnection];
+    const rpc1 = (method: string, params: unknown[] = []) =>
+      t1.post(path, { jsonrpc: "2.0", id: 1, method, params });
+    const rpc2 = (method: string, params: unknown[] = []) =>
+      t2.post(path, { jsonrpc: "2.0", id: 1, method, params });
+    const head = async () => Number.parseInt((await rpc1("eth_blockNumber")).json.result as string, 16);
+    const start = await head();
+    const id = (await rpc1("eth_newBlockFilter")).json.result as string;
+    assert.match(id, /^0x[0-9a-f]{32}$/);
+    await fetch(anvil.httpUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x3"] }),
+    });
+    const hashes: string[] = [];
+    const deadline = Date.now() + 10_000;
+    while (hashes.length < 3) {
+      assert.ok(Date.now() < deadline, `3 block hashes through thread 2, got ${hashes.length}`);
+      const r = await rpc2("eth_getFilterChanges", [id]);
+      assert.equal(r.json.error, undefined, r.text);
+      hashes.push(...(r.json.result as string[]));
+      if (hashes.length < 3) await sleep(50);
+    }
+    assert.equal(hashes.length, 3, "each block once");
+    const third = (await rpc1("eth_getBlockByNumber", [`0x${(start + 3).toString(16)}`, false])).json.result;
+    assert.equal(hashes[2], third.hash);
+    assert.equal((await rpc1("eth_uninstallFilter", [id])).json.result, true);
+    const gone = await rpc2("eth_getFilterChanges", [id]);
+    assert.equal(gone.json.error.message, "filter not found");
+  });
+
   it("a key regenerated in the control plane: the old key is refused on every thread within 1 s, the new one served on both", async () => {
     const oldPath = `/evm-anvil/rpc?apikey=${app.apiKey}`;
     // The old key cached on both threads first (the revocation must reach a cache, not a miss).

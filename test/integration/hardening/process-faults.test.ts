@@ -67,7 +67,9 @@ describe("hardening: data plane process policy for unhandled rejections and unca
           FAULT_THREAD: String(faultThread),
           ...env,
         },
-        ready: async () => (await fetch(`${base}/readyz`)).ok,
+        // Ready once the threads answer and /metrics is served (the main thread listens after them).
+        ready: async () =>
+          (await fetch(`${base}/readyz`)).ok && (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).ok,
       },
     );
     return { proc: dp, base, metricsBase: `http://127.0.0.1:${metricsPort}` };

@@ -35,7 +35,10 @@ export async function startThreadedPlane(
       SHUTDOWN_LINGER_MS: "0",
       ...env,
     },
-    ready: async () => (await fetch(`${base}/readyz`)).status === 200,
+    // Ready once the threads answer and the main thread serves /metrics (it listens after the threads).
+    ready: async () =>
+      (await fetch(`${base}/readyz`)).status === 200 &&
+      (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status === 200,
     timeoutMs: 30_000,
   });
   return { proc, port, base, metricsBase: `http://127.0.0.1:${metricsPort}` };

@@ -201,7 +201,8 @@ export function mergeNeeds(a: Need | undefined, b: Need | undefined): Need | und
   // Head reads only (the usual coalesced batch): the shared need, no allocation.
   if (!restricts(a) && !restricts(b)) return a.head === true ? a : b;
   const block = a.block < 0 ? b.block : b.block < 0 ? a.block : Math.min(a.block, b.block);
-  return { block, families: a.families | b.families, head: a.head === true || b.head === true };
+  const families = a.families | b.families;
+  return a.head === true || b.head === true ? { block, families, head: true } : { block, families };
 }
 
 /** The families of a mask. */

@@ -424,14 +424,19 @@ export class NetworkPool {
    * could go to has reached it by its health checks (the served head came from an answer, another
    * instance, or a node now gone), the highest head among those. -1 = no upstream's head is known.
    */
-  private headTarget(exclude: readonly Upstream[] | undefined, heavy: boolean, now: number, best: number): number {
+  private headTarget(
+    exclude: readonly Upstream[] | undefined,
+    heavy: boolean,
+    now: number,
+    best: number,
+  ): number {
     let top = -1;
     for (const u of this.upstreams) {
       if (u.head > top && !exclude?.includes(u) && this.selectable(u, now, best, heavy)) top = u.head;
     }
     if (top < 0) return -1;
     const served = this.servedAt(best);
-    return top < served ? top : served;
+    return Math.min(top, served);
   }
 
   /** Upstreams a head read may go to now at the head it prefers (headTarget); at least 1. */
@@ -932,7 +937,11 @@ export class NetworkPool {
    * element reads the head, so the chunks go to upstreams at the served head (as many chunks as there
    * are such upstreams) when there are any.
    */
-  private async spread(calls: readonly OutgoingCall[], traceparent?: string, head = false): Promise<CallResult[]> {
+  private async spread(
+    calls: readonly OutgoingCall[],
+    traceparent?: string,
+    head = false,
+  ): Promise<CallResult[]> {
     const n = calls.length;
     const need = head ? AT_HEAD : undefined;
     const chunks = head ? Math.min(this.chunksFor(n), this.atHeadCount()) : this.chunksFor(n);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { type SubstrateTestNode, startSubstrateTestNode, SYSTEM_NUMBER_KEY } from "../../substrate-node";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { evmNetwork } from "../../helpers/seed-redis";
+import { type SubstrateTestNode, SYSTEM_NUMBER_KEY, startSubstrateTestNode } from "../../substrate-node";
 import { type Gateway, post, startGateway } from "./harness";
 import { TestWsClient, wsNetwork } from "./ws/ws-client";
 
@@ -57,7 +57,13 @@ describe("data plane: calls at the head go to an upstream at the served head (on
       });
       // Until the health checks have seen both nodes' heads.
       const pool = () => gw.plane.context.upstreams.get("eth");
-      for (let i = 0; pool()?.describe().some((u) => u.head < 0) !== false; i++) {
+      for (
+        let i = 0;
+        pool()
+          ?.describe()
+          .some((u) => u.head < 0) !== false;
+        i++
+      ) {
         assert.ok(i < 200, "the health checks never saw both heads");
         await new Promise((r) => setTimeout(r, 25));
       }
@@ -91,7 +97,11 @@ describe("data plane: calls at the head go to an upstream at the served head (on
           const [m, p] = calls[j]!;
           const r = await post(url(), rpc(m, p, i));
           assert.equal(r.status, 200, r.text);
-          assert.deepEqual(r.json.result, want[j], `round ${i}: ${m} ${JSON.stringify(p)} answered by a node behind`);
+          assert.deepEqual(
+            r.json.result,
+            want[j],
+            `round ${i}: ${m} ${JSON.stringify(p)} answered by a node behind`,
+          );
         }
       }
     });
@@ -118,7 +128,11 @@ describe("data plane: calls at the head go to an upstream at the served head (on
         for (let i = 0; i < 20; i++) {
           for (let j = 0; j < calls.length; j++) {
             const [m, p] = calls[j]!;
-            assert.deepEqual((await ws.call(m, p)).result, want[j], `WebSocket ${i}: ${m} answered by a node behind`);
+            assert.deepEqual(
+              (await ws.call(m, p)).result,
+              want[j],
+              `WebSocket ${i}: ${m} answered by a node behind`,
+            );
           }
         }
         // No node is at the served head any more: the node behind answers.
@@ -157,7 +171,13 @@ describe("data plane: calls at the head go to an upstream at the served head (on
         key = await s.putKey();
       });
       const pool = () => gw.plane.context.upstreams.get("dot");
-      for (let i = 0; pool()?.describe().some((u) => u.head < 0) !== false; i++) {
+      for (
+        let i = 0;
+        pool()
+          ?.describe()
+          .some((u) => u.head < 0) !== false;
+        i++
+      ) {
         assert.ok(i < 200, "the health checks never saw both heads");
         await new Promise((r) => setTimeout(r, 25));
       }
@@ -176,7 +196,9 @@ describe("data plane: calls at the head go to an upstream at the served head (on
         ["chain_getBlock", []],
         ["state_getStorage", [SYSTEM_NUMBER_KEY]],
       ];
-      const want = await Promise.all(calls.map(async ([m, p]) => (await post(ahead.httpUrl, rpc(m, p))).json.result));
+      const want = await Promise.all(
+        calls.map(async ([m, p]) => (await post(ahead.httpUrl, rpc(m, p))).json.result),
+      );
       const other = (await post(behind.httpUrl, rpc("chain_getBlockHash", []))).json.result;
       assert.notEqual(other, want[1]);
       for (let i = 0; i < 20; i++) {

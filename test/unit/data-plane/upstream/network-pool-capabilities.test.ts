@@ -127,7 +127,10 @@ describe("data plane: selection by what each upstream can serve", () => {
     const latest = p.need({ method: "eth_call", params: [{ to: ADDR }, "latest"] });
     assert.equal(latest, AT_HEAD);
     assert.equal(p.need({ method: "eth_call", params: [{ to: ADDR }] }), AT_HEAD, "no block: the head");
-    assert.deepEqual(p.need({ method: "eth_call", params: [{ to: ADDR }, "0x31"] }), { block: 49, families: 0 });
+    assert.deepEqual(p.need({ method: "eth_call", params: [{ to: ADDR }, "0x31"] }), {
+      block: 49,
+      families: 0,
+    });
     assert.equal(p.need({ method: "eth_call", params: [{ to: ADDR }, "safe"] }), undefined);
     assert.equal(p.servedHead(), 50);
     assert.deepEqual(picks(p, latest), new Set(["u0"]));

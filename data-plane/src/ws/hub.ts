@@ -37,7 +37,8 @@ export interface HubOptions {
 export interface SubscriptionTarget {
   readonly slug: string;
   readonly record: { readonly upstreams: readonly { id: string; wsUrl: string | null; weight: number }[] };
-  describe(): readonly { id: string; breakerOpen: boolean }[];
+  /** `head`: the upstream's health-checked head (-1 or absent: unknown). */
+  describe(): readonly { id: string; breakerOpen: boolean; head?: number }[];
 }
 
 /**
@@ -646,20 +647,29 @@ export class NetworkSubscriptions {
     return out;
   }
 
-  /** Picks an upstream for a slot: not recently failed, breaker closed, not used by another slot. */
+  /**
+   * Picks an upstream for a slot: not recently failed, breaker closed, not used by another slot, at the
+   * highest health-checked head among those with a closed breaker (in that order of weight: spreading the
+   * sockets over nodes comes before a node a block behind, whose heads headAdvances holds back anyway).
+   */
   private chooseUpstream(slot: Slot): { id: string; wsUrl: string; weight: number } | undefined {
     const candidates = this.wsUpstreams();
     if (candidates.length === 0) return undefined;
-    const health = new Map(this.pool.describe().map((d) => [d.id, d]));
+    const described = this.pool.describe();
+    const health = new Map(described.map((d) => [d.id, d]));
+    let top = -1;
+    for (const d of described) if (!d.breakerOpen && (d.head ?? -1) > top) top = d.head ?? -1;
     const now = Date.now();
     let bestPenalty = Number.POSITIVE_INFINITY;
     let best: { id: string; wsUrl: string; weight: number }[] = [];
     for (const c of candidates) {
       let penalty = 0;
       const failed = this.failedAt.get(c.id);
-      if (failed !== undefined && now - failed < 10_000) penalty += 4;
-      if (health.get(c.id)?.breakerOpen) penalty += 2;
-      if (this.slots.some((s) => s !== slot && s.upstreamId === c.id && s.client?.isOpen)) penalty += 1;
+      if (failed !== undefined && now - failed < 10_000) penalty += 8;
+      const h = health.get(c.id);
+      if (h?.breakerOpen) penalty += 4;
+      if (this.slots.some((s) => s !== slot && s.upstreamId === c.id && s.client?.isOpen)) penalty += 2;
+      if (top >= 0 && (h?.head ?? -1) < top) penalty += 1;
       if (penalty < bestPenalty) {
         bestPenalty = penalty;
         best = [c];

@@ -96,6 +96,68 @@ describe("WebSocket new heads never go back (failover to a node behind)", functi
     });
   });
 
+  describe("the upstream socket goes to a node at the head", () => {
+    let ahead: StubWsUpstream;
+    let behind: StubWsUpstream;
+    let gw: Gateway;
+    let key = "";
+    // Six networks over the same two nodes: six hubs, each choosing its socket's node for itself.
+    const slugs = ["n1", "n2", "n3", "n4", "n5", "n6"];
+
+    before(async () => {
+      ahead = await startStubWsUpstream();
+      behind = await startStubWsUpstream();
+      // Two blocks apart (within HEALTH_MAX_LAG_BLOCKS: both healthy). No subscriptions yet: nothing sent.
+      ahead.emitHeadAt(0x102);
+      gw = await startGateway(
+        { UPSTREAM_WS_CONNECTIONS: "1", HEALTH_CHECK_INTERVAL_MS: "100" },
+        async (s) => {
+          for (const slug of slugs) {
+            await s.putNetwork(
+              wsNetwork(slug, "EVM", [
+                { id: "ahead", httpUrl: ahead.httpUrl, wsUrl: ahead.wsUrl },
+                { id: "behind", httpUrl: behind.httpUrl, wsUrl: behind.wsUrl },
+              ]),
+            );
+          }
+          key = await s.putKey();
+        },
+      );
+      const known = () =>
+        slugs.every((slug) =>
+          gw.plane.context.upstreams
+            .get(slug)
+            ?.describe()
+            .every((u) => u.head >= 0),
+        );
+      for (let i = 0; !known(); i++) {
+        assert.ok(i < 200, "the health checks never saw both heads");
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    });
+
+    after(async () => {
+      await gw?.stop();
+      await ahead?.close();
+      await behind?.close();
+    });
+
+    it("each network's subscription is made on the node ahead (one chance in 64 by a coin's toss)", async () => {
+      const clients: TestWsClient[] = [];
+      try {
+        for (const slug of slugs) {
+          const c = await TestWsClient.open(`ws://127.0.0.1:${gw.port()}/${slug}/rpc?apikey=${key}`);
+          clients.push(c);
+          assert.equal(typeof (await c.call("eth_subscribe", ["newHeads"])).result, "string");
+        }
+        assert.equal(ahead.subscriptions(), slugs.length);
+        assert.equal(behind.subscriptions(), 0);
+      } finally {
+        for (const c of clients) c.terminate();
+      }
+    });
+  });
+
   describe("Substrate chain_subscribeNewHeads", () => {
     let first: SubstrateTestNode;
     let second: SubstrateTestNode;

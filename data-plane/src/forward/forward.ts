@@ -335,8 +335,10 @@ function resultsAtServedHead(
     if (!r.ok) continue;
     const fixed = atServedHead(calls[j]!, pool, r.reply);
     if (fixed === undefined) continue;
-    if (isCall(fixed)) (again ??= []).push({ j, call: fixed });
-    else results[j] = { ok: true, reply: fixed };
+    if (isCall(fixed)) {
+      again ??= [];
+      again.push({ j, call: fixed });
+    } else results[j] = { ok: true, reply: fixed };
   }
   if (again === undefined) return undefined;
   const todo = again;

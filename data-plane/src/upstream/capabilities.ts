@@ -21,27 +21,97 @@ export interface Need {
   readonly block: number;
   /** FAMILY_BIT mask of the families the calls belong to; 0 = none. */
   readonly families: number;
+  /**
+   * The call reads the head (`latest`, `pending`, no block argument; Substrate: no block hash): it prefers
+   * an upstream at the served head (NetworkPool.select), and is never refused for want of one.
+   */
+  readonly head?: boolean;
 }
 
+/** The need of a call that only reads the head (one shared object: no allocation per call). */
+export const AT_HEAD: Need = Object.freeze({ block: -1, families: 0, head: true });
+
+/** Whether a need can restrict where a call goes (a block's state, a family), beyond a preference. */
+export function restricts(need: Need): boolean {
+  return need.block >= 0 || need.families !== 0;
+}
+
+/** blockNeedOfCall's answer for a call that reads the head (`latest`, `pending`, no block argument). */
+export const HEAD_BLOCK = -2;
+
 /**
- * Index of the block argument of the methods that read state at a block, and `parent` when the method
- * re-executes that block (traces), so needs the state after its parent. Block hashes name no height:
- * such calls are routed as any other (see stateBlockOf).
+ * Where a method's block argument is (`index`) and what it names:
+ * - `state`: the method reads the state at that block (a height routes it to an upstream that keeps it),
+ *   and `parent` when it re-executes that block (traces), so needs the state after its parent;
+ * - not `state`: a block's data (kept by every node), so only the head tags route it (to the served head);
+ * - `hash`: Substrate's optional block hash (`at`): absent or null = the best block, a hash names no height.
+ * Block hashes name no height: such calls are routed as any other (see blockNeedOfCall).
  */
-const STATE_BLOCK_ARG = new Map<string, { readonly index: number; readonly parent: boolean }>([
-  ["eth_getBalance", { index: 1, parent: false }],
-  ["eth_getCode", { index: 1, parent: false }],
-  ["eth_getTransactionCount", { index: 1, parent: false }],
-  ["eth_getStorageAt", { index: 2, parent: false }],
-  ["eth_call", { index: 1, parent: false }],
-  ["eth_estimateGas", { index: 1, parent: false }],
-  ["eth_createAccessList", { index: 1, parent: false }],
-  ["eth_getProof", { index: 2, parent: false }],
-  ["debug_traceCall", { index: 1, parent: false }],
-  ["trace_call", { index: 2, parent: false }],
-  ["debug_traceBlockByNumber", { index: 0, parent: true }],
-  ["trace_block", { index: 0, parent: true }],
-  ["trace_replayBlockTransactions", { index: 0, parent: true }],
+interface BlockArg {
+  readonly index: number;
+  readonly parent: boolean;
+  readonly state: boolean;
+  readonly hash: boolean;
+}
+
+const stateAt = (index: number, parent = false): BlockArg => ({ index, parent, state: true, hash: false });
+const blockAt = (index: number): BlockArg => ({ index, parent: false, state: false, hash: false });
+const hashAt = (index: number): BlockArg => ({ index, parent: false, state: false, hash: true });
+
+const BLOCK_ARG = new Map<string, BlockArg>([
+  ["eth_getBalance", stateAt(1)],
+  ["eth_getCode", stateAt(1)],
+  ["eth_getTransactionCount", stateAt(1)],
+  ["eth_getStorageAt", stateAt(2)],
+  ["eth_call", stateAt(1)],
+  ["eth_estimateGas", stateAt(1)],
+  ["eth_createAccessList", stateAt(1)],
+  ["eth_getProof", stateAt(2)],
+  ["debug_traceCall", stateAt(1)],
+  ["trace_call", stateAt(2)],
+  ["debug_traceBlockByNumber", stateAt(0, true)],
+  ["trace_block", stateAt(0, true)],
+  ["trace_replayBlockTransactions", stateAt(0, true)],
+  // Reads of the head's block data: no argument at all (index past the params) is the head.
+  ["eth_blockNumber", blockAt(0)],
+  ["eth_gasPrice", blockAt(0)],
+  ["eth_maxPriorityFeePerGas", blockAt(0)],
+  ["eth_blobBaseFee", blockAt(0)],
+  ["eth_feeHistory", blockAt(1)],
+  ["eth_getBlockByNumber", blockAt(0)],
+  ["eth_getBlockReceipts", blockAt(0)],
+  ["eth_getBlockTransactionCountByNumber", blockAt(0)],
+  ["eth_getTransactionByBlockNumberAndIndex", blockAt(0)],
+  ["eth_getUncleCountByBlockNumber", blockAt(0)],
+  ["eth_getUncleByBlockNumberAndIndex", blockAt(0)],
+  // Substrate: the best block when no hash (chain_getBlockHash: no number) is given.
+  ["chain_getHeader", hashAt(0)],
+  ["chain_getBlock", hashAt(0)],
+  ["chain_getBlockHash", hashAt(0)],
+  ["chain_getRuntimeVersion", hashAt(0)],
+  ["state_getRuntimeVersion", hashAt(0)],
+  ["state_getMetadata", hashAt(0)],
+  ["state_getStorage", hashAt(1)],
+  ["state_getStorageAt", hashAt(1)],
+  ["state_getStorageHash", hashAt(1)],
+  ["state_getStorageHashAt", hashAt(1)],
+  ["state_getStorageSize", hashAt(1)],
+  ["state_getStorageSizeAt", hashAt(1)],
+  ["state_getKeys", hashAt(1)],
+  ["state_getPairs", hashAt(1)],
+  ["state_getKeysPaged", hashAt(3)],
+  ["state_getKeysPagedAt", hashAt(3)],
+  ["state_getReadProof", hashAt(1)],
+  ["state_queryStorageAt", hashAt(1)],
+  ["state_call", hashAt(2)],
+  ["state_callAt", hashAt(2)],
+  ["childstate_getStorage", hashAt(2)],
+  ["childstate_getStorageHash", hashAt(2)],
+  ["childstate_getStorageSize", hashAt(2)],
+  ["childstate_getKeys", hashAt(2)],
+  ["state_getChildReadProof", hashAt(2)],
+  ["payment_queryInfo", hashAt(1)],
+  ["payment_queryFeeDetails", hashAt(1)],
 ]);
 
 /**
@@ -85,9 +155,29 @@ export function stateBlockOfCall(c: {
   readonly params: unknown;
   param?(index: number): unknown;
 }): number {
-  const arg = STATE_BLOCK_ARG.get(c.method);
+  const b = blockNeedOfCall(c);
+  return b < 0 ? -1 : b;
+}
+
+/**
+ * What a call's block argument asks of its upstream: the block whose state it reads (>= 0), HEAD_BLOCK
+ * when it reads the head (`latest` or `pending`, exactly as spelled, or no argument; Substrate: no block
+ * hash), else -1 (no block argument to read, a block's data at a height, a hash, `safe` / `finalized`).
+ * One map lookup and, for the methods in it, one param read: no allocation.
+ */
+export function blockNeedOfCall(c: {
+  readonly method: string;
+  readonly params: unknown;
+  param?(index: number): unknown;
+}): number {
+  const arg = BLOCK_ARG.get(c.method);
   if (arg === undefined) return -1;
-  const b = blockOfArg(paramAt(c, arg.index));
+  const v = paramAt(c, arg.index);
+  if (v === undefined || v === null) return HEAD_BLOCK;
+  if (arg.hash) return -1;
+  if (v === "latest" || v === "pending") return HEAD_BLOCK;
+  if (!arg.state) return -1;
+  const b = blockOfArg(v);
   if (b < 0 || !arg.parent) return b;
   return b === 0 ? 0 : b - 1;
 }
@@ -108,8 +198,11 @@ export function familyOf(method: string): number {
 export function mergeNeeds(a: Need | undefined, b: Need | undefined): Need | undefined {
   if (a === undefined) return b;
   if (b === undefined) return a;
+  // Head reads only (the usual coalesced batch): the shared need, no allocation.
+  if (!restricts(a) && !restricts(b)) return a.head === true ? a : b;
   const block = a.block < 0 ? b.block : b.block < 0 ? a.block : Math.min(a.block, b.block);
-  return { block, families: a.families | b.families };
+  const families = a.families | b.families;
+  return a.head === true || b.head === true ? { block, families, head: true } : { block, families };
 }
 
 /** The families of a mask. */

@@ -9,13 +9,16 @@ import { readVerbatimReply, VerbatimRefusal, type VerbatimReply } from "../forwa
 import type { Metrics } from "../metrics/metrics";
 import type { RpcCall } from "../rpc/parse";
 import {
+  AT_HEAD,
+  blockNeedOfCall,
   familyList,
   familyNames,
   familyOf,
+  HEAD_BLOCK,
   mergeNeeds,
   type Need,
+  restricts,
   Serves,
-  stateBlockOfCall,
 } from "./capabilities";
 import { ChainWatch } from "./chain-watch";
 import { BY_HASH, emptyAnswerAsk, NOT_RETRIED } from "./empty-answer";
@@ -314,7 +317,11 @@ export class NetworkPool {
    * heads come in through observeHead (ServedHeadShare). -1 while unknown.
    */
   servedHead(): number {
-    const best = this.bestHead();
+    return this.servedAt(this.bestHead());
+  }
+
+  /** servedHead, given bestHead() (`best`). */
+  private servedAt(best: number): number {
     // Far below the mark (HEAD_OUTLIER_BLOCKS) is no lagging node but a chain that started again (a
     // development node reset): the mark, and any head seen in an answer, follow it down rather than
     // serving a head that will not come.
@@ -373,13 +380,19 @@ export class NetworkPool {
 
   /**
    * What a call requires of its upstream: the state at the block it names (stateBlockOf), its method
-   * family once any upstream declares families. Undefined (the usual case, no allocation): anything does.
+   * family once any upstream declares families, and whether it reads the head (Need.head: a preference
+   * for an upstream at the served head). Undefined: anything does; a head read alone is the shared
+   * AT_HEAD (neither allocates).
    */
   need(c: OutgoingCall): Need | undefined {
-    const block = stateBlockOfCall(c);
+    const b = blockNeedOfCall(c);
     const families = this.familiesDeclared === 0 ? 0 : familyOf(c.method);
-    if (block < 0 && families === 0) return undefined;
-    return { block, families };
+    if (families === 0) {
+      if (b === HEAD_BLOCK) return AT_HEAD;
+      if (b < 0) return undefined;
+      return { block: b, families };
+    }
+    return b === HEAD_BLOCK ? { block: -1, families, head: true } : { block: b < 0 ? -1 : b, families };
   }
 
   /**
@@ -388,19 +401,52 @@ export class NetworkPool {
    * rest: known to keep that state before not known (a not yet probed AUTO upstream may be an archive
    * node, so it is tried rather than refused, but after the ones known to answer), and within its budget
    * before over it. Capability ranks above budget: an answer from a node that lacks the state is an error
-   * for the client, going over a budget only a cost.
+   * for the client, going over a budget only a cost. A head read (Need.head) ranks the upstreams whose
+   * health-checked head is below `headAt` (headTarget) after the others, between capability and budget: a
+   * node behind would answer from before a block the client may already have seen.
    */
-  private rank(u: Upstream, need: Need | undefined, nowMs: number): number {
+  private rank(u: Upstream, need: Need | undefined, nowMs: number, headAt = -1): number {
     let r = 0;
     if (need !== undefined) {
       if (need.families !== 0 && (u.caps.families & need.families) !== need.families) return -1;
       if (need.block >= 0) {
         const serves = u.caps.servesState(need.block, u.head);
         if (serves === Serves.No) return -1;
-        if (serves === Serves.Unknown) r = 2;
+        if (serves === Serves.Unknown) r = 4;
       }
+      if (headAt >= 0 && u.head < headAt) r += 2;
     }
     return u.caps.overBudget(nowMs) ? r + 1 : r;
+  }
+
+  /**
+   * The head a head read prefers its upstream at (see rank): the served head, or, while no upstream it
+   * could go to has reached it by its health checks (the served head came from an answer, another
+   * instance, or a node now gone), the highest head among those. -1 = no upstream's head is known.
+   */
+  private headTarget(
+    exclude: readonly Upstream[] | undefined,
+    heavy: boolean,
+    now: number,
+    best: number,
+  ): number {
+    let top = -1;
+    for (const u of this.upstreams) {
+      if (u.head > top && !exclude?.includes(u) && this.selectable(u, now, best, heavy)) top = u.head;
+    }
+    if (top < 0) return -1;
+    const served = this.servedAt(best);
+    return Math.min(top, served);
+  }
+
+  /** Upstreams a head read may go to now at the head it prefers (headTarget); at least 1. */
+  private atHeadCount(): number {
+    const now = Date.now();
+    const best = this.bestHead();
+    const at = this.headTarget(undefined, false, now, best);
+    let n = 0;
+    for (const u of this.upstreams) if (this.selectable(u, now, best) && u.head >= at) n++;
+    return Math.max(1, n);
   }
 
   /**
@@ -413,6 +459,7 @@ export class NetworkPool {
   select(exclude: readonly Upstream[] | undefined, heavy = false, need?: Need): Upstream | undefined {
     const now = Date.now();
     const best = this.bestHead();
+    const headAt = need?.head === true ? this.headTarget(exclude, heavy, now, best) : -1;
     const ups = this.upstreams;
     const ranks = this.ranks;
     let top = 127;
@@ -421,7 +468,8 @@ export class NetworkPool {
     let only: Upstream | undefined;
     for (let i = 0; i < ups.length; i++) {
       const u = ups[i]!;
-      const r = exclude?.includes(u) || !this.selectable(u, now, best, heavy) ? -1 : this.rank(u, need, now);
+      const r =
+        exclude?.includes(u) || !this.selectable(u, now, best, heavy) ? -1 : this.rank(u, need, now, headAt);
       ranks[i] = r;
       if (r < 0 || r > top) continue;
       if (r < top) {
@@ -511,7 +559,7 @@ export class NetworkPool {
     }
     const need = this.need(c);
     const r = this.route(c, paramsJson, need);
-    return need === undefined ? r : r.then((res) => this.counted(need, res));
+    return need === undefined || !restricts(need) ? r : r.then((res) => this.counted(need, res));
   }
 
   private route(
@@ -546,14 +594,15 @@ export class NetworkPool {
     const q = this.queue;
     this.queue = [];
     let needy = false;
-    for (const e of q) if (e.need !== undefined) needy = true;
+    for (const e of q) if (e.need !== undefined && restricts(e.need)) needy = true;
     if (!needy) {
       this.sendQueued(q);
       return;
     }
-    // Calls with a need batched apart, so that the others still go to any upstream.
-    this.sendQueued(q.filter((e) => e.need === undefined));
-    this.sendQueued(q.filter((e) => e.need !== undefined));
+    // Calls with a need that restricts their upstream batched apart, so that the others still go to any
+    // upstream (head reads among them: a preference, which the batch takes on).
+    this.sendQueued(q.filter((e) => e.need === undefined || !restricts(e.need)));
+    this.sendQueued(q.filter((e) => e.need !== undefined && restricts(e.need)));
   };
 
   private sendQueued(q: Queued[]): void {
@@ -834,13 +883,16 @@ export class NetworkPool {
     traceparent: string | undefined,
   ): Promise<CallResult[]> {
     let needs: (Need | undefined)[] | undefined;
+    let head = false;
     for (let i = 0; i < calls.length; i++) {
       const need = this.need(calls[i]!);
       if (need === undefined) continue;
+      if (need.head === true) head = true;
+      if (!restricts(need)) continue;
       needs ??= new Array<Need | undefined>(calls.length);
       needs[i] = need;
     }
-    if (needs === undefined) return this.spread(calls, traceparent);
+    if (needs === undefined) return this.spread(calls, traceparent, head);
     // The elements with a need go together to an upstream that serves them all (one by one when none
     // does); the others are spread as usual.
     const plainIdx: number[] = [];
@@ -852,6 +904,7 @@ export class NetworkPool {
         : this.spread(
             plainIdx.map((i) => calls[i]!),
             traceparent,
+            head,
           ),
       this.sendNeedy(
         needyIdx.map((i) => calls[i]!),
@@ -879,18 +932,27 @@ export class NetworkPool {
     return Promise.all(calls.map((c, i) => this.callDirect(c, undefined, needs[i])));
   }
 
-  /** Sends a batch's elements in chunks spread over the healthy upstreams; results in order. */
-  private async spread(calls: readonly OutgoingCall[], traceparent?: string): Promise<CallResult[]> {
+  /**
+   * Sends a batch's elements in chunks spread over the healthy upstreams; results in order. `head`: some
+   * element reads the head, so the chunks go to upstreams at the served head (as many chunks as there
+   * are such upstreams) when there are any.
+   */
+  private async spread(
+    calls: readonly OutgoingCall[],
+    traceparent?: string,
+    head = false,
+  ): Promise<CallResult[]> {
     const n = calls.length;
-    const chunks = this.chunksFor(n);
+    const need = head ? AT_HEAD : undefined;
+    const chunks = head ? Math.min(this.chunksFor(n), this.atHeadCount()) : this.chunksFor(n);
     const size = Math.ceil(n / chunks);
     const parts: Promise<CallResult[]>[] = [];
     // Each chunk starts on a different upstream (failover may still move it).
     const chosen: Upstream[] = [];
     for (let start = 0; start < n; start += size) {
-      const first = chunks > 1 ? this.select(chosen) : undefined;
+      const first = chunks > 1 ? this.select(chosen, false, need) : undefined;
       if (first !== undefined) chosen.push(first);
-      parts.push(this.sendChunk(calls.slice(start, start + size), undefined, first, undefined, traceparent));
+      parts.push(this.sendChunk(calls.slice(start, start + size), undefined, first, need, traceparent));
     }
     const results = await Promise.all(parts);
     return results.length === 1 ? results[0]! : results.flat();
@@ -906,7 +968,8 @@ export class NetworkPool {
    * Forwards a client batch as its own text (forward/verbatim.ts: the caller checked it may, and that no
    * call is handled on its own: sendsApart) to one upstream, with failover like any exchange; the
    * node's answer text comes back with each call's category. `text` may be its UTF-8 bytes (sent as
-   * they are, without encoding a string).
+   * they are, without encoding a string). It prefers an upstream at the served head as a head read does
+   * (whether its calls read the head is not looked up per call: nodes at the head are the usual case).
    */
   async callVerbatim(
     text: string | Uint8Array,
@@ -934,7 +997,7 @@ export class NetworkPool {
         return NOT_BAD;
       },
       kind,
-      undefined,
+      AT_HEAD,
       calls.length,
       hedge,
       traceparent,
@@ -942,12 +1005,13 @@ export class NetworkPool {
   }
 
   /**
-   * Whether callBatch handles any of `calls` on its own: one that needs a particular upstream (see need),
-   * or an eth_getLogs whose range is split (see logsSplit).
+   * Whether callBatch handles any of `calls` on its own: one that needs a particular upstream (see need;
+   * a head read only prefers one), or an eth_getLogs whose range is split (see logsSplit).
    */
   sendsApart(calls: readonly OutgoingCall[]): boolean {
     for (const c of calls) {
-      if (this.need(c) !== undefined) return true;
+      const need = this.need(c);
+      if (need !== undefined && restricts(need)) return true;
       if (c.method === "eth_getLogs" && this.logsSplit(c.params) !== undefined) return true;
     }
     return false;

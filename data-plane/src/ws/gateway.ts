@@ -1028,6 +1028,17 @@ export class WsGateway {
         this.inc(n);
       },
     });
+    new Counter({
+      name: "rpcgw_ws_heads_dropped_total",
+      help: "New-heads notifications not sent to subscribers: below, or the same as, the highest head already sent",
+      registers,
+      collect() {
+        this.reset();
+        let n = 0;
+        for (const h of self.hubs.all()) n += h.headsDropped;
+        this.inc(n);
+      },
+    });
     new Gauge({
       name: "rpcgw_ws_fanout_max_seconds",
       help: "Longest single fan-out since start",

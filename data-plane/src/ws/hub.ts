@@ -37,7 +37,8 @@ export interface HubOptions {
 export interface SubscriptionTarget {
   readonly slug: string;
   readonly record: { readonly upstreams: readonly { id: string; wsUrl: string | null; weight: number }[] };
-  describe(): readonly { id: string; breakerOpen: boolean }[];
+  /** `head`: the upstream's health-checked head (-1 or absent: unknown). */
+  describe(): readonly { id: string; breakerOpen: boolean; head?: number }[];
 }
 
 /**
@@ -107,6 +108,11 @@ class UpSub {
   lastMethod: string | undefined;
   lastResult: string | undefined;
   storage: Map<string, unknown> | undefined;
+  /** A subscription to new heads (see headAdvances): its notifications never go back. */
+  readonly heads: boolean;
+  /** The highest head number fanned out (-1: none yet), and that head's hash (its JSON when it has none). */
+  headNumber = -1;
+  headId = "";
 
   constructor(
     readonly key: string,
@@ -115,6 +121,10 @@ class UpSub {
     readonly spec: SubscribeSpec,
   ) {
     this.merged = spec.merged;
+    this.heads =
+      spec.family === "newHead" ||
+      spec.family === "finalizedHead" ||
+      (spec.family === "eth" && Array.isArray(params) && params[0] === "newHeads");
     // Unique in this thread's uWS app (every hub and network share its topic tree).
     this.topic = `s${++topicCounter}`;
   }
@@ -136,6 +146,34 @@ function extrinsicFinal(result: unknown): boolean {
     for (const k of Object.keys(result)) if (FINAL_EXTRINSIC.has(k)) return true;
   }
   return false;
+}
+
+/**
+ * Whether a new-heads notification (`result`, `resultJson` its JSON) may go to the subscription's clients,
+ * and if so records it as the highest sent (docs/contracts.md "A head that never goes back"). Dropped: a
+ * head below the highest one sent, and the same head again (same number and hash: a node the subscription
+ * moved to after a failover, or that is catching up, sends heads the clients already have). Passed: a
+ * higher head, and a different block at the highest height (a reorg, which clients need to see). A head
+ * without a readable number is passed as it is (not a head this check understands).
+ */
+function headAdvances(sub: UpSub, result: unknown, resultJson: string): boolean {
+  if (result === null || typeof result !== "object") return true;
+  const r = result as { number?: unknown; hash?: unknown };
+  const v = r.number;
+  const n =
+    typeof v === "string" && v.length > 2 && v.length <= 15 && (v.charCodeAt(1) | 0x20) === 0x78
+      ? Number.parseInt(v.slice(2), 16)
+      : typeof v === "number"
+        ? v
+        : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 0) return true;
+  if (n < sub.headNumber) return false;
+  // EVM heads carry their hash; Substrate headers do not, and the same header is the same JSON.
+  const id = typeof r.hash === "string" ? r.hash.toLowerCase() : resultJson;
+  if (n === sub.headNumber && id === sub.headId) return false;
+  sub.headNumber = n;
+  sub.headId = id;
+  return true;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
@@ -169,6 +207,8 @@ export class NetworkSubscriptions {
    * published is timed from its first notification to after uWS wrote the published messages.
    */
   fanouts = 0;
+  /** New-heads notifications not fanned out: below (or the same as) the highest sent (headAdvances). */
+  headsDropped = 0;
   fanoutSeconds = 0;
   fanoutMaxSeconds = 0;
   /** This event-loop turn's publishes, finished (timed, policed) once uWS has written them. */
@@ -465,8 +505,12 @@ export class NetworkSubscriptions {
 
   private fanout(sub: UpSub, n: UpstreamNotification): void {
     const started = performance.now();
-    const methodJson = JSON.stringify(n.method);
     let resultJson = JSON.stringify(n.result) ?? "null";
+    if (sub.heads && !headAdvances(sub, n.result, resultJson)) {
+      this.headsDropped++;
+      return;
+    }
+    const methodJson = JSON.stringify(n.method);
     if (sub.spec.replayLast) {
       sub.lastMethod = methodJson;
       if (sub.spec.family === "storage") {
@@ -603,20 +647,29 @@ export class NetworkSubscriptions {
     return out;
   }
 
-  /** Picks an upstream for a slot: not recently failed, breaker closed, not used by another slot. */
+  /**
+   * Picks an upstream for a slot: not recently failed, breaker closed, not used by another slot, at the
+   * highest health-checked head among those with a closed breaker (in that order of weight: spreading the
+   * sockets over nodes comes before a node a block behind, whose heads headAdvances holds back anyway).
+   */
   private chooseUpstream(slot: Slot): { id: string; wsUrl: string; weight: number } | undefined {
     const candidates = this.wsUpstreams();
     if (candidates.length === 0) return undefined;
-    const health = new Map(this.pool.describe().map((d) => [d.id, d]));
+    const described = this.pool.describe();
+    const health = new Map(described.map((d) => [d.id, d]));
+    let top = -1;
+    for (const d of described) if (!d.breakerOpen && (d.head ?? -1) > top) top = d.head ?? -1;
     const now = Date.now();
     let bestPenalty = Number.POSITIVE_INFINITY;
     let best: { id: string; wsUrl: string; weight: number }[] = [];
     for (const c of candidates) {
       let penalty = 0;
       const failed = this.failedAt.get(c.id);
-      if (failed !== undefined && now - failed < 10_000) penalty += 4;
-      if (health.get(c.id)?.breakerOpen) penalty += 2;
-      if (this.slots.some((s) => s !== slot && s.upstreamId === c.id && s.client?.isOpen)) penalty += 1;
+      if (failed !== undefined && now - failed < 10_000) penalty += 8;
+      const h = health.get(c.id);
+      if (h?.breakerOpen) penalty += 4;
+      if (this.slots.some((s) => s !== slot && s.upstreamId === c.id && s.client?.isOpen)) penalty += 2;
+      if (top >= 0 && (h?.head ?? -1) < top) penalty += 1;
       if (penalty < bestPenalty) {
         bestPenalty = penalty;
         best = [c];

@@ -18,6 +18,11 @@ export interface StubWsUpstream {
   connections(): number;
   /** Emits one newHeads notification (with `padBytes` of filler in `extraData`). */
   emitHead(padBytes?: number): void;
+  /**
+   * Makes `number` the head and emits it; `hash` defaults to the one emitHead gives that number (so two
+   * stubs agree on a block), another hash is another block at that height (a reorg).
+   */
+  emitHeadAt(number: number, hash?: string): void;
   /** Emits a head every `ms` until stopped. */
   startHeads(ms: number, padBytes?: number): void;
   stopHeads(): void;
@@ -98,11 +103,11 @@ export async function startStubWsUpstream(opts: { port?: number } = {}): Promise
   await new Promise<void>((r) => server.listen(opts.port ?? 0, "127.0.0.1", r));
   const port = (server.address() as AddressInfo).port;
   let timer: NodeJS.Timeout | undefined;
-  const emitHead = (padBytes = 0) => {
+  const emitHead = (padBytes = 0, hash?: string) => {
     head++;
     const result = {
       number: `0x${head.toString(16)}`,
-      hash: `0x${head.toString(16).padStart(64, "0")}`,
+      hash: hash ?? `0x${head.toString(16).padStart(64, "0")}`,
       timestamp: `0x${Math.floor(Date.now() / 1000).toString(16)}`,
       emittedAtMs: Date.now(),
       extraData: `0x${"ab".repeat(padBytes)}`,
@@ -132,6 +137,10 @@ export async function startStubWsUpstream(opts: { port?: number } = {}): Promise
     subscribeCalls: () => subscribeCalls,
     connections: () => wss.clients.size,
     emitHead,
+    emitHeadAt(number, hash) {
+      head = number - 1;
+      emitHead(0, hash);
+    },
     startHeads(ms, padBytes = 0) {
       if (timer !== undefined) clearInterval(timer);
       timer = setInterval(() => emitHead(padBytes), ms);

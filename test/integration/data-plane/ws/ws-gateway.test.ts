@@ -348,8 +348,9 @@ describe("WebSocket subscriptions survive an upstream dying", function () {
       await used.kill();
       await c1.until(() => other.subscriptions() === 1, 5000, "re-subscription on the other upstream");
       assert.equal(gw.plane.ws.upstreamSubscriptionCount("eth"), 1);
-      other.emitHead();
-      other.emitHead();
+      // The heads after the one the clients have (the same head again would not be sent: ws-heads.test.ts).
+      other.emitHeadAt(0x102);
+      other.emitHeadAt(0x103);
       await c1.until(() => c1.notifications(s1).length === 3, 5000, "c1 notifications after failover");
       await c2.until(() => c2.notifications(s2).length === 3, 5000, "c2 notifications after failover");
       // Requests keep working too (HTTP pool fails over).

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
+import { AT_HEAD, mergeNeeds } from "../../../../data-plane/src/upstream/capabilities";
 import { NetworkPool } from "../../../../data-plane/src/upstream/network-pool";
 import type { Upstream } from "../../../../data-plane/src/upstream/upstream";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
@@ -58,7 +59,7 @@ function pool(records: Partial<UpstreamRecord>[], metrics = new CapMetrics()) {
 /** Which upstream ids `select` picks over many tries. */
 function picks(
   p: NetworkPool,
-  need?: { block: number; families: number },
+  need?: { block: number; families: number; head?: boolean },
   exclude?: Upstream[],
 ): Set<string> {
   const seen = new Set<string>();
@@ -88,7 +89,7 @@ describe("data plane: selection by what each upstream can serve", () => {
     assert.deepEqual(picks(p, at("0x5")), new Set(["u0"]));
     assert.deepEqual(picks(p, at("earliest")), new Set(["u0"]));
     assert.deepEqual(picks(p, at("0x2a")), new Set(["u0", "u1"]));
-    assert.equal(at("latest"), undefined, "a head tag needs nothing");
+    assert.equal(at("latest"), AT_HEAD, "a head tag needs no state, only prefers the served head");
     assert.deepEqual(picks(p), new Set(["u0", "u1"]));
     // Failover stays within the capable ones: with u0 tried, nothing is left for block 5.
     assert.deepEqual(picks(p, at("0x5"), [ups[0]!]), new Set(["none"]));
@@ -110,13 +111,62 @@ describe("data plane: selection by what each upstream can serve", () => {
 
   it("families route only once some upstream declares them", () => {
     const plain = make([{}, {}]);
-    assert.equal(plain.p.need({ method: "debug_traceCall", params: [{}, "latest"] }), undefined);
+    assert.equal(plain.p.need({ method: "debug_traceCall", params: [{}, "latest"] }), AT_HEAD);
     const { p } = make([{ methodFamilies: ["debug"] }, {}, { methodFamilies: ["debug", "trace"] }]);
     const debug = p.need({ method: "debug_traceTransaction", params: ["0x1"] });
     const trace = p.need({ method: "trace_block", params: ["latest"] });
     assert.deepEqual(picks(p, debug), new Set(["u0", "u2"]));
     assert.deepEqual(picks(p, trace), new Set(["u2"]));
     assert.deepEqual(picks(p, p.need({ method: "eth_chainId", params: [] })), new Set(["u0", "u1", "u2"]));
+  });
+
+  it("a head read prefers the upstreams at the served head, before budget; with none there, the highest; never refused", () => {
+    const { p, ups } = make([{ maxRequestsPerSecond: 1 }, {}, {}]);
+    ups[1]!.head = 48;
+    ups[2]!.head = 49;
+    const latest = p.need({ method: "eth_call", params: [{ to: ADDR }, "latest"] });
+    assert.equal(latest, AT_HEAD);
+    assert.equal(p.need({ method: "eth_call", params: [{ to: ADDR }] }), AT_HEAD, "no block: the head");
+    assert.deepEqual(p.need({ method: "eth_call", params: [{ to: ADDR }, "0x31"] }), {
+      block: 49,
+      families: 0,
+    });
+    assert.equal(p.need({ method: "eth_call", params: [{ to: ADDR }, "safe"] }), undefined);
+    assert.equal(p.servedHead(), 50);
+    assert.deepEqual(picks(p, latest), new Set(["u0"]));
+    assert.deepEqual(picks(p), new Set(["u0", "u1", "u2"]), "other calls: anywhere");
+    // Over its budget, the node at the head still comes first: a head read from before a block the
+    // client saw is wrong, going over a budget only a cost.
+    ups[0]!.caps.spend(5, Date.now());
+    assert.deepEqual(picks(p, latest), new Set(["u0"]));
+    // With it tried, the highest of the others (49), not any of them.
+    assert.deepEqual(picks(p, latest, [ups[0]!]), new Set(["u2"]));
+    assert.deepEqual(picks(p, latest, [ups[0]!, ups[2]!]), new Set(["u1"]), "never refused");
+    // Merged with a call's state need (a coalesced batch): both apply.
+    const merged = mergeNeeds(latest, p.need({ method: "eth_getBalance", params: [ADDR, "0x30"] }));
+    assert.deepEqual(merged, { block: 48, families: 0, head: true });
+    assert.deepEqual(picks(p, merged), new Set(["u0"]));
+  });
+
+  it("Substrate: the best block (no hash) is a head read; a hash or a number is not", () => {
+    const { p } = make([{}]);
+    const need = (method: string, params: unknown[]) => p.need({ method, params });
+    for (const [m, params] of [
+      ["chain_getHeader", []],
+      ["chain_getBlock", [null]],
+      ["chain_getBlockHash", []],
+      ["state_getStorage", ["0x26aa"]],
+      ["state_call", ["Core_version", "0x"]],
+      ["state_getKeysPaged", ["0x26aa", 10, null]],
+      ["state_getRuntimeVersion", []],
+    ] as const) {
+      assert.equal(need(m, [...params]), AT_HEAD, m);
+    }
+    const hash = `0x${"ab".repeat(32)}`;
+    assert.equal(need("chain_getHeader", [hash]), undefined);
+    assert.equal(need("state_getStorage", ["0x26aa", hash]), undefined);
+    assert.equal(need("chain_getBlockHash", [7]), undefined);
+    assert.equal(need("system_chain", []), undefined);
   });
 
   it("over-budget upstreams go last, and are still used when nothing else is selectable", () => {

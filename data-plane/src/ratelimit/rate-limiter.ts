@@ -116,6 +116,8 @@ export class LocalRateLimiter implements RateLimiter {
   private readonly clock: Clock;
   private windowIndex = -1;
   private readonly counts: WindowCounts;
+  /** Identifiers' slot handles in the current window (stable for it), so a busy one is looked up once. */
+  private slots = new Map<string, number>();
 
   constructor(opts: { clock?: Clock; counts?: WindowCounts } = {}) {
     this.clock = opts.clock ?? systemClock;
@@ -126,11 +128,18 @@ export class LocalRateLimiter implements RateLimiter {
     const nowMs = this.clock.now();
     const index = Math.floor(nowMs / WINDOW_MS);
     // A clock stepping backwards stays in the newest window seen, rather than reopening an old one.
-    if (index > this.windowIndex) this.windowIndex = index;
+    if (index > this.windowIndex) {
+      this.windowIndex = index;
+      this.slots = new Map();
+    }
     const windowEndMs = (this.windowIndex + 1) * WINDOW_MS;
     if (!(limitPerSecond < Number.POSITIVE_INFINITY)) return UNLIMITED;
     const counts = this.counts;
-    const slot = counts.slot(identifier, this.windowIndex);
+    let slot = this.slots.get(identifier);
+    if (slot === undefined) {
+      slot = counts.slot(identifier, this.windowIndex);
+      this.slots.set(identifier, slot);
+    }
     let used = counts.load(slot);
     if (cost > limitPerSecond) {
       return refuse(limitPerSecond, used, windowEndMs, nowMs, "batch_exceeds_limit");

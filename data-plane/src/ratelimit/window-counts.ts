@@ -18,20 +18,22 @@
  *   there again by every thread (the slots before it stay taken for the whole window).
  * - A count changes only by compareExchange (admission: `count + cost <= max` is checked against the value
  *   replaced) or by subtracting what this process added (a refund): it never passes `max` by a race.
- * - A slot is never reclaimed for a window older than the one it holds: a thread whose clock read is a
- *   moment behind another's cannot wipe the newer window's counts.
+ * - A slot is reclaimed only once its window is two seconds old, never for an older window than it holds:
+ *   a thread still in second W (its clock read a moment before another's, or its check under way at the
+ *   boundary) keeps its handle valid while others start second W + 1, and cannot wipe W + 1's counts.
  *
- * When every slot of an identifier's probe run holds another identifier of the current window (more than
- * about 30,000 identifiers active in one second, or a clustered run), the identifier is counted in a
- * thread-local spill instead: exact per thread only, until the next second. `spilled` counts those.
+ * When every slot of an identifier's probe run holds another identifier of the current or the previous
+ * second (more than about 30,000 identifiers active per second, or a clustered run), the identifier is
+ * counted in a thread-local spill instead: exact per thread only, until the next second. `spilled` counts
+ * those.
  */
 const SLOT_INTS = 4;
 const WINDOW = 0;
 const TAG_A = 1;
 const TAG_B = 2;
 const COUNT = 3;
-/** Slots per process table (1 MiB of shared memory). */
-const DEFAULT_SLOTS = 1 << 16;
+/** Slots per process table (2 MiB of shared memory): two seconds' identifiers. */
+const DEFAULT_SLOTS = 1 << 17;
 /** Slots probed from an identifier's home slot before it spills. */
 const PROBE = 32;
 /** A slot being claimed (its tags are being written); never a stored window (see encodeWindow). */
@@ -162,9 +164,10 @@ export class WindowCounts {
           if (++spins > CLAIM_SPINS) return -1;
           continue;
         }
-        // Empty or another window. A newer window (this thread's clock read is behind) is left alone.
+        // Empty or another window. The previous window (a thread may still be using it) and a newer one
+        // (this thread's clock read is behind) are left alone.
         const ahead = (((held - w) % WINDOW_SPACE) + WINDOW_SPACE) % WINDOW_SPACE;
-        if (held !== 0 && ahead > 0 && ahead <= AHEAD_WINDOWS) break;
+        if (held !== 0 && (ahead <= AHEAD_WINDOWS || ahead === WINDOW_SPACE - 1)) break;
         if (!claim) {
           // Slots are claimed in probe order, so a reclaimable one ends the identifier's run: not here.
           return -1;

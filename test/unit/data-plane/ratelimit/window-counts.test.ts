@@ -71,10 +71,28 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
     assert.equal(c.count("ws:a", W0), 3);
     c.refund("ws:never", W0, 2);
     assert.equal(c.active(W0), 1, "a refund or a count claims no slot");
-    // The next second reclaims the slot; the old window's count is gone, the new one starts at 0.
+    // The next second has its own slot, starting at 0; the previous second's is kept for a second more.
     const next = c.slot("ws:a", W0 + 1);
+    assert.notEqual(next, a);
     assert.equal(c.load(next), 0);
     assert.equal(c.active(W0 + 1), 1);
+    assert.equal(c.count("ws:a", W0), 3);
+    // Two seconds on, the old slot is reclaimed.
+    assert.equal(c.slot("ws:a", W0 + 2), a);
+    assert.equal(c.load(a), 0);
+  });
+
+  it("a handle of second W stays valid while another thread fills second W + 1 (a check under way at the boundary)", () => {
+    const shared = WindowCounts.allocate(32);
+    const late = new WindowCounts(shared);
+    const early = new WindowCounts(shared);
+    const h = late.slot("ws:a", W0);
+    assert.equal(late.compareExchange(h, 0, 10), 0);
+    // The other thread is in W0 + 1 already and claims every slot it may.
+    for (let i = 0; i < 40; i++) early.slot(`ip:${i}`, W0 + 1);
+    assert.equal(early.spilled, 9, "31 slots free for W0 + 1, ws:a's W0 slot kept");
+    assert.equal(late.compareExchange(h, 10, 11), 10, "the late thread's handle still counts ws:a in W0");
+    assert.equal(early.count("ws:a", W0), 11);
   });
 
   it("two views of one table (two threads) share the count", () => {
@@ -110,8 +128,12 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
     assert.equal(c.spilled, 8, "32 shared slots, 8 spilled");
     for (let i = 0; i < 40; i++) assert.equal(c.count(`ip:10.0.0.${i}`, W0), i + 1);
     assert.equal(c.active(W0), 40);
-    // Next second: everything fits again.
-    assert.equal(c.load(c.slot("ip:10.0.0.39", W0 + 1)), 0);
+    // The next second finds the table still held by this one's (kept a second more): spilled; the one
+    // after fits again.
+    c.slot("ip:10.0.0.0", W0 + 1);
+    assert.equal(c.spilled, 9);
+    assert.equal(c.load(c.slot("ip:10.0.0.39", W0 + 2)), 0);
+    assert.equal(c.spilled, 9);
   });
 
   it("LocalRateLimiter over one table: 4 threads x 10,000 checks of 1 against 5,000/s admit exactly 5,000", async () => {

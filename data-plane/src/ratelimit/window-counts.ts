@@ -25,7 +25,8 @@
  * When every slot of an identifier's probe run holds another identifier of the current or the previous
  * second (more than about 30,000 identifiers active per second, or a clustered run), the identifier is
  * counted in a thread-local spill instead: exact per thread only, until the next second. `spilled` counts
- * those.
+ * those. So is an identifier whose slot stays CLAIMING for CLAIM_SPINS looks (its claimer descheduled
+ * between the claim and the publication, a few stores apart): this thread does not wait longer than that.
  */
 const SLOT_INTS = 4;
 const WINDOW = 0;

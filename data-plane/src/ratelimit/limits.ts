@@ -77,7 +77,7 @@ export function createLimits(
   opts: CreateLimitsOptions = {},
 ): Limits {
   const clock = opts.clock;
-  const counts = new WindowCounts(opts.rateLimitTable);
+  const counts = config.RATE_LIMIT_MODE === "off" ? undefined : new WindowCounts(opts.rateLimitTable);
   const names = new RedisNames(config.REDIS_KEY_PREFIX);
   const needRedis = config.RATE_LIMIT_MODE === "redis" || config.QUOTA_MODE === "redis";
   let redis: RedisClient | undefined;

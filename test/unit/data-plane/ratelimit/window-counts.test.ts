@@ -136,6 +136,24 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
     assert.equal(c.spilled, 9);
   });
 
+  it("a flood of 200,000 identifiers in one second: every limit still holds (shared or spilled), and the table is whole again two seconds on", () => {
+    const clock = new FakeClock(T0);
+    const counts = new WindowCounts();
+    const rl = new LocalRateLimiter({ clock, counts });
+    assert.equal(rl.check("ws:victim", 30, 50).allowed, true);
+    for (let i = 0; i < 200_000; i++) rl.check(`ip:2001:db8:${i.toString(16)}::/64`, 1, 50);
+    assert.ok(counts.spilled > 0, "the flood overflowed the table");
+    // Identifiers seen before the flood keep their shared slot; new ones are still limited (in the spill).
+    assert.equal(rl.check("ws:victim", 30, 50).allowed, false);
+    assert.equal(rl.check("ws:late", 30, 50).allowed, true);
+    assert.equal(rl.check("ws:late", 30, 50).allowed, false);
+    clock.advance(2000);
+    const spilled = counts.spilled;
+    assert.equal(rl.check("ws:after", 50, 50).allowed, true);
+    assert.equal(rl.check("ws:after", 1, 50).allowed, false);
+    assert.equal(counts.spilled, spilled, "two seconds on, a new identifier has a shared slot again");
+  });
+
   it("LocalRateLimiter over one table: 4 threads x 10,000 checks of 1 against 5,000/s admit exactly 5,000", async () => {
     const shared = WindowCounts.allocate();
     const results = await race(

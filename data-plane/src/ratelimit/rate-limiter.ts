@@ -110,7 +110,7 @@ export function refuse(
 /**
  * Single-instance limiter (RATE_LIMIT_MODE=local): exact for the process. Counts live in a WindowCounts
  * table, the process's when the serving threads share one (`counts`), else this limiter's own; only the
- * current window's counts matter, older ones are reclaimed as the table needs slots.
+ * current window's counts matter, a slot is reclaimed once its window is two seconds old.
  */
 export class LocalRateLimiter implements RateLimiter {
   private readonly clock: Clock;

@@ -99,6 +99,13 @@ export interface DataPlaneOverrides {
    * share one, so KEY_LOOKUP_MAX_FAILURES holds for the process).
    */
   keyLookupTable?: SharedArrayBuffer;
+  /**
+   * The per-second counts table (WindowCounts.allocate) and rate-limit instance id of the process
+   * (default: this plane's own; serving threads share both, so a per-second limit holds for the process
+   * and the process is one instance in the Redis reconciliation).
+   */
+  rateLimitTable?: SharedArrayBuffer;
+  rateLimitInstanceId?: string;
   /** Request tracing (default: `createTracing`, from OTEL_*); an injected one is not shut down by the plane. */
   tracing?: RequestTracing;
 }
@@ -184,7 +191,13 @@ export async function startDataPlane(
     onReorg: (slug: string, fromHeight: number) => metrics.reorg(slug, dropReorged(cache, slug, fromHeight)),
   };
   const upstreams = new UpstreamRegistry(poolOptions, metrics, logger);
-  const limits = overrides.limits ?? createLimits(config, logger, { clock: overrides.clock });
+  const limits =
+    overrides.limits ??
+    createLimits(config, logger, {
+      clock: overrides.clock,
+      rateLimitTable: overrides.rateLimitTable,
+      rateLimitInstanceId: overrides.rateLimitInstanceId,
+    });
   const gate = new LimitsGate({ limits, metrics, publicPerSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND });
   const ownedUsage =
     overrides.usage === undefined

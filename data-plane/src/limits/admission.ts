@@ -22,8 +22,10 @@ import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from ".
  * - Then, for app keys only, the quota: `count + cost` must stay within the daily (and monthly) limit.
  * - Apps' own caps (access rules, docs/contracts.md#access-rules): a per-second cap below the plan's is
  *   one more window, per app (`app:{appId}`, so a regenerated key and its predecessor in its grace period
- *   share it), asked first without consuming, then the workspace's window, then the app's is committed:
- *   all in one synchronous turn, so a refusal by either window consumes nothing from the other. A refusal
+ *   share it), committed first, then the workspace's window; when the workspace's refuses, the app's is
+ *   refunded in the same synchronous turn, so a refusal by either window consumes nothing from the other
+ *   (another thread may meanwhile have seen the app's count with it: refused early, never admitted over
+ *   a limit; rate-limiter.ts `refund`). A refusal
  *   names the window that refused (`app_rate_limit` for the app's cap). A daily cap is one more quota, per
  *   app (`Limits.appQuota`), checked after the workspace's. Only apps with a daily cap are counted per app.
  * - After answering, `recordServed(key, units)` counts the response objects actually returned (one unit
@@ -134,13 +136,17 @@ export class LimitsGate {
     let rate: RateLimitResult;
     if (cap !== undefined && cap < plan.requestsPerSecond) {
       const appId = keyIdentifier(key);
-      const app = limiter.check(appId, cost, cap, false);
+      // Commit, then undo on the workspace's refusal: a check without commit followed by a commit later
+      // would let another serving thread take the app's room in between (both windows are process-wide).
+      const app = limiter.check(appId, cost, cap);
       if (!app.allowed) return this.rateRefusal(app, "app", cost, true);
       const ws = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
-      if (!ws.allowed) return this.rateRefusal(ws, "app", cost);
-      const committed = limiter.check(appId, cost, cap);
+      if (!ws.allowed) {
+        limiter.refund(appId, cost);
+        return this.rateRefusal(ws, "app", cost);
+      }
       // The headers show the tighter of the two windows.
-      rate = committed.remaining < ws.remaining ? committed : ws;
+      rate = app.remaining < ws.remaining ? app : ws;
     } else {
       rate = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
       if (!rate.allowed) return this.rateRefusal(rate, "app", cost);

@@ -9,6 +9,7 @@ import type { Clock } from "./clock";
 import { LocalRateLimiter, NoopRateLimiter, type RateLimiter } from "./rate-limiter";
 import { createLimitsRedis } from "./redis-client";
 import { RedisReconciledRateLimiter } from "./redis-rate-limiter";
+import { WindowCounts } from "./window-counts";
 
 /** Environment for limits; spread into the data plane's env shape (`...limitsEnvShape`). */
 export const limitsEnvShape = {
@@ -55,6 +56,13 @@ export interface Limits {
 export interface CreateLimitsOptions {
   /** Injected in tests to step across second, day and month boundaries. */
   clock?: Clock;
+  /**
+   * The process's per-second counts (WindowCounts.allocate), shared by its serving threads so that a
+   * per-second limit holds for the process; this plane's own by default.
+   */
+  rateLimitTable?: SharedArrayBuffer;
+  /** The process's rate-limit instance id in Redis, the same in every serving thread (random by default). */
+  rateLimitInstanceId?: string;
 }
 
 /** Builds the limiter and quota tracker the server uses, from configuration. */
@@ -69,6 +77,7 @@ export function createLimits(
   opts: CreateLimitsOptions = {},
 ): Limits {
   const clock = opts.clock;
+  const counts = config.RATE_LIMIT_MODE === "off" ? undefined : new WindowCounts(opts.rateLimitTable);
   const names = new RedisNames(config.REDIS_KEY_PREFIX);
   const needRedis = config.RATE_LIMIT_MODE === "redis" || config.QUOTA_MODE === "redis";
   let redis: RedisClient | undefined;
@@ -90,11 +99,13 @@ export function createLimits(
           failClosedAfterMs: config.RATE_LIMIT_FAIL_CLOSED_AFTER_MS || null,
           clock,
           logger,
+          counts,
+          instanceId: opts.rateLimitInstanceId,
         })
       : undefined;
   const rateLimiter: RateLimiter =
     reconciled ??
-    (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter({ clock }) : new NoopRateLimiter());
+    (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter({ clock, counts }) : new NoopRateLimiter());
   const tracker =
     config.QUOTA_MODE === "off"
       ? undefined

@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from "./clock";
+import { WindowCounts } from "./window-counts";
 
 /**
  * Per-second request limits (docs/contracts.md#how-requests-count).
@@ -15,11 +16,21 @@ export interface RateLimiter {
    * All or nothing: a request that would take the identifier over the limit is refused whole and
    * consumes nothing. Synchronous and never throws; no Redis round trip.
    *
-   * `commit: false` decides without consuming: a caller that must pass two windows (an app's cap and its
-   * workspace's limit) asks the first, checks the second, then commits the first, all in one synchronous
-   * turn, so a refusal by either consumes nothing from the other.
+   * `commit: false` decides without consuming (a read: another thread may take the room before a later
+   * commit). A caller that must pass two windows (an app's cap and its workspace's limit) commits the
+   * first, checks the second, and on the second's refusal `refund`s the first, in one synchronous turn.
+   *
+   * With a process table shared by the serving threads (WindowCounts) the count is the process's: the
+   * limit is exact for the process, not only for this thread.
    */
   check(identifier: string, cost: number, limitPerSecond: number, commit?: boolean): RateLimitResult;
+
+  /**
+   * Takes back `cost` admitted for `identifier` by a `check` of this same synchronous turn (the second
+   * window of a two-window admission refused). Between the two, another thread may have seen the count
+   * with it and refused a request of its own: early, never late.
+   */
+  refund(identifier: string, cost: number): void;
 }
 
 export interface RateLimitResult {
@@ -79,6 +90,8 @@ export class NoopRateLimiter implements RateLimiter {
   check(): RateLimitResult {
     return UNLIMITED;
   }
+
+  refund(): void {}
 }
 
 /** Shared decision for a refusal or an unlimited pass; kept out of the classes so both stay identical. */
@@ -95,17 +108,20 @@ export function refuse(
 }
 
 /**
- * Single-instance limiter: exact. Counts live in a map for the current window only; when the second
- * changes the map is replaced, so memory is bounded by the identifiers active in one second and cleanup
- * is O(1).
+ * Single-instance limiter (RATE_LIMIT_MODE=local): exact for the process. Counts live in a WindowCounts
+ * table, the process's when the serving threads share one (`counts`), else this limiter's own; only the
+ * current window's counts matter, a slot is reclaimed once its window is two seconds old.
  */
 export class LocalRateLimiter implements RateLimiter {
   private readonly clock: Clock;
   private windowIndex = -1;
-  private counts = new Map<string, number>();
+  private readonly counts: WindowCounts;
+  /** Identifiers' slot handles in the current window (stable for it), so a busy one is looked up once. */
+  private slots = new Map<string, number>();
 
-  constructor(opts: { clock?: Clock } = {}) {
+  constructor(opts: { clock?: Clock; counts?: WindowCounts } = {}) {
     this.clock = opts.clock ?? systemClock;
+    this.counts = opts.counts ?? new WindowCounts();
   }
 
   check(identifier: string, cost: number, limitPerSecond: number, commit = true): RateLimitResult {
@@ -114,16 +130,28 @@ export class LocalRateLimiter implements RateLimiter {
     // A clock stepping backwards stays in the newest window seen, rather than reopening an old one.
     if (index > this.windowIndex) {
       this.windowIndex = index;
-      this.counts = new Map();
+      this.slots = new Map();
     }
     const windowEndMs = (this.windowIndex + 1) * WINDOW_MS;
     if (!(limitPerSecond < Number.POSITIVE_INFINITY)) return UNLIMITED;
-    const used = this.counts.get(identifier) ?? 0;
+    const counts = this.counts;
+    let slot = this.slots.get(identifier);
+    if (slot === undefined) {
+      slot = counts.slot(identifier, this.windowIndex);
+      this.slots.set(identifier, slot);
+    }
+    let used = counts.load(slot);
     if (cost > limitPerSecond) {
       return refuse(limitPerSecond, used, windowEndMs, nowMs, "batch_exceeds_limit");
     }
-    if (used + cost > limitPerSecond) return refuse(limitPerSecond, used, windowEndMs, nowMs);
-    if (cost > 0 && commit) this.counts.set(identifier, used + cost);
+    for (;;) {
+      if (used + cost > limitPerSecond) return refuse(limitPerSecond, used, windowEndMs, nowMs);
+      if (cost <= 0 || !commit) break;
+      // Another thread may have added since the load: the add happens only on the count it was decided on.
+      const found = counts.compareExchange(slot, used, used + cost);
+      if (found === used) break;
+      used = found;
+    }
     return {
       allowed: true,
       limit: limitPerSecond,
@@ -135,8 +163,12 @@ export class LocalRateLimiter implements RateLimiter {
     };
   }
 
-  /** Identifiers holding state (those active in the current window); for tests and metrics. */
+  refund(identifier: string, cost: number): void {
+    if (cost > 0) this.counts.refund(identifier, this.windowIndex, cost);
+  }
+
+  /** Identifiers holding a count in the current window (a table scan); for tests and metrics. */
   get size(): number {
-    return this.counts.size;
+    return this.counts.active(this.windowIndex);
   }
 }

@@ -4,6 +4,7 @@ import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { type Clock, systemClock } from "./clock";
 import { type RateLimiter, type RateLimitResult, refuse, WINDOW_MS } from "./rate-limiter";
+import { WindowCounts } from "./window-counts";
 
 /**
  * Per-second limiter shared by several data-plane instances, without a Redis round trip per request
@@ -25,6 +26,11 @@ import { type RateLimiter, type RateLimitResult, refuse, WINDOW_MS } from "./rat
  * sync may use up to the whole remainder, so a batch larger than the share is not refused while capacity
  * exists; this bounds the overshoot to one request (or batch) per peer per sync interval.
  *
+ * The serving threads of one process are one instance: they decide on one shared count per identifier
+ * (`counts`, a WindowCounts table given to every thread, exact within the process) and write it under
+ * one `instanceId` (the process's). Each thread reconciles the identifiers it checked; writing the same
+ * absolute count twice is harmless (`max(old, new)`). `localCount` below is that process count.
+ *
  * Redis trouble never reaches the hot path. Fail-open (default): decide on local counts only (each
  * instance then enforces the full limit by itself). Fail-closed (`failClosedAfterMs` set): once Redis has
  * been unreachable that long, refuse with reason `store_unavailable`.
@@ -34,8 +40,13 @@ export interface RedisRateLimiterOptions {
   redis: RedisClient;
   names: RedisNames;
   clock?: Clock;
-  /** Identifies this instance's field in the window hashes; random per process by default. */
+  /**
+   * Identifies this instance's field in the window hashes; random by default. The serving threads of a
+   * process pass the same one (with the same `counts`): the process is one instance.
+   */
   instanceId?: string;
+  /** The process's per-second counts (WindowCounts over the threads' shared table); this limiter's own by default. */
+  counts?: WindowCounts;
   /** Reconciliation period. Shorter = closer to exact across instances, more Redis commands. */
   syncIntervalMs?: number;
   /** A sync round not answered within this long counts as a Redis failure. */
@@ -53,8 +64,8 @@ export interface RedisRateLimiterOptions {
 }
 
 interface Entry {
-  /** Request objects this instance admitted in the window. */
-  localCount: number;
+  /** Handle of the instance's count of request objects admitted in the window (`counts.load(slot)`). */
+  readonly slot: number;
   /** Request objects the other instances admitted in the window, as of the last sync. */
   othersCount: number;
   /** `localCount` when `othersCount` was last refreshed (0 at window start). */
@@ -128,6 +139,7 @@ export class RedisReconciledRateLimiter implements RateLimiter {
   private readonly syncCommand: SyncCommand;
   private readonly heartbeatCommand: HeartbeatCommand;
   private readonly heartbeatIntervalMs: number;
+  private readonly counts: WindowCounts;
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
   /** Live instances (from the heartbeat hash): the peer guess for an identifier not seen before. */
   private instances = 1;
@@ -168,6 +180,7 @@ export class RedisReconciledRateLimiter implements RateLimiter {
     }
     this.heartbeatCommand = (r.rgRateLimitHeartbeat as unknown as HeartbeatCommand).bind(this.redis);
     this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? 500;
+    this.counts = opts.counts ?? new WindowCounts();
   }
 
   /** Starts the reconciliation loop. The Redis connection is the caller's to open and close. */
@@ -234,7 +247,7 @@ export class RedisReconciledRateLimiter implements RateLimiter {
     let e = this.current.get(identifier);
     if (e === undefined) {
       e = {
-        localCount: 0,
+        slot: this.counts.slot(identifier, this.windowIndex),
         othersCount: 0,
         localAtSync: 0,
         lastShare: 0,
@@ -250,16 +263,25 @@ export class RedisReconciledRateLimiter implements RateLimiter {
       this.current.set(identifier, e);
     }
     e.dirty = true;
-    const used = e.othersCount + e.localCount;
+    const counts = this.counts;
+    let localCount = counts.load(e.slot);
+    let used = e.othersCount + localCount;
     if (cost > limitPerSecond) return refuse(limitPerSecond, used, windowEndMs, nowMs, "batch_exceeds_limit");
-    if (used + cost > limitPerSecond) return refuse(limitPerSecond, used, windowEndMs, nowMs);
-    const sinceSync = e.localCount - e.localAtSync;
-    if (sinceSync > 0 && this.healthy && e.peers > 1) {
-      const unseen = (e.peers - 1) * e.lastShare;
-      const share = Math.floor((limitPerSecond - e.othersCount - e.localAtSync - unseen) / e.peers);
-      if (sinceSync + cost > share) return refuse(limitPerSecond, used, windowEndMs, nowMs);
+    for (;;) {
+      if (used + cost > limitPerSecond) return refuse(limitPerSecond, used, windowEndMs, nowMs);
+      const sinceSync = localCount - e.localAtSync;
+      if (sinceSync > 0 && this.healthy && e.peers > 1) {
+        const unseen = (e.peers - 1) * e.lastShare;
+        const share = Math.floor((limitPerSecond - e.othersCount - e.localAtSync - unseen) / e.peers);
+        if (sinceSync + cost > share) return refuse(limitPerSecond, used, windowEndMs, nowMs);
+      }
+      if (cost <= 0 || !commit) break;
+      // Another thread of the process may have admitted since the load: decide again on what it left.
+      const found = counts.compareExchange(e.slot, localCount, localCount + cost);
+      if (found === localCount) break;
+      localCount = found;
+      used = e.othersCount + localCount;
     }
-    if (cost > 0 && commit) e.localCount += cost;
     return {
       allowed: true,
       limit: limitPerSecond,
@@ -268,6 +290,10 @@ export class RedisReconciledRateLimiter implements RateLimiter {
       resetAtMs: windowEndMs,
       reason: undefined,
     };
+  }
+
+  refund(identifier: string, cost: number): void {
+    if (cost > 0) this.counts.refund(identifier, this.windowIndex, cost);
   }
 
   /** One reconciliation round now (the loop calls this; tests call it to step deterministically). */
@@ -313,7 +339,7 @@ export class RedisReconciledRateLimiter implements RateLimiter {
       if (!e.dirty) continue;
       e.dirty = false;
       const key = this.names.rateLimitWindow(identifier, windowIndex);
-      batch.push([e, this.syncCommand(key, this.instanceId, e.localCount, this.keyTtlMs)]);
+      batch.push([e, this.syncCommand(key, this.instanceId, this.counts.load(e.slot), this.keyTtlMs)]);
     }
     if (batch.length === 0) return;
     let timeout: NodeJS.Timeout | undefined;
@@ -340,8 +366,9 @@ export class RedisReconciledRateLimiter implements RateLimiter {
       if (this.current !== table) continue;
       const [othersSum, othersN] = s.value;
       if (othersSum > e.othersCount) e.othersCount = othersSum;
-      e.lastShare = e.localCount - e.localAtSync;
-      e.localAtSync = e.localCount;
+      const localCount = this.counts.load(e.slot);
+      e.lastShare = localCount - e.localAtSync;
+      e.localAtSync = localCount;
       if (othersN + 1 > e.peersSeen) e.peersSeen = othersN + 1;
       e.peers = Math.max(e.peersSeen, e.peersBefore);
     }

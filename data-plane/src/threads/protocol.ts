@@ -16,6 +16,10 @@ export interface ThreadData {
   readonly tenantTables: SharedArrayBuffer;
   /** Failed key look-ups per client address, shared by every thread (auth/lookup-throttle.ts). */
   readonly keyLookupTable: SharedArrayBuffer;
+  /** Per-second counts per limiter identifier, shared by every thread (ratelimit/window-counts.ts). */
+  readonly rateLimitTable: SharedArrayBuffer;
+  /** The process's field in the rate limiter's Redis hashes: the threads reconcile as one instance. */
+  readonly rateLimitInstanceId: string;
 }
 
 /** Main thread -> serving thread. */

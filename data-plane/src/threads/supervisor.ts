@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
@@ -7,6 +8,7 @@ import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
 import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
 import { serveMetrics } from "../metrics/server";
+import { WindowCounts } from "../ratelimit/window-counts";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
 import { renderProcessMetrics, type ThreadSnapshot } from "./metrics";
@@ -52,9 +54,10 @@ interface Collection {
  * listening on the same host:port. uWS listens with SO_REUSEPORT on Linux, so the kernel spreads incoming
  * connections over the N listen sockets (by a hash of the connection's addresses and ports; a connection
  * stays on its thread). Each thread is one instance for everything the planes already share through Redis
- * (its own key cache, event subscription, upstream pools, rate-limit and quota instance ids, usage batches);
- * the response cache is split (CACHE_MAX_BYTES / N each) and the upstream buffer budget is shared, so both
- * stay bounds on the process.
+ * (its own key cache, event subscription, upstream pools, quota instance ids, usage batches); the response
+ * cache is split (CACHE_MAX_BYTES / N each) and the upstream buffer budget is shared, so both stay bounds on
+ * the process. The limits' counts are the process's, in shared memory: the per-second counts (one
+ * rate-limit instance id for the process in Redis), the per-tenant caps and the failed key look-ups.
  *
  * The main thread owns the signals and the exit code: SIGTERM/SIGINT, or a fault in any thread (an uncaught
  * exception there or here, a thread that failed to start or ended unasked), make every thread drain (each
@@ -69,6 +72,8 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const bufferBudget = SharedBufferBudget.allocate();
   const tenantTables = allocateTenantTables();
   const keyLookupTable = KeyLookupThrottle.allocate();
+  const rateLimitTable = WindowCounts.allocate();
+  const rateLimitInstanceId = randomBytes(6).toString("hex");
   const threads: Thread[] = [];
   let stopping = false;
   let exitCode = 0;
@@ -194,6 +199,8 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       bufferBudget,
       tenantTables,
       keyLookupTable,
+      rateLimitTable,
+      rateLimitInstanceId,
     };
     const worker = new Worker(join(__dirname, "worker.js"), { workerData: data });
     const t: Thread = {

@@ -80,6 +80,8 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
       bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
       tenantCounts: sharedTenantCounts(data.tenantTables),
       keyLookupTable: data.keyLookupTable,
+      rateLimitTable: data.rateLimitTable,
+      rateLimitInstanceId: data.rateLimitInstanceId,
       thread: hooks,
     },
   ).then(

@@ -298,19 +298,26 @@ export class WsGateway {
         refuse({ row: d, retryAfterMs: t.retryAfterMs, limit: t.limit });
         return;
       }
-      // Re-checked: other upgrades may have opened while the key was being looked up.
-      const capped = this.ipCapRefusal(bucket) ?? this.keyCapRefusal(d.key);
+      // The places are taken here, each with one atomic add against its cap (given back when over), so
+      // upgrades racing on several serving threads cannot all pass a check made before any of them opened.
+      const connKey = d.key === undefined ? undefined : connectionKeyId(d.key);
+      const capped = this.reservePlaces(bucket, connKey);
       if (capped !== undefined) {
         refuse(capped);
         return;
       }
       const session = new WsSession(d, info.ip);
+      session.connKey = connKey;
+      session.counted = true;
       session.spanName = spanName;
       session.traceparent = info.traceparent;
       this.meta.set(session, { info, authorize });
       res.cork(() => {
         res.upgrade<UserData>({ session }, secKey, secProtocol, secExtensions, context);
       });
+      // uWS opens the socket within upgrade(); one that did not open (the client went away) gives its
+      // places back (should it open later after all, onOpen counts it then).
+      if (session.ws === undefined && !session.closed) this.releasePlaces(session);
     };
     let d: ReturnType<Authorize>;
     try {
@@ -344,23 +351,40 @@ export class WsGateway {
     this.capRefusals.set(reason, (this.capRefusals.get(reason) ?? 0) + 1);
   }
 
-  private keyCapRefusal(key: VerifiedKey | undefined): Refusal | undefined {
-    if (key === undefined) return undefined;
-    const cap = this.ctx.config.WS_MAX_CONNECTIONS_PER_KEY;
-    if (this.openByKey.get(connectionKeyId(key)) < cap) return undefined;
+  /** Takes one place per cap for an upgrade about to open, or answers the cap that refused (taking none). */
+  private reservePlaces(bucket: string, connKey: string | undefined): Refusal | undefined {
+    const ipCap = this.ctx.config.WS_MAX_CONNECTIONS_PER_IP;
+    if (!this.openByIp.tryAdd(bucket, 1, ipCap)) {
+      this.countRefusal(WsLimitError.IpConnections.reason);
+      return { row: WsLimitError.IpConnections, limit: ipCap, retryAfterMs: CAP_RETRY_AFTER_MS };
+    }
+    if (connKey === undefined) return undefined;
+    const keyCap = this.ctx.config.WS_MAX_CONNECTIONS_PER_KEY;
+    if (this.openByKey.tryAdd(connKey, 1, keyCap)) return undefined;
+    this.openByIp.sub(bucket, 1);
     this.countRefusal(WsLimitError.Connections.reason);
-    return { row: WsLimitError.Connections, limit: cap, retryAfterMs: CAP_RETRY_AFTER_MS };
+    return { row: WsLimitError.Connections, limit: keyCap, retryAfterMs: CAP_RETRY_AFTER_MS };
+  }
+
+  /** Gives back the places a session holds (once: `counted` is cleared). */
+  private releasePlaces(s: WsSession): void {
+    if (!s.counted) return;
+    s.counted = false;
+    this.openByIp.sub(s.ipBucket, 1);
+    if (s.connKey !== undefined) this.openByKey.sub(s.connKey, 1);
   }
 
   private onOpen(ws: uWS.WebSocket<UserData>): void {
     const s = ws.getUserData().session;
     s.ws = ws;
     this.sessions.add(s);
-    // Counted once here, released once in onClose (connKey / counted on the session).
-    s.connKey = s.key === undefined ? undefined : connectionKeyId(s.key);
-    s.counted = true;
-    this.openByIp.add(s.ipBucket, 1);
-    if (s.connKey !== undefined) this.openByKey.add(s.connKey, 1);
+    // Counted at the upgrade (reservePlaces), released once in onClose; counted here only when the
+    // places were given back because the socket had not opened within upgrade().
+    if (!s.counted) {
+      s.counted = true;
+      this.openByIp.add(s.ipBucket, 1);
+      if (s.connKey !== undefined) this.openByKey.add(s.connKey, 1);
+    }
     const hash = s.key?.hash;
     if (hash !== undefined) {
       let set = this.byKeyHash.get(hash);
@@ -377,11 +401,7 @@ export class WsGateway {
     s.closed = true;
     s.ws = undefined;
     this.sessions.delete(s);
-    if (s.counted) {
-      s.counted = false;
-      this.openByIp.sub(s.ipBucket, 1);
-      if (s.connKey !== undefined) this.openByKey.sub(s.connKey, 1);
-    }
+    this.releasePlaces(s);
     const hash = s.key?.hash;
     if (hash !== undefined) {
       const set = this.byKeyHash.get(hash);

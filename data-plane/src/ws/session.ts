@@ -94,9 +94,9 @@ export class WsSession {
    * on the public endpoint.
    */
   readonly tenant: string;
-  /** The per-key connection identity counted at open (undefined: public endpoint). */
+  /** The per-key connection identity counted against WS_MAX_CONNECTIONS_PER_KEY (undefined: public endpoint). */
   connKey: string | undefined;
-  /** Counted in the gateway's connection caps (set at open, cleared by the one release at close). */
+  /** Holds places in the gateway's connection caps (taken at the upgrade, cleared by the one release). */
   counted = false;
   /** Request objects being answered. */
   inFlight = 0;

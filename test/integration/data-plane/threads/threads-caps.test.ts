@@ -4,7 +4,14 @@ import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { sleep } from "../harness";
 import { StubUpstream } from "../stub-upstream";
 import { TestWsClient } from "../ws/ws-client";
-import { type Answer, postFresh, startThreadedPlane, type ThreadedPlane } from "./fixture";
+import {
+  type Answer,
+  connectionOn,
+  postFresh,
+  startThreadedPlane,
+  type ThreadConnection,
+  type ThreadedPlane,
+} from "./fixture";
 
 /**
  * The per-tenant caps are the process's, not each thread's: a tenant whose connections the kernel spreads
@@ -93,6 +100,84 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
     const after = await postFresh(plane.port, path, call(99));
     assert.equal(after.status, 200, after.text);
     assert.equal(up.count("eth_call"), 5);
+  });
+
+  it("MAX_IN_FLIGHT_PER_KEY=4, two calls held on each thread: a fifth is refused on either thread", async () => {
+    const key = await seeder.putKey({ workspaceId: "ws-caps", appId: "app-pinned", plan });
+    plane = await start({ MAX_IN_FLIGHT_PER_KEY: "4", MAX_HEAVY_IN_FLIGHT_PER_KEY: "0" });
+    const path = `/eth/rpc?apikey=${key}`;
+    const call = (i: number) => ({
+      jsonrpc: "2.0",
+      id: i,
+      method: "eth_call",
+      params: [{ to: `0x${i.toString(16).padStart(40, "0")}` }, "latest"],
+    });
+    const conns: ThreadConnection[] = [];
+    try {
+      // Three kept-alive connections on each thread (a connection carries one request at a time).
+      for (const thread of [1, 2, 1, 2, 1, 2]) conns.push(await connectionOn(plane.port, thread));
+      const held: Promise<Answer>[] = [];
+      for (let i = 0; i < 4; i++) {
+        held.push(conns[i]!.post(path, call(i)));
+        const deadline = Date.now() + 5_000;
+        while (up.count("eth_call") < i + 1) {
+          assert.ok(Date.now() < deadline, `call ${i} never reached the node`);
+          await sleep(5);
+        }
+      }
+      // Two held by thread 1's plane, two by thread 2's: each thread alone is under the cap of 4.
+      const [on1, on2] = await Promise.all([conns[4]!.post(path, call(5)), conns[5]!.post(path, call(6))]);
+      for (const [thread, a] of [
+        [1, on1],
+        [2, on2],
+      ] as const) {
+        assert.equal(a.status, 429, `thread ${thread}: ${a.status} ${a.text}`);
+        assert.equal(a.json.error.data.reason, "concurrency_limit", a.text);
+      }
+      assert.equal(up.count("eth_call"), 4, "no refused call reached the node");
+      for (const a of await Promise.all(held)) assert.equal(a.status, 200, a.text);
+      // Every slot is back, on both threads.
+      const [again1, again2] = await Promise.all([
+        conns[4]!.post(path, call(7)),
+        conns[5]!.post(path, call(8)),
+      ]);
+      assert.deepEqual([again1.status, again2.status], [200, 200], `${again1.text} | ${again2.text}`);
+    } finally {
+      for (const c of conns) c.close();
+    }
+  });
+
+  it("WS_MAX_CONNECTIONS_PER_KEY=3: 16 upgrades at once over both threads open exactly 3; closing them frees every place", async () => {
+    const key = await seeder.putKey({ workspaceId: "ws-caps", appId: "app-ws-race", plan });
+    plane = await start({ WS_MAX_CONNECTIONS_PER_KEY: "3" });
+    const url = `ws://127.0.0.1:${plane.port}/eth/rpc?apikey=${key}`;
+    const open: TestWsClient[] = [];
+    try {
+      const tries = await Promise.allSettled(Array.from({ length: 16 }, () => TestWsClient.open(url)));
+      for (const t of tries) if (t.status === "fulfilled") open.push(t.value);
+      const refused = tries.filter((t) => t.status === "rejected") as PromiseRejectedResult[];
+      for (const r of refused) {
+        const err = r.reason as { status?: number; body?: { error?: { data?: { reason?: string } } } };
+        assert.equal(err.status, 429, String(r.reason));
+        assert.equal(err.body?.error?.data?.reason, "ws_connection_limit", JSON.stringify(err.body));
+      }
+      assert.equal(open.length, 3, `${open.length} sockets open with a cap of 3`);
+      assert.equal(refused.length, 13);
+      // Every place comes back when they close, whichever thread held it: three open again.
+      for (const c of open.splice(0)) c.terminate();
+      const deadline = Date.now() + 5_000;
+      while (open.length < 3) {
+        const c = await TestWsClient.open(url).catch(() => undefined);
+        if (c !== undefined) open.push(c);
+        else {
+          assert.ok(Date.now() < deadline, `only ${open.length} places came back`);
+          await sleep(50);
+        }
+      }
+      await assert.rejects(TestWsClient.open(url), (e: { status?: number }) => e.status === 429);
+    } finally {
+      for (const c of open) c.terminate();
+    }
   });
 
   it("WS_MAX_CONNECTIONS_PER_KEY=3: of 10 sockets opened one by one, 3 open, 7 get 429 ws_connection_limit", async () => {

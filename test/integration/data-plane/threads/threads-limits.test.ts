@@ -14,9 +14,10 @@ function plan(requestsPerSecond: number, dailyRequestLimit = 10_000_000) {
 }
 
 /**
- * Limits with DATA_PLANE_THREADS=2: each thread is one instance of the limit reconciliation that already
- * exists between processes (its own rate-limiter and quota instance ids), so one process with two threads
- * must stay as close to exact as two processes do.
+ * Limits with DATA_PLANE_THREADS=2. The per-second counts are the process's (one table in shared memory,
+ * one rate-limit instance in Redis: exact within the process, threads-seed-limit.test.ts); the quotas are
+ * reconciled per thread (each its own quota instance id), so one process with two threads must stay as
+ * close to exact as two processes do.
  */
 describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across the threads", function () {
   this.timeout(120_000);
@@ -26,6 +27,8 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
   let usage: UsageReader;
   let redis: Redis;
   let plane: ThreadedPlane | undefined;
+  /** A second process, for the test across processes. */
+  let other: ThreadedPlane | undefined;
 
   beforeEach(async () => {
     up = await new RecordingUpstream().start();
@@ -39,6 +42,8 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
   afterEach(async () => {
     await plane?.proc.stop(20_000);
     plane = undefined;
+    await other?.proc.stop(20_000);
+    other = undefined;
     redis.disconnect();
     await usage.close();
     await seeder.close();
@@ -53,13 +58,15 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
       LOG_LEVEL: "warn",
       USAGE_MODE: "off",
     });
-    // Both threads announce themselves in the rate limiter's instances hash (heartbeat every 500 ms).
+    // The process announces itself in the rate limiter's instances hash (heartbeat every 500 ms), once
+    // for both threads: they reconcile its shared count as one instance.
     const instances = new RedisNames(ns.prefix).rateLimitInstances();
     const deadline = Date.now() + 5_000;
-    while ((await redis.hlen(instances)) < 2) {
-      assert.ok(Date.now() < deadline, "the two threads never registered as rate-limit instances");
+    while ((await redis.hlen(instances)) < 1) {
+      assert.ok(Date.now() < deadline, "the process never registered as a rate-limit instance");
       await sleep(50);
     }
+
     return plane;
   };
 
@@ -72,7 +79,14 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
   }
 
   /** `loops` concurrent request loops on the global fetch pool (one connection each) until `until`. */
-  const hammer = async (url: string, method: string, loops: number, until: (o: Outcome) => boolean) => {
+  /** `refusedAt` is called on each 429 (the caller notes its second). */
+  const hammer = async (
+    url: string,
+    method: string,
+    loops: number,
+    until: (o: Outcome) => boolean,
+    refusedAt?: (o: Outcome) => void,
+  ) => {
     const out: Outcome = { ok: 0, refused: 0, other: [], reasons: new Map() };
     const loop = async () => {
       while (!until(out)) {
@@ -80,6 +94,7 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
         if (r.status === 200) out.ok++;
         else if (r.status === 429) {
           out.refused++;
+          refusedAt?.(out);
           const reason = r.json?.error?.data?.reason as string;
           out.reasons.set(reason, (out.reasons.get(reason) ?? 0) + 1);
         } else out.other.push(`${r.status} ${r.text}`);
@@ -124,6 +139,60 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
       `fewer than two seconds reached 90% of ${limit}: ${perSecond}`,
     );
     assert.equal(up.count("lim_threads"), r.ok);
+    // Three seconds of load: both threads have heartbeated several times, into one field.
+    const instances = await redis.hlen(new RedisNames(ns.prefix).rateLimitInstances());
+    assert.equal(instances, 1, "the two threads registered as two rate-limit instances");
+  });
+
+  it("two processes of two threads each on one key: one rate-limit instance per process, each loaded second within 10% of the limit", async () => {
+    const limit = 200;
+    const key = await seeder.putKey({ workspaceId: WS, plan: plan(limit) });
+    const env = { ...LIMITS_ENV, SHARED_NODE_EXTRA_NAMESPACES: "lim", LOG_LEVEL: "warn", USAGE_MODE: "off" };
+    [plane, other] = await Promise.all([
+      startThreadedPlane(ns.prefix, env),
+      startThreadedPlane(ns.prefix, env),
+    ]);
+    // Four threads, two processes: two instances reconcile through Redis (heartbeats every 500 ms).
+    const instances = new RedisNames(ns.prefix).rateLimitInstances();
+    const deadline = Date.now() + 5_000;
+    while ((await redis.hlen(instances)) < 2) {
+      assert.ok(Date.now() < deadline, "the two processes never registered as rate-limit instances");
+      await sleep(50);
+    }
+    up.watch = "lim_procs";
+    await sleep(1000 - (Date.now() % 1000));
+    const first = Math.floor(Date.now() / 1000);
+    const endMs = (first + 3) * 1000;
+    const clientSide = new Map<number, number>();
+    const count429 = () => {
+      const sec = Math.floor(Date.now() / 1000) - first;
+      clientSide.set(sec, (clientSide.get(sec) ?? 0) + 1);
+    };
+    const [ra, rb] = await Promise.all(
+      [plane, other].map((p) =>
+        hammer(`${p.base}/eth/rpc?apikey=${key}`, "lim_procs", 12, () => Date.now() >= endMs, count429),
+      ),
+    );
+    assert.deepEqual([...ra!.other, ...rb!.other], []);
+    const perSecond = [first, first + 1, first + 2].map((s) => up.perSecond.get(s) ?? 0);
+    console.log(
+      `      limit ${limit}/s over 2 processes x 2 threads: admitted per second ${perSecond.join(", ")}; ` +
+        `${ra!.ok + rb!.ok} served, ${ra!.refused + rb!.refused} refused; 429s per second ${JSON.stringify([...clientSide])}`,
+    );
+    assert.ok(ra!.refused + rb!.refused > 0, "the load never crossed the limit");
+    // As between two single-thread processes (limits/cluster-limits.test.ts): never more than 10% over;
+    // within 10% below in a second that saw 429s, and at least two of the three seconds loaded.
+    let loaded = 0;
+    perSecond.forEach((n, i) => {
+      assert.ok(n <= limit * 1.1, `admitted ${n} in a second, limit ${limit}`);
+      if ((clientSide.get(i) ?? 0) > 0) {
+        loaded++;
+        assert.ok(n >= limit * 0.9, `admitted ${n} in a loaded second, limit ${limit}`);
+      }
+    });
+    assert.ok(loaded >= 2, "the load crossed the limit in at least two of the three seconds");
+    assert.equal(await redis.hlen(instances), 2, "four threads registered as more than two instances");
+    assert.equal(up.count("lim_procs"), ra!.ok + rb!.ok);
   });
 
   it("a daily quota shared by both threads: served within 10% of the limit, then counted exactly", async () => {

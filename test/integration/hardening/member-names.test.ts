@@ -289,7 +289,9 @@ describe("hardening: member names a Go node reads differently (stand-in decoding
       wsApp.close();
       wsNode.close();
     }
-    console.log(`      fuzz: ${CASES} requests, ${shadowed} calls with a shadowed member, ${forwarded} reached the node`);
+    console.log(
+      `      fuzz: ${CASES} requests, ${shadowed} calls with a shadowed member, ${forwarded} reached the node`,
+    );
     // Most shadowed calls were still forwarded (as what was checked): the fuzz reached the node.
     assert.ok(forwarded > shadowed / 3, `${forwarded} of ${shadowed} calls reached the node`);
     // And the gateway is still up and answering.

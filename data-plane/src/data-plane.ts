@@ -388,43 +388,34 @@ export async function startDataPlane(
   }
   upstreams.startHealthChecks();
   ownedUsage?.start();
-  // Only with the real Redis state: a test that injects its own state has no Redis to publish to.
-  const healthRedis =
-    config.HEALTH_PUBLISH_INTERVAL_MS > 0 && overrides.state === undefined
+  // The health records and the served head are shared through one connection of their own (timers, off
+  // the hot path), and only with the real Redis state: a test that injects its own has no Redis for them.
+  const sideRedis =
+    (config.HEALTH_PUBLISH_INTERVAL_MS > 0 || config.SERVED_HEAD_SHARE_INTERVAL_MS > 0) &&
+    overrides.state === undefined
       ? createLimitsRedis(config.REDIS_URL, {
           clusterNodes: config.REDIS_CLUSTER_NODES,
           commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
           name: "data-plane:health",
         })
       : undefined;
-  healthRedis?.on("error", (err: Error) =>
-    logger.warn({ err: err.message }, "health redis connection error"),
-  );
+  sideRedis?.on("error", (err: Error) => logger.warn({ err: err.message }, "health redis connection error"));
   const health =
-    healthRedis === undefined
+    sideRedis === undefined || config.HEALTH_PUBLISH_INTERVAL_MS === 0
       ? undefined
       : new HealthPublisher({
-          redis: healthRedis,
+          redis: sideRedis,
           names: new RedisNames(config.REDIS_KEY_PREFIX),
           logger,
           intervalMs: config.HEALTH_PUBLISH_INTERVAL_MS,
           snapshot: () => upstreams.healthSnapshot(),
         });
   health?.start();
-  // The served head is shared only with the real Redis state, as the health records are.
-  const headRedis =
-    config.SERVED_HEAD_SHARE_INTERVAL_MS > 0 && overrides.state === undefined
-      ? createLimitsRedis(config.REDIS_URL, {
-          clusterNodes: config.REDIS_CLUSTER_NODES,
-          commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
-          name: "data-plane:served-head",
-        })
-      : undefined;
   const headShare =
-    headRedis === undefined
+    sideRedis === undefined || config.SERVED_HEAD_SHARE_INTERVAL_MS === 0
       ? undefined
       : new ServedHeadShare({
-          redis: headRedis,
+          redis: sideRedis,
           names: new RedisNames(config.REDIS_KEY_PREFIX),
           logger,
           intervalMs: config.SERVED_HEAD_SHARE_INTERVAL_MS,
@@ -488,9 +479,8 @@ export async function startDataPlane(
         // answered is in the final usage flush (both flush in parallel; each retries up to its timeout).
         await Promise.all([limits.close(), ownedUsage?.close(), ownedRequestLog?.close()]);
         await health?.close();
-        healthRedis?.disconnect();
         headShare?.close();
-        headRedis?.disconnect();
+        sideRedis?.disconnect();
         filtersRedis.disconnect();
         await Promise.all([upstreams.close(), nodes.close()]);
         await state.close();

@@ -261,26 +261,16 @@ export async function forwardPlan(
   if (got !== Acquired.Ok) {
     return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
   }
+  // Calls PoolCalls answers (filters, pending nonces, sends, own reads) are answered there, the others sent
+  // together as any batch (forwardMixed); such a batch never goes verbatim.
   const pc = deps.poolCalls;
-  if (pc !== undefined && forward.some((c) => pc.handles(pool, c))) {
-    let results: CallResult[];
-    const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, false));
-    try {
-      results = await forwardMixed(pc, pool, flight, forward, span?.traceparent);
-      const fixing = resultsAtServedHead(forward, results, pool);
-      if (fixing !== undefined) await fixing;
-    } finally {
-      flights.release(flight, forward.length, heavy);
-    }
-    span?.end(undefined, firstFailure(results)?.reason);
-    const anyOk = settleBatch(plan, results, requestId, pool);
-    return anyOk ? { results } : { results, failure: firstFailure(results) };
-  }
+  const mixed = pc !== undefined && forward.some((c) => pc.handles(pool, c)) ? pc : undefined;
   // The client's text itself, when every element goes upstream in one exchange (a batch spread over
   // several upstreams is re-serialised per part, and so is one with calls handled on their own: old
   // state, a method family, a split eth_getLogs) and nothing in it needs a per-element look at the answer
   // (forward/verbatim.ts).
   if (
+    mixed === undefined &&
     text !== undefined &&
     forward.length === plan.out.length &&
     pool.chunksFor(forward.length) === 1 &&
@@ -308,7 +298,10 @@ export async function forwardPlan(
   let results: CallResult[];
   const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, false));
   try {
-    results = await pool.callBatch(forward, span?.traceparent);
+    results =
+      mixed === undefined
+        ? await pool.callBatch(forward, span?.traceparent)
+        : await forwardMixed(mixed, pool, flight, forward, span?.traceparent);
     const fixing = resultsAtServedHead(forward, results, pool);
     if (fixing !== undefined) await fixing;
   } finally {

@@ -1,5 +1,6 @@
 import { id as eventTopic, getCreateAddress, Wallet } from "ethers";
 import { type Anvil, startAnvil } from "./anvil";
+import { eventually } from "./eventually";
 import { ANVIL_DETERMINISTIC_ARGS, rpc, word } from "./evm-logs";
 
 /**
@@ -131,15 +132,11 @@ export class TwinChain {
   }
 }
 
-/** Polls `check` (every 25 ms) until it returns true; throws after `ms`. */
+/** Waits until `check` returns true; throws after `ms` (test/helpers/eventually.ts). */
 export async function until(
   check: () => Promise<boolean> | boolean,
   ms = 10_000,
   what = "condition",
 ): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  await eventually(check, what, ms);
 }

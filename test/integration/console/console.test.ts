@@ -646,8 +646,7 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       return (window as unknown as { __rgInjected?: unknown }).__rgInjected;
     });
     assert.equal(ran, undefined, "an inline script ran");
-    const deadline = Date.now() + 5_000;
-    while ((await policy.violations()).length === 0 && Date.now() < deadline) await sleep(25);
+    await eventually("the violation reported", async () => (await policy.violations()).length > 0);
     assert.match((await policy.violations()).join("\n"), /^script-src-elem inline /m);
   });
 });

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { loadConfig } from "../../../control-plane/src/config";
 import { type ControlPlane, createControlPlane } from "../../../control-plane/src/server";
+import { eventually } from "../../helpers/eventually";
 import { createTestDatabase, type TestDatabase } from "../../helpers/postgres";
 import { PrivateRedis } from "../../helpers/redis-server";
 import { TcpProxy } from "../data-plane/ratelimit/tcp-proxy";
@@ -60,14 +61,14 @@ describe("control plane: /readyz checks Postgres and Redis, /healthz stays liven
 
   /** Polls /readyz until it answers `status` (each check's result lives 1 s), failing after 10 s. */
   const readyzUntil = async (status: number): Promise<Probe> => {
-    const deadline = Date.now() + 10_000;
     let last: Probe | undefined;
-    while (Date.now() < deadline) {
-      last = await probe("/readyz");
-      if (last.status === status) return last;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`/readyz never answered ${status}; last ${JSON.stringify(last)}`);
+    return eventually(
+      async () => {
+        last = await probe("/readyz");
+        return last.status === status ? last : undefined;
+      },
+      `/readyz answering ${status} (last ${JSON.stringify(last)})`,
+    );
   };
 
   it("is ready with both up; 503 naming Redis while Redis is down, ready again once it is back", async () => {

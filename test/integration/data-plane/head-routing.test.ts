@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { evmNetwork } from "../../helpers/seed-redis";
 import { type SubstrateTestNode, SYSTEM_NUMBER_KEY, startSubstrateTestNode } from "../../substrate-node";
 import { type Gateway, post, startGateway } from "./harness";
@@ -57,16 +58,13 @@ describe("data plane: calls at the head go to an upstream at the served head (on
       });
       // Until the health checks have seen both nodes' heads.
       const pool = () => gw.plane.context.upstreams.get("eth");
-      for (
-        let i = 0;
-        pool()
-          ?.describe()
-          .some((u) => u.head < 0) !== false;
-        i++
-      ) {
-        assert.ok(i < 200, "the health checks never saw both heads");
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await eventually(
+        () =>
+          pool()
+            ?.describe()
+            .every((u) => u.head >= 0),
+        "the health checks seeing both heads",
+      );
     });
 
     after(async () => {
@@ -171,16 +169,13 @@ describe("data plane: calls at the head go to an upstream at the served head (on
         key = await s.putKey();
       });
       const pool = () => gw.plane.context.upstreams.get("dot");
-      for (
-        let i = 0;
-        pool()
-          ?.describe()
-          .some((u) => u.head < 0) !== false;
-        i++
-      ) {
-        assert.ok(i < 200, "the health checks never saw both heads");
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await eventually(
+        () =>
+          pool()
+            ?.describe()
+            .every((u) => u.head >= 0),
+        "the health checks seeing both heads",
+      );
     });
 
     after(async () => {

@@ -4,6 +4,7 @@ import Redis from "ioredis";
 import { generateApiKey, hashApiKey } from "../../../shared/src/crypto/api-key";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { evmNetwork } from "../../helpers/seed-redis";
 import { type Gateway, post, startGateway } from "./harness";
@@ -60,12 +61,7 @@ describe("data plane: API key format (prefix + checksum; legacy keys)", function
 
   /** Resolves once MONITOR has shown a command naming `name` (the proof that reads are seen). */
   async function sawRead(name: string, ms = 5_000): Promise<boolean> {
-    const until = Date.now() + ms;
-    while (Date.now() < until) {
-      if (seen.includes(name)) return true;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    return false;
+    return eventually(() => seen.includes(name), `MONITOR showing ${name}`, ms).catch(() => false);
   }
 
   it("prefixed and legacy (pre-prefix base64url) keys both work", async () => {

@@ -5,8 +5,9 @@ import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { REQUEST_LOG_CONSUMER_GROUP } from "../../../shared/src/requestlog/contract";
+import { eventually } from "../../helpers/eventually";
 import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../control-plane/harness";
-import { post, sleep } from "../data-plane/harness";
+import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
 const FLOOD = 10_000;
@@ -122,18 +123,20 @@ describe("keyless flood: 10,000 unknown keys from one address", function () {
   /** Waits until the worker has read every request-log entry (so a stored row would be in Postgres). */
   const ingested = async () => {
     const stream = h.names.requestLogStream();
-    for (let i = 0; i < 600; i++) {
-      const gs = (await h.redis.xinfo("GROUPS", stream).catch(() => [])) as unknown[][];
-      const g = gs.map((flat) => {
-        const o: Record<string, unknown> = {};
-        for (let j = 0; j + 1 < flat.length; j += 2) o[String(flat[j])] = flat[j + 1];
-        return o;
-      });
-      const group = g.find((x) => x.name === REQUEST_LOG_CONSUMER_GROUP);
-      if (group !== undefined && Number(group.lag) === 0 && Number(group.pending) === 0) return;
-      await sleep(50);
-    }
-    throw new Error("request-log ingestion did not catch up");
+    await eventually(
+      async () => {
+        const gs = (await h.redis.xinfo("GROUPS", stream).catch(() => [])) as unknown[][];
+        const g = gs.map((flat) => {
+          const o: Record<string, unknown> = {};
+          for (let j = 0; j + 1 < flat.length; j += 2) o[String(flat[j])] = flat[j + 1];
+          return o;
+        });
+        const group = g.find((x) => x.name === REQUEST_LOG_CONSUMER_GROUP);
+        return group !== undefined && Number(group.lag) === 0 && Number(group.pending) === 0;
+      },
+      "request-log ingestion catching up",
+      30_000,
+    );
   };
 
   before(async () => {

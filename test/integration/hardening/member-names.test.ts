@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { height } from "../../../data-plane/src/limits/logs-range";
 import type { NodeRecord } from "../../../shared/src/redis/records";
+import { eventually } from "../../helpers/eventually";
 import { goField, goFold, goParse } from "../../helpers/go-json";
 import { objectText, prng, shadowMember } from "../../helpers/json-fuzz";
 import { TEST_REDIS_URL } from "../../helpers/redis";
@@ -50,12 +51,11 @@ describe("hardening: member names a Go node reads differently (stand-in decoding
     await redis.set(gw.seeder.names.node(NODE_ID), JSON.stringify(rec));
     await gw.seeder.publish({ type: "node.update", nodeId: NODE_ID });
     // The range check resolves "latest" against the pool's head: wait until the probes have read it.
-    for (let i = 0; ; i++) {
-      const r = await post(`${gw.base}/eth/rpc?apikey=${appKey}`, filterCall(1, "0xfff", "latest"));
-      if (r.status === 200) break;
-      assert.ok(i < 100, `head never known: ${r.text}`);
-      await new Promise((res) => setTimeout(res, 50));
-    }
+    await eventually(
+      async () =>
+        (await post(`${gw.base}/eth/rpc?apikey=${appKey}`, filterCall(1, "0xfff", "latest"))).status === 200,
+      "the network's head known",
+    );
     const n = await post(nodeUrl(), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
     assert.equal(n.status, 200, n.text);
   });

@@ -7,8 +7,9 @@ import {
   REQUEST_LOG_STREAM_FIELD,
 } from "../../../shared/src/requestlog/contract";
 import { BUCKET_COUNT, USAGE_CONSUMER_GROUP, USAGE_STREAM_FIELD } from "../../../shared/src/usage/contract";
+import { eventually } from "../../helpers/eventually";
 import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../control-plane/harness";
-import { post, sleep } from "../data-plane/harness";
+import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
 /** XINFO GROUPS of `stream` as group name -> { pending, lag } (Redis 7 reports the lag). */
@@ -22,14 +23,9 @@ async function groups(h: Harness, stream: string): Promise<Record<string, { pend
   return out;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
+/** Waits for `probe` to find what it looks for (test/helpers/eventually.ts). */
+function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  return eventually(probe, what, timeoutMs);
 }
 
 /**

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { newWebhookEventId, recordDeliveries } from "../../../../control-plane/src/webhooks/webhook.queue";
 import { type ControlPlaneWorker, startWorker } from "../../../../control-plane/src/worker/worker";
+import { eventually } from "../../../helpers/eventually";
 import { code, type Harness, startHarness } from "../harness";
 import { WebhookReceiver } from "./receiver";
 
@@ -136,11 +137,7 @@ describe("webhooks: fair delivery across workspaces, throttled test sends (real 
     }
     assert.equal(queued.length, 30);
     // Wait until the slow workspace holds its slots (two requests held open at the endpoint).
-    const deadline = Date.now() + 10_000;
-    while (hangNow < 2) {
-      assert.ok(Date.now() < deadline, "the hanging endpoint never got its deliveries");
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await eventually(() => hangNow >= 2, "the hanging endpoint getting its deliveries");
     const t0 = Date.now();
     await h.ok(TEST, { id: created.createWebhookEndpoint.endpoint.id }, fast.token);
     const [got] = await rx.waitFor("/fast", (rs) => rs.length === 1, TIMEOUT_MS);

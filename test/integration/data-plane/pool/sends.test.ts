@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { JsonRpcProvider, parseEther, Wallet } from "ethers";
 import type { UsageContext, UsageRecorder } from "../../../../data-plane/src/usage/recorder";
 import { type Anvil, startAnvil } from "../../../helpers/anvil";
+import { eventually } from "../../../helpers/eventually";
 import { rpc } from "../../../helpers/evm-logs";
 import { evmNetwork } from "../../../helpers/seed-redis";
 import { type SubstrateTestNode, startSubstrateTestNode } from "../../../substrate-node";
@@ -38,11 +39,10 @@ function network(a: Anvil, b: Anvil) {
 }
 
 async function bothHealthy(gw: Gateway): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while ((gw.plane.context.upstreams.get("eth")?.selectableAt(-1).length ?? 0) < 2) {
-    if (Date.now() > deadline) throw new Error("both upstreams healthy");
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  await eventually(
+    () => (gw.plane.context.upstreams.get("eth")?.selectableAt(-1).length ?? 0) >= 2,
+    "both upstreams healthy",
+  );
 }
 
 const count = async (url: string, addr: string) =>
@@ -53,13 +53,20 @@ const count = async (url: string, addr: string) =>
  * nodes' answers (and their pools) may come a moment later.
  */
 async function onBoth(nodes: readonly Anvil[], hash: string): Promise<void> {
-  const deadline = Date.now() + 5_000;
   for (const node of nodes) {
-    while ((await rpc(node.httpUrl, "eth_getTransactionByHash", [hash])) === null) {
-      assert.ok(Date.now() < deadline, `${hash} reached ${node.httpUrl}`);
-      await new Promise((done) => setTimeout(done, 20));
-    }
+    await eventually(
+      async () => (await rpc(node.httpUrl, "eth_getTransactionByHash", [hash])) !== null,
+      `${hash} reaching ${node.httpUrl}`,
+      5_000,
+    );
   }
+}
+
+/** The receipt of `hash` on the node at `url`, once it has one. */
+async function receiptOn(url: string, hash: string): Promise<{ status: string }> {
+  const receipt = async () =>
+    ((await rpc(url, "eth_getTransactionReceipt", [hash])) as { status: string } | null) ?? undefined;
+  return eventually(receipt, `${hash} mined on ${url}`, 5_000);
 }
 
 /** Usage records, kept in memory for the assertions. */
@@ -129,17 +136,7 @@ describe("nonces and sends across a pool of two nodes", function () {
         for (const node of [a, b]) {
           for (const tx of sent) {
             // Mined on the node the client polled; the other may mine it a moment later.
-            const deadline = Date.now() + 5_000;
-            let r: { status: string } | null = null;
-            while (r === null) {
-              r = (await rpc(node.httpUrl, "eth_getTransactionReceipt", [tx.hash])) as {
-                status: string;
-              } | null;
-              if (r === null) {
-                assert.ok(Date.now() < deadline, `${tx.hash} mined on ${node.httpUrl}`);
-                await new Promise((done) => setTimeout(done, 20));
-              }
-            }
+            const r = await receiptOn(node.httpUrl, tx.hash);
             assert.equal(r.status, "0x1", `${tx.hash} succeeded on ${node.httpUrl}`);
           }
         }
@@ -344,11 +341,10 @@ describe("nonces and sends across a pool of two nodes", function () {
         key = await s.putKey();
       });
       url = `${gw.base}/dot/rpc?apikey=${key}`;
-      const deadline = Date.now() + 10_000;
-      while ((gw.plane.context.upstreams.get("dot")?.selectableAt(-1).length ?? 0) < 2) {
-        if (Date.now() > deadline) throw new Error("both Substrate nodes healthy");
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await eventually(
+        () => (gw.plane.context.upstreams.get("dot")?.selectableAt(-1).length ?? 0) >= 2,
+        "both Substrate nodes healthy",
+      );
     });
 
     after(async () => {
@@ -385,12 +381,12 @@ describe("nonces and sends across a pool of two nodes", function () {
       assert.equal(r.json.error, undefined, r.text);
       assert.match(r.json.result, /^0x[0-9a-f]{64}$/);
       // In both pools (the second node's answer may come a moment after the first's).
-      const deadline = Date.now() + 5_000;
       for (const node of [n1, n2]) {
-        while (((await rpc(node.httpUrl, "author_pendingExtrinsics")) as string[]).length === 0) {
-          assert.ok(Date.now() < deadline, `in ${node.httpUrl}'s pool`);
-          await new Promise((done) => setTimeout(done, 20));
-        }
+        await eventually(
+          async () => ((await rpc(node.httpUrl, "author_pendingExtrinsics")) as string[]).length > 0,
+          `the extrinsic in ${node.httpUrl}'s pool`,
+          5_000,
+        );
         assert.deepEqual(await rpc(node.httpUrl, "author_pendingExtrinsics"), [xt]);
       }
       // Sent again (a client retrying after a lost answer): both nodes answer 1013 "Transaction Already

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { eventually } from "../../../helpers/eventually";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { sleep } from "../harness";
@@ -119,11 +120,7 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
       const held: Promise<Answer>[] = [];
       for (let i = 0; i < 4; i++) {
         held.push(conns[i]!.post(path, call(i)));
-        const deadline = Date.now() + 5_000;
-        while (up.count("eth_call") < i + 1) {
-          assert.ok(Date.now() < deadline, `call ${i} never reached the node`);
-          await sleep(5);
-        }
+        await eventually(() => up.count("eth_call") >= i + 1, `call ${i} reaching the node`, 5_000, 5);
       }
       // Two held by thread 1's plane, two by thread 2's: each thread alone is under the cap of 4.
       const [on1, on2] = await Promise.all([conns[4]!.post(path, call(5)), conns[5]!.post(path, call(6))]);
@@ -165,15 +162,15 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
       assert.equal(refused.length, 13);
       // Every place comes back when they close, whichever thread held it: three open again.
       for (const c of open.splice(0)) c.terminate();
-      const deadline = Date.now() + 5_000;
-      while (open.length < 3) {
-        const c = await TestWsClient.open(url).catch(() => undefined);
-        if (c !== undefined) open.push(c);
-        else {
-          assert.ok(Date.now() < deadline, `only ${open.length} places came back`);
-          await sleep(50);
-        }
-      }
+      await eventually(
+        async () => {
+          const c = await TestWsClient.open(url).catch(() => undefined);
+          if (c !== undefined) open.push(c);
+          return open.length >= 3;
+        },
+        `three places back (${open.length})`,
+        5_000,
+      );
       await assert.rejects(TestWsClient.open(url), (e: { status?: number }) => e.status === 429);
     } finally {
       for (const c of open) c.terminate();

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { RedisNames } from "../../../../shared/src/redis/keys";
+import { eventually, nextSecond } from "../../../helpers/eventually";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { post, sleep } from "../harness";
@@ -154,13 +155,13 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     ]);
     // Four threads, two processes: two instances reconcile through Redis (heartbeats every 500 ms).
     const instances = new RedisNames(ns.prefix).rateLimitInstances();
-    const deadline = Date.now() + 5_000;
-    while ((await redis.hlen(instances)) < 2) {
-      assert.ok(Date.now() < deadline, "the two processes never registered as rate-limit instances");
-      await sleep(50);
-    }
+    await eventually(
+      async () => (await redis.hlen(instances)) >= 2,
+      "the two processes registering as rate-limit instances",
+      5_000,
+    );
     up.watch = "lim_procs";
-    await sleep(1000 - (Date.now() % 1000));
+    await nextSecond();
     const first = Math.floor(Date.now() / 1000);
     const endMs = (first + 3) * 1000;
     const clientSide = new Map<number, number>();

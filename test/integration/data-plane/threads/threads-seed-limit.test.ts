@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
+import { eventually } from "../../../helpers/eventually";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
-import { sleep } from "../harness";
 import { batchOf, LIMITS_ENV, RecordingUpstream } from "../limits/fixtures";
 import {
   type Answer,
@@ -17,15 +17,19 @@ const LATEST_START_MS = 300;
 
 /**
  * Resolves early in a second the test has not used yet: at the next epoch-second boundary as the clock
- * reads it (a timer to the boundary, then the clock checked; a late wake-up waits for the next one).
+ * reads it (the clock polled every millisecond; a late wake-up waits for the next one).
  */
 async function nextSecond(after: number): Promise<number> {
-  for (;;) {
-    const now = Date.now();
-    const second = Math.floor(now / 1000);
-    if (second > after && now % 1000 <= LATEST_START_MS) return second;
-    await sleep(1000 - (now % 1000));
-  }
+  return eventually(
+    () => {
+      const now = Date.now();
+      const second = Math.floor(now / 1000);
+      return second > after && now % 1000 <= LATEST_START_MS ? second : undefined;
+    },
+    `a second after ${after}`,
+    5_000,
+    1,
+  );
 }
 
 /** The reason of a 429 body (a batch is refused as an array of error objects, one per element). */

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { eventually } from "../../../helpers/eventually";
 import { type SubstrateTestNode, startSubstrateTestNode } from "../../../substrate-node";
 import { type Gateway, startGateway } from "../harness";
 import { type StubWsUpstream, startStubWsUpstream } from "./stub-ws-upstream";
@@ -130,10 +131,7 @@ describe("WebSocket new heads never go back (failover to a node behind)", functi
             ?.describe()
             .every((u) => u.head >= 0),
         );
-      for (let i = 0; !known(); i++) {
-        assert.ok(i < 200, "the health checks never saw both heads");
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await eventually(known, "the health checks seeing both heads");
     });
 
     after(async () => {

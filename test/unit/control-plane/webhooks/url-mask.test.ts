@@ -7,7 +7,7 @@ describe("control-plane/webhooks: URL as a VIEWER sees it", () => {
       maskWebhookUrl("https://hooks.slack.com/services/T000/B000/XXXXSECRET"),
       "https://hooks.slack.com/********",
     );
-    assert.equal(maskWebhookUrl("http://10.0.0.5:8443/h?token=abc"), "http://10.0.0.5:8443/********");
+    assert.equal(maskWebhookUrl("http://127.0.0.1:8443/h?token=abc"), "http://127.0.0.1:8443/********");
     assert.equal(maskWebhookUrl("https://example.com/?key=s3cret"), "https://example.com/********");
     assert.equal(maskWebhookUrl("https://example.com/#s3cret"), "https://example.com/********");
     assert.equal(maskWebhookUrl("https://user:pw@example.com/"), "https://example.com/********");

@@ -609,11 +609,14 @@ export function planBatch(
       categories[i] = element.error.category;
       continue;
     }
-    const item = checkedCall(element);
+    // A run's method never has a filter object (runMethod is unset for those), so only the first element of
+    // a run needs checkedCall.
+    let item: RpcCall = element;
     let refused: ElementRefusal | undefined;
     if (item.method === runMethod) {
       refused = runRefusal;
     } else {
+      item = checkedCall(element);
       refused = refuse(item);
       runMethod = hasLogsRange(item.method) || readsParams(item.method) ? undefined : item.method;
       runRefusal = refused;

@@ -28,13 +28,18 @@ export interface KeyRefusal {
  */
 export type KeyChecked = KeyRefusal | number | undefined;
 
-/** The credentials of a request on an app endpoint, besides the key. */
+/**
+ * The credentials of a request on an app endpoint, besides the key: read from the request by its
+ * transport (the HTTP exchange itself, a WebSocket upgrade's copy), asked only when a rule needs them.
+ */
 export interface AppCredentials {
   readonly origin: string;
   /** `User-Agent` ("" when absent or not read). */
   readonly userAgent: string;
   /** The JWT offered ("" when none). */
-  readonly jwt: string;
+  jwtToken(): string;
+  /** The client's address (X-Forwarded-For only from TRUSTED_PROXIES); undefined when not known. */
+  clientAddress(): ipaddr.IPv4 | ipaddr.IPv6 | undefined;
 }
 
 export function isRefusal(c: KeyChecked): c is KeyRefusal {
@@ -43,21 +48,20 @@ export function isRefusal(c: KeyChecked): c is KeyRefusal {
 
 /**
  * The app key's checks once the key is looked up (`v`): the key is an app's, the origin or address is on
- * its allowlist, the User-Agent matches its patterns, its JWT is valid. `clientAddress` is asked only
- * when an address-based rule needs it. Synchronous unless a JWT must be verified (not cached).
+ * its allowlist, the User-Agent matches its patterns, its JWT is valid. Synchronous unless a JWT must be
+ * verified (not cached); a key without rules costs no allocation.
  */
 export function checkAppKey(
   jwt: JwtVerifier,
   v: VerifyResult,
   creds: AppCredentials,
-  clientAddress: () => ipaddr.IPv4 | ipaddr.IPv6 | undefined,
 ): KeyChecked | Promise<KeyChecked> {
   if (!v.ok)
     return v.retryAfterMs === undefined ? { row: v.error } : { row: v.error, retryAfterMs: v.retryAfterMs };
   const key = v.key;
   if (key.record.kind !== "app") return UNKNOWN_KEY;
   if (!key.allowlist.empty) {
-    const refused = key.allowlist.check(creds.origin, clientAddress);
+    const refused = key.allowlist.check(creds.origin, () => creds.clientAddress());
     if (refused !== undefined) return { row: refused };
   }
   const access = key.access;
@@ -65,7 +69,12 @@ export function checkAppKey(
   const uaRefused = access.userAgentRefusal(creds.userAgent);
   if (uaRefused !== undefined) return { row: uaRefused };
   if (access.jwt === undefined) return undefined;
-  const c = jwt.check(access.jwt, key.record.appId ?? key.hash, creds.jwt, ipBucket(clientAddress()));
+  const c = jwt.check(
+    access.jwt,
+    key.record.appId ?? key.hash,
+    creds.jwtToken(),
+    ipBucket(creds.clientAddress()),
+  );
   return c instanceof Promise ? c.then(jwtChecked) : jwtChecked(c);
 }
 

@@ -6,7 +6,13 @@ import { bearerToken } from "../auth/jwt";
 import type { VerifyResult } from "../auth/key-verifier";
 import { rateLimitHeaders } from "../limits/admission";
 import { nodeUsageNetwork } from "../pipeline/account";
-import { checkAppKey, isRefusal, type KeyChecked, type NodeAuthResult } from "../pipeline/authorize";
+import {
+  type AppCredentials,
+  checkAppKey,
+  isRefusal,
+  type KeyChecked,
+  type NodeAuthResult,
+} from "../pipeline/authorize";
 import { Endpoint, type GatewayContext } from "../pipeline/context";
 import { type Pending, PipelineRequest } from "../pipeline/request";
 import { nextRequestId, STATUS } from "../rpc/respond";
@@ -47,20 +53,20 @@ export interface NodeRoute {
  * `req` is copied in the constructor (uWS invalidates it when the handler returns); every later write is
  * corked.
  */
-export class RpcExchange extends PipelineRequest {
+export class RpcExchange extends PipelineRequest implements AppCredentials {
   /** When the first partial body chunk arrived (set only for multi-chunk bodies). */
   bodyStartedAtMs = 0;
   private aborted = false;
   private chunks: Buffer[] | undefined;
   private bytes = 0;
   private readonly apiKey: string;
-  private readonly origin: string;
+  readonly origin: string;
   private readonly forwardedFor: string;
   /**
    * `User-Agent` and `Authorization`, read only when the key's access rules need them (or the key is not
    * cached yet, when whether they do is not known while `req` is still valid).
    */
-  private userAgent = "";
+  userAgent = "";
   private authorization = "";
   private verification: VerifyResult | Promise<VerifyResult> | Promise<NodeAuthResult> | undefined;
   /** Value for Access-Control-Allow-Origin, "" = none. */
@@ -268,12 +274,7 @@ export class RpcExchange extends PipelineRequest {
     if (this.aborted) return;
     // Usage attribution from here on, even when a later check refuses.
     if (v.ok && v.key.record.kind === "app") this.key = v.key;
-    const c = checkAppKey(
-      this.ctx.jwt,
-      v,
-      { origin: this.origin, userAgent: this.userAgent, jwt: bearerToken(this.authorization) },
-      () => this.clientAddress(),
-    );
+    const c = checkAppKey(this.ctx.jwt, v, this);
     if (c instanceof Promise) return c.then((r) => this.keyChecked(r, text));
     return this.keyChecked(c, text);
   }
@@ -299,11 +300,16 @@ export class RpcExchange extends PipelineRequest {
     return this.run(text);
   }
 
+  /** The JWT offered: `Authorization: Bearer <jwt>` ("" when none, or not read). */
+  jwtToken(): string {
+    return bearerToken(this.authorization);
+  }
+
   /**
    * The client's address: the socket's peer, or `X-Forwarded-For` when the peer is in TRUSTED_PROXIES.
    * Undefined once the client went away.
    */
-  private clientAddress() {
+  clientAddress(): ReturnType<typeof clientIp> {
     if (this.aborted) return undefined;
     const peer = Buffer.from(this.res.getRemoteAddressAsText()).toString("latin1");
     const fwd = this.forwardedFor;

@@ -5,7 +5,7 @@ import { clientIp, ipBucket } from "../allowlist/ip";
 import { bearerToken } from "../auth/jwt";
 import type { VerifiedKey } from "../auth/key-verifier";
 import { keyIdentifier, nodeIdentifier } from "../limits/admission";
-import { checkAppKey, isRefusal, type KeyChecked } from "../pipeline/authorize";
+import { type AppCredentials, checkAppKey, isRefusal, type KeyChecked } from "../pipeline/authorize";
 import { Endpoint, type GatewayContext } from "../pipeline/context";
 import { errorJson, nextRequestId, STATUS } from "../rpc/respond";
 import type { HandlerGuard } from "../server/guard";
@@ -72,8 +72,12 @@ export function appAuthorize(ctx: GatewayContext, endpoint: Endpoint): Authorize
     if (pool === undefined) return GatewayError.NotFound;
     if (endpoint === Endpoint.Public) return { pool, endpoint, key: undefined };
     if (info.apiKey === "") return GatewayError.MissingKey;
-    const creds = { origin: info.origin, userAgent: info.userAgent, jwt: info.jwt };
-    const address = () => info.ip;
+    const creds: AppCredentials = {
+      origin: info.origin,
+      userAgent: info.userAgent,
+      jwtToken: () => info.jwt,
+      clientAddress: () => info.ip,
+    };
     // The token is checked at the upgrade (and again after key.upsert); the session closes at its exp.
     const decide = (key: VerifiedKey | undefined, c: KeyChecked): SessionInit | ErrorRow => {
       if (isRefusal(c)) return refusalRow(c.row, c.message, c);
@@ -82,7 +86,7 @@ export function appAuthorize(ctx: GatewayContext, endpoint: Endpoint): Authorize
     const v = ctx.verifier.verify(info.apiKey, Date.now(), () => ipBucket(info.ip));
     const check = (r: Awaited<typeof v>) => {
       const key = r.ok ? r.key : undefined;
-      const c = checkAppKey(ctx.jwt, r, creds, address);
+      const c = checkAppKey(ctx.jwt, r, creds);
       return c instanceof Promise ? c.then((x) => decide(key, x)) : decide(key, c);
     };
     return v instanceof Promise ? v.then(check) : check(v);

@@ -200,6 +200,26 @@ export class HttpServer implements ExchangeTracker {
     });
   }
 
+  /** A request refused before any key is read (unknown network, not a POST): counted, then answered. */
+  private refusePlain(
+    res: uWS.HttpResponse,
+    req: uWS.HttpRequest,
+    row: ErrorRow,
+    network: string,
+    metricsNetwork: string,
+    started: number,
+  ): void {
+    const account = new RequestAccount(this.ctx, "http", nextRequestId(), network, metricsNetwork, started);
+    account.count(OTHER_METHOD, row.category, row.reason);
+    if (account.hasLogRows) {
+      const trusted = this.ctx.trustedProxies;
+      const fwd = trusted.length > 0 ? req.getHeader("x-forwarded-for") : "";
+      const addr = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString("latin1"), fwd, trusted);
+      account.logged(row.httpStatus, addr === undefined ? null : logAddressPrefix(addr));
+    }
+    this.plainError(res, row, account.requestId);
+  }
+
   private rpc(
     res: uWS.HttpResponse,
     req: uWS.HttpRequest,
@@ -213,16 +233,8 @@ export class HttpServer implements ExchangeTracker {
     const started = performance.now();
     const pool = this.ctx.upstreams.get(req.getParameter(0));
     if (pool === undefined) {
-      // Unknown network: recorded (no app, method "other") under the network "unknown".
-      this.ctx.usage.record({
-        workspaceId: null,
-        appId: null,
-        network: UNKNOWN_NETWORK,
-        method: OTHER_METHOD,
-        category: GatewayError.NotFound.category,
-        latencyMs: performance.now() - started,
-      });
-      this.plainError(res, GatewayError.NotFound);
+      // Unknown network: counted (no app, method "other") under the network "unknown".
+      this.refusePlain(res, req, GatewayError.NotFound, UNKNOWN_NETWORK, "", started);
       return;
     }
     if (method === "options") {
@@ -230,15 +242,7 @@ export class HttpServer implements ExchangeTracker {
       return;
     }
     if (method !== "post") {
-      this.ctx.usage.record({
-        workspaceId: null,
-        appId: null,
-        network: pool.slug,
-        method: OTHER_METHOD,
-        category: GatewayError.MethodNotAllowed.category,
-        latencyMs: performance.now() - started,
-      });
-      this.plainError(res, GatewayError.MethodNotAllowed);
+      this.refusePlain(res, req, GatewayError.MethodNotAllowed, pool.slug, pool.slug, started);
       return;
     }
     new RpcExchange(this.ctx, this, res, req, endpoint, pool, started).start(req);

@@ -15,7 +15,7 @@ import type { GatewayContext } from "../pipeline/context";
 import { methodOf, type Pending } from "../pipeline/request";
 import { type BatchItem, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson, nextRequestId, replyJson } from "../rpc/respond";
-import { endByCategories, endByCategory, type RequestTrace } from "../telemetry/tracing";
+import { endByCategories, endByCategory } from "../telemetry/tracing";
 import type { SubscriptionHubs } from "./hub";
 import { isSubscriptionMethod, SUBSCRIBE, UNSUBSCRIBE } from "./methods";
 import type { CustomSessionInit, UserData, WsSession } from "./session";
@@ -108,7 +108,7 @@ export class WsMessages {
       custom !== undefined &&
       (parsed.batch || s.target === undefined || !isSubscriptionMethod(parsed.call.method))
     ) {
-      this.handleCustom(s, custom, text, req.requestId, req.trace);
+      this.handleCustom(req, custom, text);
       return;
     }
     const n = items.length;
@@ -168,20 +168,14 @@ export class WsMessages {
   }
 
   /** A custom endpoint's own answer (its handler runs the pipeline itself). */
-  private handleCustom(
-    s: WsSession,
-    custom: CustomSessionInit,
-    text: string,
-    requestId: string,
-    trace: RequestTrace | undefined,
-  ): void {
+  private handleCustom(req: WsRequest, custom: CustomSessionInit, text: string): void {
+    const s = req.session;
     const cap = this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION;
     if (s.inFlight >= cap) {
-      if (trace !== undefined)
-        endByCategory(trace, WsLimitError.InFlight.category, WsLimitError.InFlight.reason);
-      this.sessions.send(s, errorJson(WsLimitError.InFlight, "null", { requestId, limit: cap }));
+      req.fail(WsLimitError.InFlight, "null", cap);
       return;
     }
+    const { requestId, trace } = req;
     s.inFlight++;
     this.inFlightTotal++;
     custom

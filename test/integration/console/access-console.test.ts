@@ -3,6 +3,7 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { SignJWT } from "jose";
 import type { Page } from "playwright-core";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually, nextSecond } from "../../helpers/eventually";
 import type { Harness } from "../control-plane/harness";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 import {
@@ -13,7 +14,6 @@ import {
   screenshot,
   startConsoleStack,
 } from "./console-fixture";
-import { eventually, nextSecond } from "../../helpers/eventually";
 
 /**
  * The console's access rules and JWT keys, end to end: Chromium edits an app's rules and keys on its page
@@ -157,7 +157,8 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     await form.locator('textarea[name="userAgents"]').fill("");
     await form.getByRole("button", { name: "Save access rules" }).click();
     await eventually(
-      async () => (await rpc(endpoint, "eth_chainId", { "user-agent": "curl/8" })).status === 200, "rules cleared",
+      async () => (await rpc(endpoint, "eth_chainId", { "user-agent": "curl/8" })).status === 200,
+      "rules cleared",
     );
   });
 

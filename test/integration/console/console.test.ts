@@ -4,6 +4,7 @@ import type { Page } from "playwright-core";
 import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { ADMIN_TOKEN, type Harness } from "../control-plane/harness";
 import { ingestorFor, recorderFor } from "../control-plane/usage/helpers";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
@@ -17,7 +18,6 @@ import {
   startConsoleStack,
   watchPolicy,
 } from "./console-fixture";
-import { eventually } from "../../helpers/eventually";
 
 const NETWORK = "local-evm";
 const EMAIL = `console-${Date.now()}@example.com`;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { ADMIN_TOKEN, type Harness } from "../control-plane/harness";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 import {
@@ -11,7 +12,6 @@ import {
   screenshot,
   startConsoleStack,
 } from "./console-fixture";
-import { eventually } from "../../helpers/eventually";
 
 describe("console: operator pages (Chromium -> /console -> GraphQL; data plane health -> anvil)", function () {
   this.timeout(90_000);
@@ -138,7 +138,8 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     await form.getByLabel("Self-service").check();
     await form.getByRole("button", { name: "Save plan" }).click();
     await eventually(
-      async () => (await ent.getByTestId("self-service").textContent()) === "yes", "enterprise self-service",
+      async () => (await ent.getByTestId("self-service").textContent()) === "yes",
+      "enterprise self-service",
     );
     const plans = await h.ok(`{ plans { name selfService } }`, {}, ADMIN_TOKEN);
     assert.equal(plans.plans.find((p: { name: string }) => p.name === "enterprise").selfService, true);

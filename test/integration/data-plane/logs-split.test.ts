@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
-import { ANVIL_DETERMINISTIC_ARGS, EMIT_TOPIC, LogHistory, word } from "../../helpers/evm-logs";
 import { eventually } from "../../helpers/eventually";
+import { ANVIL_DETERMINISTIC_ARGS, EMIT_TOPIC, LogHistory, word } from "../../helpers/evm-logs";
 import { evmNetwork } from "../../helpers/seed-redis";
 import { type Gateway, post, startGateway } from "./harness";
 import { StubUpstream } from "./stub-upstream";
@@ -137,7 +137,10 @@ describe("data plane: eth_getLogs split across upstreams (real anvil)", function
       await s.putNetwork(evmNetwork("dflt", [up("e", empty)]));
       key = await s.putKey();
     });
-    await eventually(() => gw.plane.context.upstreams.get("eth")!.cacheHead() === head, "the pool to know the head");
+    await eventually(
+      () => gw.plane.context.upstreams.get("eth")!.cacheHead() === head,
+      "the pool to know the head",
+    );
   });
 
   after(async () => {

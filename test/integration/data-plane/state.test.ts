@@ -7,9 +7,9 @@ import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { createLogger } from "../../../shared/src/log/logger";
 import type { KeyRecord } from "../../../shared/src/redis/records";
+import { eventually } from "../../helpers/eventually";
 import { createTestRedisNamespace, TEST_REDIS_URL } from "../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../helpers/seed-redis";
-import { eventually } from "../../helpers/eventually";
 import { type Gateway, post, startGateway } from "./harness";
 import { StubUpstream } from "./stub-upstream";
 

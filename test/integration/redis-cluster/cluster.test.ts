@@ -5,12 +5,12 @@ import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { type RedisClient, scanKeys } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { keySlot } from "../../../shared/src/redis/slots";
+import { eventually } from "../../helpers/eventually";
 import {
   createTestRedisNamespace,
   describeOnRedisCluster,
   type TestRedisNamespace,
 } from "../../helpers/redis";
-import { eventually } from "../../helpers/eventually";
 import { evmNetwork } from "../../helpers/seed-redis";
 import { type Gateway, post, startGateway } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";

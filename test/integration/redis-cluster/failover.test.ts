@@ -278,7 +278,10 @@ class Scenario {
     assert.equal((await send(this.url(this.key), call("lim_before"))).status, 200);
     assert.equal((await send(this.url(this.other), call("lim_before"))).status, 200);
     await this.steerSubscription();
-    await eventually(async () => (await this.client.xlen(this.stream)) > 0, "a usage entry before the failover");
+    await eventually(
+      async () => (await this.client.xlen(this.stream)) > 0,
+      "a usage entry before the failover",
+    );
   }
 
   /**

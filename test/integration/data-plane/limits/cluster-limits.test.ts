@@ -166,7 +166,9 @@ describeOverRedis(
           const metricsUrl = `${g.metricsBase}/metrics`;
           await eventually(
             async () =>
-              (await (await fetch(metricsUrl)).text()).includes('rpcgw_limits_redis_up{component="ratelimit"} 0'),
+              (await (await fetch(metricsUrl)).text()).includes(
+                'rpcgw_limits_redis_up{component="ratelimit"} 0',
+              ),
             "the limiter to notice Redis was gone",
           );
           for (let i = 0; i < 30; i++) {

@@ -107,7 +107,10 @@ export class UsageReader {
     let count = -1;
     try {
       await eventually(
-        async () => (count = (await this.read(workspaceId, nowMs)).count) === expected,
+        async () => {
+          count = (await this.read(workspaceId, nowMs)).count;
+          return count === expected;
+        },
         `the day count ${expected}`,
         timeoutMs,
       );

@@ -62,7 +62,10 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     // The process announces itself in the rate limiter's instances hash (heartbeat every 500 ms), once
     // for both threads: they reconcile its shared count as one instance.
     const instances = new RedisNames(ns.prefix).rateLimitInstances();
-    await eventually(async () => (await redis.hlen(instances)) >= 1, "the process registered as a rate-limit instance");
+    await eventually(
+      async () => (await redis.hlen(instances)) >= 1,
+      "the process registered as a rate-limit instance",
+    );
 
     return plane;
   };

@@ -92,8 +92,7 @@ export async function startStubWsUpstream(opts: { port?: number } = {}): Promise
       if (text.includes('"test_slow"')) {
         slowCalls++;
         setTimeout(() => res.end(handle(text, null)), 300);
-      }
-      else res.end(handle(text, null));
+      } else res.end(handle(text, null));
     });
   });
   const wss = new WebSocketServer({ server });

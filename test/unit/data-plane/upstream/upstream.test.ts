@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { eventually } from "../../../helpers/eventually";
 import { isHeavy } from "../../../../data-plane/src/upstream/network-pool";
 import {
   type BreakerCause,
@@ -11,6 +10,7 @@ import {
   retryAfterMs,
   Upstream,
 } from "../../../../data-plane/src/upstream/upstream";
+import { eventually } from "../../../helpers/eventually";
 
 /** An Upstream whose outcomes are fed by hand (settle), never connected. */
 function upstream(threshold = 3) {

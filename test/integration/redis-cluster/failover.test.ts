@@ -310,7 +310,8 @@ class Scenario {
 
   /**
    * Sends keyed requests (three loops on the cached key, one on fresh keys) while `failover` runs (it
-   * resolves with the promotion time) and for `recoveryMs` + 1.5 s after it; checks every answer.
+   * resolves with the promotion time) and after it, until 10 fresh-key requests went out `recoveryMs` past
+   * the promotion; checks every answer.
    */
   async throughFailover(
     what: string,
@@ -337,7 +338,14 @@ class Scenario {
     await eventually(() => outcomes.length >= 20, "20 answers before the failure");
     const startedAt = Date.now();
     const { promoted, at: promotedAt } = await failover();
-    stopAt = promotedAt + recoveryMs + 1_500;
+    // Load until `recoveryMs` after the promotion and then on, until 10 fresh-key requests were sent past
+    // it (counted, not timed: a loaded machine sends fewer per second).
+    await eventually(
+      () => outcomes.filter((o) => o.fresh && o.at >= promotedAt + recoveryMs).length >= 10,
+      "10 fresh-key requests past the recovery time",
+      recoveryMs + 30_000,
+    );
+    stopAt = Date.now();
     await load;
 
     const bad = outcomes.filter((o) => o.status !== 200);

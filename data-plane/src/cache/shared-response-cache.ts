@@ -35,6 +35,24 @@ export interface SharedCacheOptions {
   readonly now?: () => number;
 }
 
+/**
+ * Answers this thread read from the store lately, kept as the Reply it answered with: a hit on one of
+ * them while its entry is still live (SharedStore.stillLive, a few atomic loads) copies nothing out of
+ * shared memory and allocates nothing. Bounded per thread by KEPT_MAX_ENTRIES and a sixteenth of the
+ * store (at most KEPT_MAX_BYTES) of answer text, forgotten all at once past either.
+ */
+const KEPT_MAX_ENTRIES = 10_000;
+const KEPT_MAX_BYTES = 8 << 20;
+
+interface Kept {
+  readonly reply: Reply;
+  readonly shard: number;
+  readonly offset: number;
+  readonly stamp: number;
+  readonly expires: number;
+  readonly hash: number;
+}
+
 /** A call this thread leads in the shared in-flight table, until its answer is stored or known not kept. */
 interface Lead {
   readonly key: string;
@@ -63,6 +81,9 @@ export class SharedResponseCache implements ResponseCache {
   private readonly inFlight = new InFlightMap<string, Promise<CallResult>>();
   private readonly inFlightTraces = new Map<string, string>();
   private readonly leading = new Map<string, Lead>();
+  private readonly kept = new Map<string, Kept>();
+  private keptBytes = 0;
+  private readonly keptMaxBytes: number;
   private releases: Lead[] = [];
   private readonly flushReleases = () => {
     const due = this.releases;
@@ -75,11 +96,41 @@ export class SharedResponseCache implements ResponseCache {
     this.flights = new SharedFlights(memory.flights);
     this.doorkeeper = memory.doorkeeper === undefined ? undefined : new Doorkeeper(memory.doorkeeper);
     this.mergeWaitMs = options.mergeWaitMs;
+    this.keptMaxBytes = Math.min(KEPT_MAX_BYTES, Math.floor(this.store.capacityBytes / 16));
   }
 
   get(key: string): Reply | undefined {
-    const tail = this.store.get(key);
-    return tail === undefined ? undefined : resultReply(tail);
+    const store = this.store;
+    const k = this.kept.get(key);
+    if (k !== undefined && store.stillLive(k.shard, k.offset, k.stamp, k.expires, k.hash)) return k.reply;
+    const tail = store.get(key);
+    if (tail === undefined) {
+      if (k !== undefined) {
+        this.kept.delete(key);
+        this.keptBytes -= k.reply.tail.length;
+      }
+      return undefined;
+    }
+    const reply = resultReply(tail);
+    if (k !== undefined) this.keptBytes -= k.reply.tail.length;
+    else if (this.kept.size >= KEPT_MAX_ENTRIES || this.keptBytes + tail.length > this.keptMaxBytes) {
+      this.kept.clear();
+      this.keptBytes = 0;
+    }
+    if (tail.length <= this.keptMaxBytes) {
+      this.kept.set(key, {
+        reply,
+        shard: store.lastShard,
+        offset: store.lastOffset,
+        stamp: store.lastStamp,
+        expires: store.lastExpires,
+        hash: store.lastHash,
+      });
+      this.keptBytes += tail.length;
+    } else if (k !== undefined) {
+      this.kept.delete(key);
+    }
+    return reply;
   }
 
   /**
@@ -127,6 +178,8 @@ export class SharedResponseCache implements ResponseCache {
   }
 
   clear(): void {
+    this.kept.clear();
+    this.keptBytes = 0;
     this.store.clear();
     this.doorkeeper?.clear();
   }

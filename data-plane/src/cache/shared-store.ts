@@ -9,7 +9,7 @@
  *   position (`head`), its oldest entry (`tail`), the bytes in use between them and the live entry count.
  * - Index: an open-addressed table (linear probing, backward-shift deletion) of `[hash, offset + 1]`.
  * - Arena: a ring of entries written at `head` and evicted at `tail`, oldest first. An entry is a 32-byte
- *   header `[size, hash, keyBytes, valueBytes, flags, -, expiresAt (float64, 0 = never)]` followed by the
+ *   header `[size, hash, keyBytes, valueBytes, flags, stamp, expiresAt (float64, 0 = never)]` followed by the
  *   key's and the value's UTF-8 bytes, 8-byte aligned. Where an entry does not fit before the end of the
  *   arena, a skip marker fills the rest and writing goes on at 0.
  *
@@ -35,6 +35,8 @@ const H_HEAD = 1;
 const H_TAIL = 2;
 const H_USED = 3;
 const H_COUNT = 4;
+/** Stamp of the last entry written (each entry gets the next one). */
+const H_STAMP = 5;
 
 /** Index bytes: one 8-byte slot per this many bytes of shard (rounded down to a power of two). */
 const BYTES_PER_SLOT = 64;
@@ -45,6 +47,7 @@ const E_HASH = 1;
 const E_KEY = 2;
 const E_VALUE = 3;
 const E_FLAGS = 4;
+const E_STAMP = 5;
 /** Float64 index offset of `expiresAt` within an entry (byte 24). */
 const E_EXPIRES_F64 = 3;
 const LIVE = 1;
@@ -128,6 +131,15 @@ export function keyHash(s: string): number {
 
 /** A thread's view of a shared store (the buffers from `allocateStore`). */
 export class SharedStore {
+  /**
+   * Where the entry of the last hit of `get` is (for `stillLive`): its shard, offset, stamp and expiry.
+   * Fields rather than a returned object, so that a hit allocates nothing more than its value.
+   */
+  lastShard = 0;
+  lastHash = 0;
+  lastOffset = 0;
+  lastStamp = 0;
+  lastExpires = 0;
   private readonly shards: Shard[];
   private readonly shardMask: number;
   private readonly now: () => number;
@@ -166,8 +178,14 @@ export class SharedStore {
       if (this.aging(s, o)) {
         // Read again while the shard is nearly full and this entry is among the next to go: written anew.
         this.remove(s, slot, o);
-        this.insert(s, hash, kb, value, valueBytes, expires);
+        this.lastOffset = this.insert(s, hash, kb, value, valueBytes, expires);
+      } else {
+        this.lastOffset = o;
       }
+      this.lastShard = (hash >>> 26) & this.shardMask;
+      this.lastHash = hash;
+      this.lastStamp = s.i32[(this.lastOffset >> 2) + E_STAMP]!;
+      this.lastExpires = expires;
       return value;
     } finally {
       unlock(s.header, H_LOCK);
@@ -194,6 +212,30 @@ export class SharedStore {
     } finally {
       unlock(s.header, H_LOCK);
     }
+  }
+
+  /**
+   * Whether the entry a `get` found (its `last*` fields then) is still there, unexpired and not among the
+   * next to be evicted, read without the lock: a thread that kept the value it read then may answer with
+   * it again without copying it out. False when in doubt (`get` then decides under the lock).
+   *
+   * An entry's stamp is unique within its shard (a counter, stored before its LIVE flag); removing it
+   * clears the flag first. So LIVE read before the stamp, and the stamp equal to the one kept, mean it was
+   * this entry, live, at that moment. Its bytes could later be overwritten by another entry's key or
+   * value; matching flags, stamp and hash at once by chance would keep serving this same key's own value,
+   * at most until its expiry, which is checked here from the kept copy.
+   */
+  stillLive(shard: number, o: number, stamp: number, expires: number, hash: number): boolean {
+    const s = this.shards[shard]!;
+    const e = o >> 2;
+    if ((Atomics.load(s.i32, e + E_FLAGS) & LIVE) === 0) return false;
+    if (Atomics.load(s.i32, e + E_STAMP) !== stamp || Atomics.load(s.i32, e + E_HASH) !== (hash | 0))
+      return false;
+    if (expires !== 0 && expires <= this.now()) return false;
+    const used = Atomics.load(s.header, H_USED);
+    if (used * 4 < s.arenaBytes * 3 && Atomics.load(s.header, H_COUNT) * 4 < s.maxEntries * 3) return true;
+    // Nearly full: among the oldest quarter, `get` writes it again.
+    return ((o - Atomics.load(s.header, H_TAIL) + s.arenaBytes) % s.arenaBytes) * 4 >= used;
   }
 
   /** Whether `key` is stored (live, not expired); no effect on eviction. */
@@ -259,6 +301,21 @@ export class SharedStore {
     for (const s of this.shards) {
       lock(s.header, H_LOCK);
       try {
+        // Every entry's flag cleared, not only the index: a thread may still hold one (`stillLive`).
+        let o = s.header[H_TAIL]!;
+        let left = s.header[H_USED]!;
+        while (left > 0) {
+          const size = s.i32[o >> 2]!;
+          if (size === SKIP) {
+            left -= s.arenaBytes - o;
+            o = 0;
+            continue;
+          }
+          Atomics.store(s.i32, (o >> 2) + E_FLAGS, 0);
+          left -= size;
+          o += size;
+          if (o === s.arenaBytes) o = 0;
+        }
         s.index.fill(0);
         s.header[H_HEAD] = 0;
         s.header[H_TAIL] = 0;
@@ -274,6 +331,13 @@ export class SharedStore {
   get usedBytes(): number {
     let n = 0;
     for (const s of this.shards) n += Atomics.load(s.header, H_USED);
+    return n;
+  }
+
+  /** Bytes of shared memory the store spans. */
+  get capacityBytes(): number {
+    let n = 0;
+    for (const s of this.shards) n += s.header.buffer.byteLength;
     return n;
   }
 
@@ -329,7 +393,7 @@ export class SharedStore {
   }
 
   /** Writes a new entry (key bytes in `scratch`) and indexes it, evicting the oldest as needed. */
-  private insert(s: Shard, hash: number, kb: number, value: string, vb: number, expires: number): void {
+  private insert(s: Shard, hash: number, kb: number, value: string, vb: number, expires: number): number {
     const size = round8(ENTRY_HEADER + kb + vb);
     while (s.header[H_COUNT]! >= s.maxEntries) this.evictTail(s);
     const o = this.allocate(s, size);
@@ -338,7 +402,10 @@ export class SharedStore {
     s.i32[e + E_HASH] = hash | 0;
     s.i32[e + E_KEY] = kb;
     s.i32[e + E_VALUE] = vb;
-    s.i32[e + E_FLAGS] = expires === 0 ? LIVE : LIVE | TIMED;
+    // The stamp before the flags, both atomically: `stillLive` reads them in the other order without the lock.
+    s.header[H_STAMP] = (s.header[H_STAMP]! + 1) | 0;
+    Atomics.store(s.i32, e + E_STAMP, s.header[H_STAMP]!);
+    Atomics.store(s.i32, e + E_FLAGS, expires === 0 ? LIVE : LIVE | TIMED);
     s.f64[(o >> 3) + E_EXPIRES_F64] = expires;
     this.scratch.copy(s.bytes, o + ENTRY_HEADER, 0, kb);
     s.bytes.write(value, o + ENTRY_HEADER + kb, vb, "utf8");
@@ -348,6 +415,7 @@ export class SharedStore {
     index[slot * 2] = hash;
     index[slot * 2 + 1] = o + 1;
     s.header[H_COUNT]!++;
+    return o;
   }
 
   /** The offset of `size` free bytes at the head (`size` <= maxEntryBytes), after evicting what is in the way. */
@@ -401,7 +469,7 @@ export class SharedStore {
 
   /** Marks the entry at `o` dead and deletes index slot `slot` (backward shift: no tombstones). */
   private remove(s: Shard, slot: number, o: number): void {
-    s.i32[(o >> 2) + E_FLAGS] = 0;
+    Atomics.store(s.i32, (o >> 2) + E_FLAGS, 0);
     s.header[H_COUNT]!--;
     const index = s.index;
     const mask = s.mask;

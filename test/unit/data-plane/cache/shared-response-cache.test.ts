@@ -49,6 +49,40 @@ describe("data-plane: response cache shared by serving threads", () => {
     assert.equal(a.get("k"), undefined);
   });
 
+  it("an answer a thread read before is not served again once another thread replaced, dropped or cleared it", () => {
+    let now = 5_000;
+    const memory = allocateSharedCache(1 << 20, "first");
+    const a = new SharedResponseCache(memory, { mergeWaitMs: 1000, now: () => now });
+    const b = new SharedResponseCache(memory, { mergeWaitMs: 1000, now: () => now });
+    a.set("k", reply("1"), undefined);
+    assert.deepEqual(b.get("k"), reply("1"));
+    assert.equal(b.get("k"), b.get("k"), "kept: the same Reply, nothing copied out");
+    a.set("k", reply("2"), undefined);
+    assert.deepEqual(b.get("k"), reply("2"), "replaced on another thread");
+    a.set("t", reply("3"), 1000);
+    assert.deepEqual(b.get("t"), reply("3"));
+    assert.equal(
+      a.dropTimed((k) => k === "t"),
+      1,
+    );
+    assert.equal(b.get("t"), undefined, "dropped on another thread (a reorg)");
+    a.set("t", reply("4"), 1000);
+    assert.deepEqual(b.get("t"), reply("4"));
+    now += 1000;
+    assert.equal(b.get("t"), undefined, "expired");
+    assert.deepEqual(b.get("k"), reply("2"));
+    a.clear();
+    assert.equal(b.get("k"), undefined, "cleared on another thread (a network's definition changed)");
+    // Evicted by others' writes: a small store, filled from one thread while the other keeps reading one key.
+    const small = allocateSharedCache(64 * 1024, "first");
+    const w = new SharedResponseCache(small, { mergeWaitMs: 1000 });
+    const r = new SharedResponseCache(small, { mergeWaitMs: 1000 });
+    w.set("old", reply("o"), undefined);
+    assert.deepEqual(r.get("old"), reply("o"));
+    for (let i = 0; i < 2000; i++) w.set(`n${i}`, reply("x".repeat(200)), undefined);
+    assert.equal(r.get("old"), undefined, "evicted while not read");
+  });
+
   it("admission second: the doorkeeper is shared, so a key's second answer is stored whichever thread has it", () => {
     const [a, b] = twoThreads();
     a.set("k", reply("1"), undefined);

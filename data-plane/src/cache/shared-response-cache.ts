@@ -39,10 +39,14 @@ export interface SharedCacheOptions {
  * Answers this thread read from the store lately, kept as the Reply it answered with: a hit on one of
  * them while its entry is still live (SharedStore.stillLive, a few atomic loads) copies nothing out of
  * shared memory and allocates nothing. Bounded per thread by KEPT_MAX_ENTRIES and a sixteenth of the
- * store (at most KEPT_MAX_BYTES) of answer text, forgotten all at once past either.
+ * store (at most KEPT_MAX_BYTES) of answer text. Once full, nothing more is kept (a read then copies out of
+ * the store, as a first read does) until the next KEPT_REFRESH_MS, when all are forgotten and the answers
+ * read since are kept: clearing at each overflow would make a working set larger than the bound churn the
+ * map on every read.
  */
 const KEPT_MAX_ENTRIES = 10_000;
 const KEPT_MAX_BYTES = 8 << 20;
+const KEPT_REFRESH_MS = 10_000;
 
 interface Kept {
   readonly reply: Reply;
@@ -83,6 +87,7 @@ export class SharedResponseCache implements ResponseCache {
   private readonly leading = new Map<string, Lead>();
   private readonly kept = new Map<string, Kept>();
   private keptBytes = 0;
+  private keptSinceMs = performance.now();
   private readonly keptMaxBytes: number;
   private releases: Lead[] = [];
   private readonly flushReleases = () => {
@@ -113,9 +118,15 @@ export class SharedResponseCache implements ResponseCache {
     }
     const reply = resultReply(tail);
     if (k !== undefined) this.keptBytes -= k.reply.tail.length;
-    else if (this.kept.size >= KEPT_MAX_ENTRIES || this.keptBytes + tail.length > this.keptMaxBytes) {
+    if (this.kept.size >= KEPT_MAX_ENTRIES || this.keptBytes + tail.length > this.keptMaxBytes) {
+      const now = performance.now();
+      if (now - this.keptSinceMs < KEPT_REFRESH_MS) {
+        if (k !== undefined) this.kept.delete(key);
+        return reply;
+      }
       this.kept.clear();
       this.keptBytes = 0;
+      this.keptSinceMs = now;
     }
     if (tail.length <= this.keptMaxBytes) {
       this.kept.set(key, {

@@ -244,10 +244,10 @@ export class NodeGateway {
     const admission = this.opts.limits?.admit(auth.key, undefined, items.length);
     if (trace !== undefined) {
       trace.step("limits.admit", t0, {
-        "limits.admitted": admission === undefined || admission.ok,
-        "rpc.request_objects": items.length,
+        "gateway.limits.admitted": admission === undefined || admission.ok,
+        "gateway.request_objects": items.length,
       });
-      trace.set(parsed.batch ? { "rpc.batch.size": items.length } : { "rpc.method": parsed.call.method });
+      trace.set(parsed.batch ? { "gateway.batch.size": items.length } : { "rpc.method": parsed.call.method });
     }
     if (admission !== undefined && !admission.ok) {
       usage(methods, () => admission.row.category);

@@ -20,9 +20,9 @@ import {
 import { keyIdentifier, type Refused, rateLimitHeaders } from "../limits/admission";
 import { type RateLimitResult, retryAfterSeconds } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
-import type { RequestTrace } from "../telemetry/tracing";
+import { jsonRpcError, type RequestTrace, tailErrorCode } from "../telemetry/tracing";
 import { type NetworkPool } from "../upstream/network-pool";
-import type { Reply } from "../upstream/reply";
+import { type Reply, ReplyKind } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
 import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
 
@@ -327,8 +327,11 @@ export class RpcExchange {
     const admission = this.ctx.limits.admit(key, ip, cost);
     this.rate = admission.rate;
     if (this.trace !== undefined) {
-      this.trace.step("limits.admit", t0, { "limits.admitted": admission.ok, "rpc.request_objects": cost });
-      this.trace.set(parsed.batch ? { "rpc.batch.size": cost } : { "rpc.method": parsed.call.method });
+      this.trace.step("limits.admit", t0, {
+        "gateway.limits.admitted": admission.ok,
+        "gateway.request_objects": cost,
+      });
+      this.trace.set(parsed.batch ? { "gateway.batch.size": cost } : { "rpc.method": parsed.call.method });
     }
     if (!admission.ok) {
       return this.refuse(
@@ -389,6 +392,7 @@ export class RpcExchange {
     item = 0,
     units = 1,
   ): void {
+    this.ctx.metrics.methodLatency(this.pool.record.slug, method, elapsedSeconds, units);
     const rec = this.usageKey?.record;
     this.ctx.usage.record({
       workspaceId: rec?.workspaceId ?? null,
@@ -502,6 +506,7 @@ export class RpcExchange {
       category = reply.category;
       if (idText !== undefined) body = replyJson(idText, reply.tail);
     }
+    if (this.trace !== undefined) this.traceErrorCode(out);
     const elapsed = this.elapsed();
     this.ctx.metrics.request(this.pool.record.slug, category, elapsed);
     this.usage(call.method, category, elapsed, reason);
@@ -513,6 +518,17 @@ export class RpcExchange {
     // object served; a 4xx refusal is not.
     if (status === 200) this.served(1);
     this.send(status, body);
+  }
+
+  /** A sampled single call answered with an error object: its JSON-RPC code on the request's span. */
+  private traceErrorCode(out: CallOutcome): void {
+    let code: number | undefined;
+    if (out.kind === Outcome.Refused) code = out.refusal.row.code;
+    else if (out.kind === Outcome.Cached && out.reply.kind === ReplyKind.Error)
+      code = tailErrorCode(out.reply.tail);
+    else if (out.kind === Outcome.Forwarded && out.result.ok && out.result.reply.kind === ReplyKind.Error)
+      code = tailErrorCode(out.result.reply.tail);
+    if (code !== undefined) this.trace?.set(jsonRpcError(code));
   }
 
   /** `verbatim`: the request body (text or bytes), when it may go upstream as it is (forward/verbatim.ts). */
@@ -597,6 +613,7 @@ export class RpcExchange {
       this.ctx.metrics.request(this.pool.record.slug, row.category, elapsed);
       this.usage(this.usageMethod, row.category, elapsed, row.reason);
     }
+    this.trace?.set(jsonRpcError(row.code));
     const body = errorJson(row, idText, { requestId: this.requestId, limit, message, retryAfterMs });
     this.send(row.httpStatus, body);
   }

@@ -535,8 +535,11 @@ export class WsGateway {
       refusal = { row: WsLimitError.InFlight, limit: this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION };
     }
     if (trace !== undefined) {
-      trace.step("limits.admit", t0, { "limits.admitted": refusal === undefined, "rpc.request_objects": n });
-      trace.set(parsed.batch ? { "rpc.batch.size": n } : { "rpc.method": parsed.call.method });
+      trace.step("limits.admit", t0, {
+        "gateway.limits.admitted": refusal === undefined,
+        "gateway.request_objects": n,
+      });
+      trace.set(parsed.batch ? { "gateway.batch.size": n } : { "rpc.method": parsed.call.method });
       if (refusal !== undefined) endByCategory(trace, refusal.row.category, refusal.row.reason);
     }
     if (refusal !== undefined) {
@@ -657,6 +660,7 @@ export class WsGateway {
     a.after?.();
     const secs = (performance.now() - started) / 1000;
     this.ctx.metrics.request(s.slug, a.category, secs);
+    this.ctx.metrics.methodLatency(s.slug, call.method, secs, 1);
     this.hooks.answered(s, call.method, a.category, secs);
     this.logRequest(s, call, a.category, secs, requestId, 0, "");
   }
@@ -752,6 +756,7 @@ export class WsGateway {
       const category = plan.categories[i]!;
       this.ctx.metrics.request(pool.record.slug, category, secs);
       const it = items[i]!;
+      this.ctx.metrics.methodLatency(pool.record.slug, isItemError(it) ? "other" : it.method, secs, 1);
       this.hooks.answered(s, isItemError(it) ? "" : it.method, category, secs);
       this.logRequest(s, it, category, secs, requestId, i, "", successes);
     }

@@ -80,7 +80,7 @@ async function scrape(port: number): Promise<string> {
 }
 
 /** A value of `name` whose labels text includes `labels`, else undefined. */
-function valueOf(text: string, name: string, labels: string): number | undefined {
+function sampleValue(text: string, name: string, labels: string): number | undefined {
   for (const line of text.split("\n")) {
     if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
     if (!line.includes(labels)) continue;
@@ -229,11 +229,11 @@ describe("observability: the dashboard and the alert rules name only series the 
     );
     // What was just served shows under its method, and the GraphQL query under its root field.
     assert.equal(
-      valueOf(texts["data plane"], "rpcgw_method_duration_seconds_count", 'method="eth_chainId"'),
+      sampleValue(texts["data plane"], "rpcgw_method_duration_seconds_count", 'method="eth_chainId"'),
       1,
     );
     assert.equal(
-      valueOf(
+      sampleValue(
         texts["control plane"],
         "rpcgw_graphql_requests_total",
         'operation_type="query",operation="networks"',
@@ -249,16 +249,18 @@ describe("observability: the dashboard and the alert rules name only series the 
       await client.xadd(names.deadLetterStream(names.requestLogStream()), "*", "deadError", "test");
       const text = await eventually(async () => {
         const t = await scrape(ports.workerMetrics);
-        return valueOf(t, "rpcgw_worker_dead_letter_entries", 'stream="request-log"') === 1 ? t : undefined;
+        return sampleValue(t, "rpcgw_worker_dead_letter_entries", 'stream="request-log"') === 1
+          ? t
+          : undefined;
       }, "the dead letter counted");
-      assert.equal(valueOf(text, "rpcgw_worker_dead_letter_entries", 'stream="usage"'), 0);
+      assert.equal(sampleValue(text, "rpcgw_worker_dead_letter_entries", 'stream="usage"'), 0);
       for (const queue of ["publication", "usage", "nodes", "webhooks"])
         assert.notEqual(
-          valueOf(text, "rpcgw_worker_queue_jobs", `queue="${queue}",state="waiting"`),
+          sampleValue(text, "rpcgw_worker_queue_jobs", `queue="${queue}",state="waiting"`),
           undefined,
           `queue ${queue} depth`,
         );
-      assert.equal(valueOf(text, "rpcgw_worker_stream_lag_entries", 'stream="usage"'), 0);
+      assert.equal(sampleValue(text, "rpcgw_worker_stream_lag_entries", 'stream="usage"'), 0);
     } finally {
       await client.quit();
     }
@@ -273,7 +275,7 @@ describe("observability: the dashboard and the alert rules name only series the 
     assert.equal(res.status, 400, await res.text());
     const text = await scrape(ports.controlPlaneMetrics);
     assert.equal(
-      valueOf(
+      sampleValue(
         text,
         "rpcgw_graphql_errors_total",
         'operation_type="unknown",operation="invalid",code="GRAPHQL_VALIDATION_FAILED"',

@@ -15,7 +15,7 @@ export const dataPlaneEnvShape = {
   /** Interface the HTTP server binds to. */
   DATA_PLANE_HOST: z.string().default("0.0.0.0"),
   /**
-   * Prometheus `GET /metrics` listener of the process (metrics/server.ts), apart from the public port: its
+   * Prometheus `GET /metrics` listener of the process (shared/src/metrics/server.ts), apart from the public port: its
    * series name every network, upstream and dedicated node. Loopback by default; a scraper elsewhere needs
    * METRICS_HOST set (0.0.0.0 in the container images' deployments). 0 = a free port.
    */

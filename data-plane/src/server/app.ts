@@ -112,7 +112,7 @@ export class HttpServer implements ExchangeTracker {
       }),
     );
     // No /metrics here: it names every network, upstream and node, and is served on METRICS_PORT only
-    // (metrics/server.ts); on this port it is an unknown path (404) like any other.
+    // (shared/src/metrics/server.ts); on this port it is an unknown path (404) like any other.
     app.any(
       "/*",
       guard.http("notFound", (res) => this.plainError(res, GatewayError.NotFound)),

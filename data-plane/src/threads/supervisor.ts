@@ -3,12 +3,13 @@ import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
+import { serveMetrics } from "../../../shared/src/metrics/server";
 import { KeyLookupThrottle } from "../auth/lookup-throttle";
 import { allocateSharedCache } from "../cache/shared-response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
 import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
-import { serveMetrics } from "../metrics/server";
+import { collectRuntimeMetrics } from "../metrics/runtime";
 import { WindowCounts } from "../ratelimit/window-counts";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
@@ -70,6 +71,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const logger = createLogger("data-plane", config.LOG_LEVEL).child({ thread: 0 });
   // Counts the main thread's own process-level faults; its (other, empty) series merge with the threads'.
   const metrics = new PromMetrics();
+  collectRuntimeMetrics(metrics.registry);
   const readyFlags = ThreadReadiness.allocate(threadCount);
   const bufferBudget = SharedBufferBudget.allocate();
   const tenantTables = allocateTenantTables();

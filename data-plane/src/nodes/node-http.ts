@@ -4,8 +4,10 @@ import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import { type Cidr, clientIp, ipBucket, parseIp } from "../allowlist/ip";
 import { rateLimitHeaders } from "../limits/admission";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
+import { allowHeadersFor } from "../server/cors";
 import type { HandlerGuard } from "../server/guard";
-import { errorJson, nextRequestId, STATUS } from "../server/respond";
+import { requestIdFor } from "../server/request-id";
+import { errorJson, STATUS } from "../server/respond";
 import { endByStatus, NO_TRACING, type RequestTrace, type RequestTracing } from "../telemetry/tracing";
 import type { NodeGateway } from "./node-gateway";
 
@@ -32,7 +34,7 @@ export function serveNodeHttp(
   trustedProxies: readonly Cidr[] = [],
 ): void {
   const startedAt = performance.now();
-  const requestId = nextRequestId();
+  const requestId = requestIdFor(req.getHeader("x-request-id"));
   const nodeId = req.getParameter(0) ?? "";
   const apiKey = keyInPath
     ? decodePathKey(req.getParameter(1) ?? "")
@@ -40,6 +42,7 @@ export function serveNodeHttp(
   const origin = req.getHeader("origin");
   const forwardedFor = trustedProxies.length > 0 ? req.getHeader("x-forwarded-for") : "";
   const method = req.getMethod();
+  const allowHeaders = method === "options" ? allowHeadersFor(req.getHeader("access-control-request-headers")) : "";
   let aborted = false;
   let done = false;
   /** The request's span when sampled (started once it is a POST to forward), ended by its answer. */
@@ -125,7 +128,8 @@ export function serveNodeHttp(
         res.writeHeader("vary", "Origin");
       }
       res.writeHeader("access-control-allow-methods", "POST, OPTIONS");
-      res.writeHeader("access-control-allow-headers", "apikey, content-type, x-request-id");
+      res.writeHeader("access-control-allow-headers", allowHeaders);
+      res.writeHeader("vary", "Access-Control-Request-Headers");
       res.writeHeader("access-control-max-age", "600");
       res.endWithoutBody(0);
     });

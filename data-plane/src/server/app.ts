@@ -4,12 +4,11 @@ import { OTHER_METHOD, UNKNOWN_NETWORK } from "../../../shared/src/usage/contrac
 import { serveNodeHttp } from "../nodes/node-http";
 import { Endpoint, type GatewayContext } from "./context";
 import { type ExchangeTracker, RpcExchange } from "./exchange";
+import { allowHeadersFor } from "./cors";
 import { HandlerGuard } from "./guard";
 import { errorJson, nextRequestId, STATUS } from "./respond";
 
 const ALLOW_METHODS = "POST, OPTIONS";
-/** `authorization`: apps that require a JWT are called with `Authorization: Bearer <jwt>` from browsers too. */
-const ALLOW_HEADERS = "apikey, authorization, content-type, x-request-id";
 
 export interface HttpServerHooks {
   ready(): boolean;
@@ -200,6 +199,8 @@ export class HttpServer implements ExchangeTracker {
    */
   private preflight(res: uWS.HttpResponse, req: uWS.HttpRequest, endpoint: Endpoint): void {
     const origin = req.getHeader("origin");
+    // Read now: `req` is invalid once this handler returns, and the answer may wait for the key lookup.
+    const allowHeaders = allowHeadersFor(req.getHeader("access-control-request-headers"));
     const requestId = nextRequestId();
     const answer = (allowed: boolean) => {
       res.cork(() => {
@@ -217,7 +218,8 @@ export class HttpServer implements ExchangeTracker {
           if (endpoint !== Endpoint.Public) res.writeHeader("vary", "Origin");
         }
         res.writeHeader("access-control-allow-methods", ALLOW_METHODS);
-        res.writeHeader("access-control-allow-headers", ALLOW_HEADERS);
+        res.writeHeader("access-control-allow-headers", allowHeaders);
+        res.writeHeader("vary", "Access-Control-Request-Headers");
         res.writeHeader("access-control-max-age", "600");
         res.endWithoutBody(0);
       });

@@ -24,7 +24,8 @@ import type { RequestTrace } from "../telemetry/tracing";
 import { type NetworkPool } from "../upstream/network-pool";
 import type { Reply } from "../upstream/reply";
 import { Endpoint, type GatewayContext } from "./context";
-import { errorJson, nextRequestId, replyJson, STATUS } from "./respond";
+import { requestIdFor } from "./request-id";
+import { errorJson, replyJson, STATUS } from "./respond";
 
 /**
  * Counts live exchanges (for draining) and watches those whose body arrives in several chunks (for the
@@ -55,7 +56,8 @@ const EXPOSE_HEADERS = "X-Request-Id, X-Cache, X-RateLimit-Limit, X-RateLimit-Re
  * copied in the constructor (uWS invalidates it when the handler returns); every later write is corked.
  */
 export class RpcExchange {
-  readonly requestId = nextRequestId();
+  /** The client's own `X-Request-Id` when well formed (request-id.ts), else a fresh one. */
+  readonly requestId: string;
   /** When the first partial body chunk arrived (set only for multi-chunk bodies). */
   bodyStartedAtMs = 0;
   private done = false;
@@ -109,6 +111,7 @@ export class RpcExchange {
     /** When the route handler took the request (performance.now() ms). */
     readonly startedAt: number,
   ) {
+    this.requestId = requestIdFor(req.getHeader("x-request-id"));
     this.apiKey = endpoint === Endpoint.App ? req.getQuery("apikey") || req.getHeader("apikey") : "";
     this.origin = req.getHeader("origin");
     // Only consulted when the peer is a trusted proxy: not read (one native call less) without any.

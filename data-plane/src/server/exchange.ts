@@ -617,7 +617,7 @@ export class RpcExchange {
    * metrics and usage, which is taken when the answer is ready).
    *
    * Every answer is therefore asynchronous to uWS, which closes a connection that sends its next request
-   * before the previous answer (HTTP/1.1 pipelining): pipelining is not supported (README "Endpoints"),
+   * before the previous answer (HTTP/1.1 pipelining): pipelining is not supported (docs/json-rpc.md),
    * as it already was not for any request that waited on an upstream or a key lookup.
    */
   private send(status: number, body: string | Uint8Array): void {

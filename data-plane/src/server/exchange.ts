@@ -43,8 +43,8 @@ export interface ExchangeTracker {
 type Pending = Promise<void> | void;
 
 /**
- * Decodes single-chunk bodies straight from uWS's ArrayBuffer (no Buffer view first: 75 vs 190 ns for a
- * typical body). Invalid sequences become U+FFFD as with Buffer#toString; `ignoreBOM` keeps a leading BOM
+ * Decodes single-chunk bodies straight from uWS's ArrayBuffer (no Buffer view first: one object and one
+ * copy less per request; figures in docs/benchmarks.md). Invalid sequences become U+FFFD as with Buffer#toString; `ignoreBOM` keeps a leading BOM
  * in the text, as Buffer#toString does, so such a body stays a parse error.
  */
 const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
@@ -407,7 +407,7 @@ export class RpcExchange {
     // Successes: one draw per HTTP request, at its first success, so a request's successes are logged
     // together or not at all. Each is still logged with probability REQUEST_LOG_SAMPLE_PERCENT / 100; a
     // batch of 100 at 1% then costs a set of rows (and a read of the client's address) in 1% of batches
-    // instead of about one row in 63% of them, which cost 8-10 µs per batch (bench A/B with the log at 0%).
+    // instead of about one row in 63% of them (the cost per batch is in docs/benchmarks.md).
     // Errors: each asked (always logged while the log is on).
     let successes: boolean | undefined;
     if (category === ErrorCategory.Success) {
@@ -610,9 +610,9 @@ export class RpcExchange {
    *
    * Why not write at once: each response's send on loopback also wakes the client's thread when it is
    * waiting, and a client that reads one response between two of ours (spaced by our work on the next
-   * request) waits, and is woken, every time. Measured (bench:profile hit): the wake-up was 12% of the
-   * gateway's CPU. Answers sent back to back after the poll phase keep the reader busy instead: 46.5k ->
-   * 65k req/s on a cache hit, 21.7 -> 15.4 µs of CPU per request, p50 1.27 -> 0.72 ms. A lone request
+   * request) waits, and is woken, every time, which shows as a large share of the gateway's CPU in
+   * `bench:profile hit`. Answers sent back to back after the poll phase keep the reader busy instead
+   * (figures in docs/benchmarks.md, "Where the gateway's time goes"). A lone request
    * waits only for the end of the loop iteration it arrived in (not counted in the latency recorded for
    * metrics and usage, which is taken when the answer is ready).
    *

@@ -4,6 +4,7 @@ import {
   MAX_CLIENT_REQUEST_ID_LENGTH,
   requestIdFor,
 } from "../../../../data-plane/src/server/request-id";
+import { RequestLogRecordSchema } from "../../../../shared/src/requestlog/contract";
 
 /** The shape of the ids the gateway makes itself (respond.ts nextRequestId). */
 const GATEWAY_ID = /^[0-9a-f]{8}-[0-9a-z]+$/;
@@ -41,8 +42,7 @@ describe("request ids: a client's X-Request-Id", () => {
     assert.notEqual(requestIdFor(""), requestIdFor(""), "fresh ids differ");
   });
 
-  it("the bound fits the request log's request_id (the record contract's maximum)", async () => {
-    const { RequestLogRecordSchema } = await import("../../../../shared/src/requestlog/contract");
+  it("the bound fits the request log's request_id (the record contract's maximum)", () => {
     const max = RequestLogRecordSchema.shape.requestId.maxLength;
     assert.equal(max, MAX_CLIENT_REQUEST_ID_LENGTH);
   });

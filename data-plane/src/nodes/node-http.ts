@@ -42,7 +42,8 @@ export function serveNodeHttp(
   const origin = req.getHeader("origin");
   const forwardedFor = trustedProxies.length > 0 ? req.getHeader("x-forwarded-for") : "";
   const method = req.getMethod();
-  const allowHeaders = method === "options" ? allowHeadersFor(req.getHeader("access-control-request-headers")) : "";
+  const allowHeaders =
+    method === "options" ? allowHeadersFor(req.getHeader("access-control-request-headers")) : "";
   let aborted = false;
   let done = false;
   /** The request's span when sampled (started once it is a POST to forward), ended by its answer. */

@@ -3,8 +3,8 @@ import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { OTHER_METHOD, UNKNOWN_NETWORK } from "../../../shared/src/usage/contract";
 import { serveNodeHttp } from "../nodes/node-http";
 import { Endpoint, type GatewayContext } from "./context";
-import { type ExchangeTracker, RpcExchange } from "./exchange";
 import { allowHeadersFor } from "./cors";
+import { type ExchangeTracker, RpcExchange } from "./exchange";
 import { HandlerGuard } from "./guard";
 import { errorJson, nextRequestId, STATUS } from "./respond";
 

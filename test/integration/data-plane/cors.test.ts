@@ -32,7 +32,11 @@ describe("CORS preflight echoes the headers a client asks for", function () {
 
   it("an SDK's own headers are allowed on keyed and public endpoints, the gateway's always", async () => {
     for (const url of [`${gw.base}/eth/rpc?apikey=${key}`, `${gw.base}/eth/public`]) {
-      const pre = await preflight(url, "https://dapp.example.com", "Content-Type, X-Client-Version, solana-client");
+      const pre = await preflight(
+        url,
+        "https://dapp.example.com",
+        "Content-Type, X-Client-Version, solana-client",
+      );
       assert.equal(pre.status, 204, url);
       assert.equal(
         pre.headers.get("access-control-allow-headers"),
@@ -41,11 +45,15 @@ describe("CORS preflight echoes the headers a client asks for", function () {
       // A cache between the browser and the gateway must key the answer on what was asked.
       assert.match(pre.headers.get("vary") ?? "", /Access-Control-Request-Headers/i);
       // The real request those headers announce is served.
-      const r = await post(url, { jsonrpc: "2.0", id: 1, method: "eth_chainId" }, {
-        origin: "https://dapp.example.com",
-        "x-client-version": "sdk/1.2.3",
-        "solana-client": "js/1.0",
-      });
+      const r = await post(
+        url,
+        { jsonrpc: "2.0", id: 1, method: "eth_chainId" },
+        {
+          origin: "https://dapp.example.com",
+          "x-client-version": "sdk/1.2.3",
+          "solana-client": "js/1.0",
+        },
+      );
       assert.equal(r.status, 200);
       assert.match(r.json.result, /^0x[0-9a-f]+$/);
     }

@@ -24,11 +24,19 @@ describe("a client's own X-Request-Id: returned, in data.requestId and in the re
 
   /** The request-log records listed for `requestId`, once there are `n` of them. */
   const logged = (requestId: string, n: number) =>
-    eventually(async () => {
-      const d = await h.ok<{ requestLog: { edges: { node: Json }[] } }>(LOG, { f: { requestId } }, owner.token);
-      const nodes = d.requestLog.edges.map((e) => e.node);
-      return nodes.length >= n ? nodes : undefined;
-    }, `${n} request-log records for ${requestId}`, 30_000);
+    eventually(
+      async () => {
+        const d = await h.ok<{ requestLog: { edges: { node: Json }[] } }>(
+          LOG,
+          { f: { requestId } },
+          owner.token,
+        );
+        const nodes = d.requestLog.edges.map((e) => e.node);
+        return nodes.length >= n ? nodes : undefined;
+      },
+      `${n} request-log records for ${requestId}`,
+      30_000,
+    );
 
   before(async () => {
     h = await startHarness();
@@ -59,7 +67,10 @@ describe("a client's own X-Request-Id: returned, in data.requestId and in the re
       }),
     );
     url = `http://127.0.0.1:${dp.port}/evm-stub/rpc?apikey=${app.apiKey}`;
-    await eventually(async () => (await post(url, { jsonrpc: "2.0", id: 1, method: "eth_chainId" })).status === 200, "the gateway serving");
+    await eventually(
+      async () => (await post(url, { jsonrpc: "2.0", id: 1, method: "eth_chainId" })).status === 200,
+      "the gateway serving",
+    );
   });
 
   after(async () => {

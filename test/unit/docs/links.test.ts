@@ -181,7 +181,10 @@ describe("documentation links", () => {
     assert.equal(slug("Every core: `DATA_PLANE_THREADS`"), "every-core-data_plane_threads");
     assert.equal(slug("Node.js version"), "nodejs-version");
     assert.equal(slug("Endpoints (data plane)"), "endpoints-data-plane");
-    assert.equal(slug("Every process (`shared/src/config/env.ts` `commonEnvShape`)"), "every-process-sharedsrcconfigenvts-commonenvshape");
+    assert.equal(
+      slug("Every process (`shared/src/config/env.ts` `commonEnvShape`)"),
+      "every-process-sharedsrcconfigenvts-commonenvshape",
+    );
     assert.equal(slug("eth_getLogs splitting"), "eth_getlogs-splitting");
     assert.equal(slug("A **bold** [link](x.md)"), "a-bold-link");
   });

@@ -56,7 +56,10 @@ function variables(cell: string): string[] {
 
 /** Every disagreement between the configuration page's table and the schemas. */
 function problems(doc: string, outsideSchemas: readonly string[]): string[] {
-  const shapes = SCHEMAS.map((s) => ({ keys: Object.keys(s.shape), defaults: s.parse({}) as Record<string, unknown> }));
+  const shapes = SCHEMAS.map((s) => ({
+    keys: Object.keys(s.shape),
+    defaults: s.parse({}) as Record<string, unknown>,
+  }));
   const out: string[] = [];
   const rows = tableRows(doc, "Common settings");
   if (rows.length < 20) out.push(`only ${rows.length} rows under "Common settings"`);
@@ -67,7 +70,8 @@ function problems(doc: string, outsideSchemas: readonly string[]): string[] {
     for (const [i, name] of names.entries()) {
       const schema = shapes.find((s) => s.keys.includes(name));
       if (schema === undefined) {
-        if (!outsideSchemas.includes(name) && !SDK_VARIABLES.includes(name)) out.push(`${name}: no process reads it`);
+        if (!outsideSchemas.includes(name) && !SDK_VARIABLES.includes(name))
+          out.push(`${name}: no process reads it`);
         continue;
       }
       const quoted = /^`([^`]*)`/.exec(defaultCell)?.[1];

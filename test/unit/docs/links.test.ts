@@ -85,6 +85,20 @@ describe("documentation links", () => {
     assert.ok(bytes < README_MAX_BYTES, `README.md is ${bytes} bytes`);
   });
 
+  it("every `npm run <script>` the docs name is a script of package.json", () => {
+    const scripts = Object.keys(JSON.parse(readRepo("package.json")!).scripts as Record<string, string>);
+    const missing: string[] = [];
+    let named = 0;
+    for (const f of DOCS) {
+      for (const m of readRepo(f)!.matchAll(/npm\s+run\s+([a-z][a-z0-9:_-]*)/g)) {
+        named++;
+        if (!scripts.includes(m[1]!)) missing.push(`${f}: npm run ${m[1]}`);
+      }
+    }
+    assert.ok(named >= 10, `found only ${named} npm run commands`);
+    assert.deepEqual(missing, []);
+  });
+
   it("every doc is reachable from the README or another doc", () => {
     const linked = new Set<string>();
     for (const f of DOCS) {

@@ -15,6 +15,7 @@ import type { WsSession } from "../../../../data-plane/src/ws/session";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import { UsageBatchSchema } from "../../../../shared/src/usage/contract";
+import { eventually } from "../../../helpers/eventually";
 
 const WS = "11111111-1111-4111-8111-111111111111";
 const APP = "22222222-2222-4222-8222-222222222222";
@@ -145,23 +146,28 @@ describe("data-plane: usage wiring", () => {
         return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
       }
     }
+    /** The answer of an INFO just made has been handled: its promise chain runs before the next macrotask. */
+    const settled = () => new Promise((r) => setImmediate(r));
     const conn = new FakeConn();
     let restarts = 0;
     const w = watchRedisRestarts(conn, () => restarts++, 20);
     try {
       conn.answers.push(new Error("LOADING"), "# Server\r\nrun_id:aaa\r\n");
       conn.emit("ready");
-      await new Promise((r) => setTimeout(r, 100));
+      await eventually(() => conn.calls === 2, "the failed INFO retried");
+      await settled();
       assert.equal(conn.calls, 2, "the failed INFO was retried");
       assert.equal(restarts, 0, "first run id: no restart");
       // Reconnected to the same server: nothing; to a new one: one restart.
       conn.answers.push("run_id:aaa\r\n");
       conn.emit("ready");
-      await new Promise((r) => setTimeout(r, 10));
+      await settled();
+      assert.equal(conn.calls, 3);
       assert.equal(restarts, 0);
       conn.answers.push("run_id:bbb\r\n");
       conn.emit("ready");
-      await new Promise((r) => setTimeout(r, 10));
+      await settled();
+      assert.equal(conn.calls, 4);
       assert.equal(restarts, 1);
       // A failure while the connection is not ready is not retried by timer (the next "ready" reads it).
       conn.status = "reconnecting";

@@ -1,4 +1,4 @@
-import { nextRequestId } from "./respond";
+import { nextRequestId } from "../rpc/respond";
 
 /**
  * Longest client `X-Request-Id` kept. The id is stored in the request log, whose `request_id` column

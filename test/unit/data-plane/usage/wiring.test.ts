@@ -1,17 +1,8 @@
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
-import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
-import {
-  createUsageRecorder,
-  NoopUsageRecorder,
-  RedisUsageRecorder,
-  type UsageContext,
-  type UsageRecorder,
-  usageWsHooks,
-} from "../../../../data-plane/src/usage";
+import { createUsageRecorder, NoopUsageRecorder, RedisUsageRecorder } from "../../../../data-plane/src/usage";
 import { watchRedisRestarts } from "../../../../data-plane/src/usage/create";
-import type { WsSession } from "../../../../data-plane/src/ws/session";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import { UsageBatchSchema } from "../../../../shared/src/usage/contract";
@@ -19,23 +10,6 @@ import { eventually } from "../../../helpers/eventually";
 
 const WS = "11111111-1111-4111-8111-111111111111";
 const APP = "22222222-2222-4222-8222-222222222222";
-
-class CapturingRecorder implements UsageRecorder {
-  readonly seen: UsageContext[] = [];
-  record(ctx: UsageContext): void {
-    this.seen.push(ctx);
-  }
-  async flush(): Promise<void> {}
-  async close(): Promise<void> {}
-}
-
-const key = { hash: "h", record: { kind: "app", workspaceId: WS, appId: APP } } as unknown as VerifiedKey;
-const session = (opts: { key?: VerifiedKey; pool?: boolean }) =>
-  ({
-    key: opts.key,
-    pool: opts.pool === false ? undefined : { slug: "eth" },
-    slug: "eth",
-  }) as unknown as WsSession;
 
 describe("data-plane: usage wiring", () => {
   it("close() while a timer flush is in flight still writes the records made meanwhile", async () => {
@@ -66,60 +40,6 @@ describe("data-plane: usage wiring", () => {
     await closing;
     const counts = calls.flatMap((c) => UsageBatchSchema.parse(JSON.parse(c)).rows.map((r) => r.count));
     assert.deepEqual(counts, [1, 4]);
-  });
-
-  it("usageWsHooks: answered / rejected / notified (with its count as units) with the key's workspace and app; public -> null; node endpoints under node-{id}; other custom endpoints skipped", () => {
-    const rec = new CapturingRecorder();
-    const hooks = usageWsHooks(rec);
-    assert.equal(hooks.admit(session({ key }), 3), undefined);
-    hooks.answered(session({ key }), "eth_call", ErrorCategory.NodeError, 0.0125);
-    hooks.rejected?.(session({ key }), "eth_call", ErrorCategory.TooManyRequests);
-    hooks.notified(session({}), "eth_subscription", 1);
-    hooks.answered(session({ key, pool: false }), "eth_call", ErrorCategory.Success, 1);
-    const nodeKey = {
-      hash: "n",
-      record: { kind: "node", workspaceId: WS, appId: null, nodeId: "ABC-1" },
-    } as unknown as VerifiedKey;
-    // A message published to 3 clients of one key: one record of 3 units.
-    hooks.notified(session({ key: nodeKey, pool: false }), "eth_subscription", 3);
-    assert.deepEqual(rec.seen, [
-      {
-        workspaceId: WS,
-        appId: APP,
-        network: "eth",
-        method: "eth_call",
-        category: ErrorCategory.NodeError,
-        latencyMs: 12.5,
-        units: 1,
-      },
-      {
-        workspaceId: WS,
-        appId: APP,
-        network: "eth",
-        method: "eth_call",
-        category: ErrorCategory.TooManyRequests,
-        latencyMs: 0,
-        units: 1,
-      },
-      {
-        workspaceId: null,
-        appId: null,
-        network: "eth",
-        method: "eth_subscription",
-        category: ErrorCategory.Success,
-        latencyMs: 0,
-        units: 1,
-      },
-      {
-        workspaceId: WS,
-        appId: null,
-        network: "node-abc-1",
-        method: "eth_subscription",
-        category: ErrorCategory.Success,
-        latencyMs: 0,
-        units: 3,
-      },
-    ]);
   });
 
   it("config: USAGE_MODE (default redis) and USAGE_* in the data-plane config; off gives a no-op recorder", async () => {

@@ -160,7 +160,7 @@ export class HttpServer implements ExchangeTracker {
       return;
     }
     const started = performance.now();
-    const pool = this.ctx.upstreams.get(req.getParameter(0));
+    const pool = this.ctx.upstreams.get(req.getParameter(0) ?? "");
     if (pool === undefined) {
       // Unknown network: recorded (no app, method "other") under the network "unknown".
       this.ctx.usage.record({

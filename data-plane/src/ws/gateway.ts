@@ -186,7 +186,7 @@ export class WsGateway {
         idleTimeout: c.WS_IDLE_TIMEOUT_S,
         sendPingsAutomatically: true,
         maxBackpressure: c.WS_MAX_BUFFERED_BYTES * 2 + 64 * 1024,
-        closeOnBackpressureLimit: 0,
+        closeOnBackpressureLimit: false,
         upgrade: (res, req, context) => this.upgrade(res, req, context, paramCount, authorize, spanName),
         open: (ws) => this.onOpen(ws),
         message: (ws, message, isBinary) =>
@@ -251,7 +251,7 @@ export class WsGateway {
     const secProtocol = req.getHeader("sec-websocket-protocol");
     const secExtensions = req.getHeader("sec-websocket-extensions");
     const params: string[] = [];
-    for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i));
+    for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? "");
     const forwardedFor = req.getHeader("x-forwarded-for");
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString("latin1");
     const info: UpgradeInfo = {

@@ -211,6 +211,8 @@ function run(root, glibc = glibcVersion(), arch = process.arch) {
     return `glibc ${glibc} is older than ${MIN_GLIBC}, which the uWS binaries need besides ${NEEDED}: unsupported (see docs/runtime.md)`;
   }
   const src = packageDir(root);
+  // `npm ci --dry-run` runs this script too, with nothing installed.
+  if (!fs.existsSync(path.join(src, "package.json"))) return `${PACKAGE} is not installed: nothing to patch`;
   const pkg = JSON.parse(fs.readFileSync(path.join(src, "package.json"), "utf8"));
   if (pkg.version !== VERSION) throw new Error(`${PACKAGE} is ${pkg.version}; this script knows ${VERSION}`);
   const files = Object.keys(SHA256).filter((f) => f.startsWith(`uws_linux_${arch}_`));

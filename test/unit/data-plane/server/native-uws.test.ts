@@ -10,13 +10,9 @@ import {
 } from "../../../../data-plane/src/server/native-uws";
 
 const MAIN = join(__dirname, "../../../../data-plane/src/main.js");
+// biome-ignore lint/suspicious/noExplicitAny: an untyped CommonJS script
+const compat = require(join(__dirname, "../../../../../scripts/uws-glibc-compat.js")) as any;
 const NO_NATIVE_UWS = join(__dirname, "../../../helpers/no-native-uws.js");
-
-/** The running glibc, e.g. "2.36", or null (not glibc Linux). */
-function glibc(): string | null {
-  // biome-ignore lint/suspicious/noExplicitAny: the report's header is untyped
-  return (process.report?.getReport() as any)?.header?.glibcVersionRuntime ?? null;
-}
 
 describe("data-plane: native uWS binding check", () => {
   it("accepts the addon this process loaded, one of the package's binaries (which include Node 24's ABI 137)", () => {
@@ -28,11 +24,10 @@ describe("data-plane: native uWS binding check", () => {
   });
 
   it("loads the untouched binary on glibc 2.38 or later and the retargeted copy only below it", () => {
-    const version = glibc();
+    const version: string | null = compat.glibcVersion();
     const loaded = Object.keys(require.cache).filter((f) => /uws_\w+_\w+_\d+\.node$/.test(f));
     assert.equal(loaded.length, 1, loaded.join(", "));
-    const below238 = version !== null && Number(version.split(".")[1]) < 38 && version.startsWith("2.");
-    if (below238) assert.match(loaded[0], /node_modules\/\.uws-glibc-compat\//);
+    if (version !== null && compat.versionLess(version, "2.38")) assert.match(loaded[0], /node_modules\/\.uws-glibc-compat\//);
     else assert.match(loaded[0], /node_modules\/@btc-vision\/uwebsockets\.js\//);
   });
 

@@ -50,7 +50,11 @@ function buildNative({ env = process.env, stdio = "inherit" } = {}) {
   }
   // npm puts its own node-gyp on PATH for scripts (`build:native`); npm_execpath is the npm running us.
   const npm = env.npm_execpath ? [process.execPath, env.npm_execpath] : ["npm"];
-  const r = spawnSync(npm[0], [...npm.slice(1), "run", "build:native", "--silent"], { cwd: root, env, stdio });
+  const r = spawnSync(npm[0], [...npm.slice(1), "run", "build:native", "--silent"], {
+    cwd: root,
+    env,
+    stdio,
+  });
   if (r.status !== 0 || !fs.existsSync(ADDON)) {
     return {
       built: false,
@@ -66,5 +70,7 @@ module.exports = { buildNative, missingTools, ADDON };
 
 if (require.main === module) {
   const r = buildNative();
-  process.stdout.write(r.built ? `build-native: built ${path.relative(root, ADDON)}\n` : `build-native: ${r.reason}\n`);
+  process.stdout.write(
+    r.built ? `build-native: built ${path.relative(root, ADDON)}\n` : `build-native: ${r.reason}\n`,
+  );
 }

@@ -129,7 +129,13 @@ function symbolsAt(buf, elf, versionIndex) {
     if ((buf.readUInt16LE(elf.versym.offset + i * 2) & 0x7fff) !== versionIndex) continue;
     const at = elf.dynsym.offset + i * 24;
     const nameOff = buf.readUInt32LE(at);
-    out.push({ index: i, at, nameOff, name: cstr(buf, elf.dynstr.offset + nameOff), shndx: buf.readUInt16LE(at + 6) });
+    out.push({
+      index: i,
+      at,
+      nameOff,
+      name: cstr(buf, elf.dynstr.offset + nameOff),
+      shndx: buf.readUInt16LE(at + 6),
+    });
   }
   return out;
 }
@@ -151,7 +157,9 @@ function patchBinary(input) {
   const syms = symbolsAt(buf, elf, needed);
   const names = syms.map((s) => s.name);
   if (names.length === 0 || names.some((n) => !(n in RETARGET))) {
-    throw new Error(`${NEEDED} symbols are ${names.join(", ")}, expected some of ${Object.keys(RETARGET).join(", ")}`);
+    throw new Error(
+      `${NEEDED} symbols are ${names.join(", ")}, expected some of ${Object.keys(RETARGET).join(", ")}`,
+    );
   }
   for (const s of syms) {
     // Undefined symbols sit before the GNU hash table's first hashed symbol: renaming them leaves it valid.

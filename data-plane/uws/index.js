@@ -1,4 +1,3 @@
-"use strict";
 // The package the code imports as "uWebSockets.js". It loads @btc-vision/uwebsockets.js unchanged; where
 // that fails only because this glibc lacks GLIBC_2.38 (2.36 and 2.37), it loads the retargeted copy that
 // `npm ci` wrote (scripts/uws-glibc-compat.js, docs/runtime.md). When neither loads it exports an object

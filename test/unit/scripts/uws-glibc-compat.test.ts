@@ -46,7 +46,10 @@ describe("scripts/uws-glibc-compat.js", () => {
       const patched: Buffer = compat.patchBinary(original);
       const after = imports(patched);
       assert.equal(patched.length, original.length);
-      assert.deepEqual([...after.syms.keys()].filter((s) => s.includes("GLIBC_2.38")), []);
+      assert.deepEqual(
+        [...after.syms.keys()].filter((s) => s.includes("GLIBC_2.38")),
+        [],
+      );
       const base = arch === "x64" ? "GLIBC_2.2.5" : "GLIBC_2.17";
       for (const fn of ["strtol", "strtoul"]) assert.equal(after.syms.get(`${fn}@${base}`), "libc.so.6", fn);
       assert.equal(after.flags.get("GLIBC_2.38"), 2, "the unused 2.38 need is weak");
@@ -70,7 +73,10 @@ describe("scripts/uws-glibc-compat.js", () => {
 
     assert.match(compat.run(tmp, "2.36", "x64"), /wrote 4 retargeted linux-x64 binaries/);
     const record = JSON.parse(readFileSync(path.join(out, "PATCHED.json"), "utf8"));
-    assert.equal(record.binaries["uws_linux_x64_137.node"].originalSha256, compat.SHA256["uws_linux_x64_137.node"]);
+    assert.equal(
+      record.binaries["uws_linux_x64_137.node"].originalSha256,
+      compat.SHA256["uws_linux_x64_137.node"],
+    );
     assert.ok(existsSync(path.join(out, "uws.js")));
     assert.ok(!existsSync(path.join(out, "uws_linux_arm64_137.node")), "only this architecture's binaries");
 
@@ -89,7 +95,10 @@ describe("scripts/uws-glibc-compat.js", () => {
     const tampered = readFileSync(bin);
     tampered[tampered.length - 1] ^= 0xff;
     writeFileSync(bin, tampered);
-    assert.throws(() => compat.run(tmp, "2.36", "x64"), /uws_linux_x64_127\.node: sha256 .* is not the published/);
+    assert.throws(
+      () => compat.run(tmp, "2.36", "x64"),
+      /uws_linux_x64_127\.node: sha256 .* is not the published/,
+    );
     assert.ok(!existsSync(path.join(tmp, "node_modules", compat.COMPAT_DIR_NAME)));
   });
 

@@ -27,20 +27,27 @@ describe("data-plane: native uWS binding check", () => {
     const version: string | null = compat.glibcVersion();
     const loaded = Object.keys(require.cache).filter((f) => /uws_\w+_\w+_\d+\.node$/.test(f));
     assert.equal(loaded.length, 1, loaded.join(", "));
-    if (version !== null && compat.versionLess(version, "2.38")) assert.match(loaded[0], /node_modules\/\.uws-glibc-compat\//);
+    if (version !== null && compat.versionLess(version, "2.38"))
+      assert.match(loaded[0], /node_modules\/\.uws-glibc-compat\//);
     else assert.match(loaded[0], /node_modules\/@btc-vision\/uwebsockets\.js\//);
   });
 
   it("refuses a stand-in that is not the addon, and says why it did not load", () => {
-    const stub = { loadError: "libfoo.so: cannot open shared object file", App: () => undefined };
-    assert.equal(isNativeUws(stub), false);
-    assert.throws(() => assertNativeUws(stub), (err: Error) => {
-      assert.ok(err instanceof NativeUwsError);
-      assert.match(err.message, /native binding did not load .*: libfoo\.so: cannot open shared object file/);
-      assert.match(err.message, /Node 24/);
-      return true;
-    });
     const jsApp = () => undefined;
+    const stub = { loadError: "libfoo.so: cannot open shared object file", App: jsApp };
+    assert.equal(isNativeUws(stub), false);
+    assert.throws(
+      () => assertNativeUws(stub),
+      (err: Error) => {
+        assert.ok(err instanceof NativeUwsError);
+        assert.match(
+          err.message,
+          /native binding did not load .*: libfoo\.so: cannot open shared object file/,
+        );
+        assert.match(err.message, /Node 24/);
+        return true;
+      },
+    );
     for (const bad of [undefined, null, {}, { App: jsApp }, { App: "x" }]) {
       assert.equal(isNativeUws(bad), false, JSON.stringify(bad));
     }

@@ -8,6 +8,7 @@ import { JwtFailureThrottle } from "./auth/jwt-throttle";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { KeyLookupThrottle } from "./auth/lookup-throttle";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
+import { type SharedCacheMemory, SharedResponseCache } from "./cache/shared-response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
 import { FilterStore } from "./filters/filter-store";
 import { GatewayFilters } from "./filters/gateway-filters";
@@ -16,11 +17,11 @@ import { PoolCalls } from "./forward/pool-calls";
 import { LimitsGate } from "./limits/admission";
 import { ConcurrencyLimiter } from "./limits/concurrency";
 import { localTenantCounts, type TenantCountSet } from "./limits/tenant-counts";
-import { limitsWsHooks } from "./limits/ws-hooks";
 import { type Metrics, PromMetrics } from "./metrics/metrics";
 import { type NodeLookup, RedisNodeDirectory } from "./nodes/node-directory";
 import { NodeGateway } from "./nodes/node-gateway";
 import { registerNodeWsRoutes } from "./nodes/node-ws";
+import type { GatewayContext } from "./pipeline/context";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
 import { type Clock, systemClock } from "./ratelimit/clock";
 import { createLimits, type Limits } from "./ratelimit/limits";
@@ -29,7 +30,6 @@ import { createRequestLog } from "./requestlog/create";
 import type { RequestLog } from "./requestlog/recorder";
 import { batchScanner } from "./rpc/batch-spans";
 import { HttpServer } from "./server/app";
-import type { GatewayContext } from "./server/context";
 import { assertNativeUws } from "./server/native-uws";
 import { type PlaneState, RedisPlaneState } from "./state/redis-state";
 import { createTracing } from "./telemetry/create";
@@ -38,9 +38,8 @@ import { BufferBudget } from "./upstream/buffer-budget";
 import { HealthPublisher } from "./upstream/health-publisher";
 import { UpstreamRegistry } from "./upstream/registry";
 import { ServedHeadShare } from "./upstream/served-head-share";
-import { createUsageRecorder, type UsageRecorder, usageWsHooks } from "./usage";
+import { createUsageRecorder, type UsageRecorder } from "./usage";
 import { WsGateway } from "./ws/gateway";
-import type { WsHooks } from "./ws/hooks";
 
 /** Defined with the configuration (the main thread of several reads it without loading the plane). */
 export { shutdownBudgetMs };
@@ -75,8 +74,6 @@ export interface DataPlaneOverrides {
   state?: PlaneState;
   /** Dedicated node records (default: read from Redis). */
   nodes?: NodeLookup;
-  /** Limits / quota / usage seams for the WebSocket path (default: none). */
-  wsHooks?: WsHooks;
   /** Rate limiter + quota tracker (default: `createLimits(config)`); started and closed with the plane. */
   limits?: Limits;
   /** Clock of the default limits (tests step it across seconds and UTC days). */
@@ -106,6 +103,11 @@ export interface DataPlaneOverrides {
    */
   rateLimitTable?: SharedArrayBuffer;
   rateLimitInstanceId?: string;
+  /**
+   * The response cache's shared memory (allocateSharedCache; default: this plane's own lru-cache). Serving
+   * threads share one, so an answer is fetched once per process and CACHE_MAX_BYTES bounds the process.
+   */
+  responseCache?: SharedCacheMemory;
   /** Request tracing (default: `createTracing`, from OTEL_*); an injected one is not shut down by the plane. */
   tracing?: RequestTracing;
 }
@@ -156,9 +158,13 @@ export async function startDataPlane(
   // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
   const bufferBudget = overrides.bufferBudget ?? new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
   const cache =
-    config.CACHE_MAX_BYTES > 0
-      ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
-      : new NoopResponseCache();
+    config.CACHE_MAX_BYTES <= 0
+      ? new NoopResponseCache()
+      : overrides.responseCache !== undefined
+        ? new SharedResponseCache(overrides.responseCache, {
+            mergeWaitMs: config.UPSTREAM_TIMEOUT_MS * config.UPSTREAM_MAX_ATTEMPTS,
+          })
+        : new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION);
   // One set of pool options for the shared networks and the dedicated nodes (NodePools adjusts its own).
   const poolOptions = {
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
@@ -247,11 +253,9 @@ export async function startDataPlane(
     logger,
     pool: poolOptions,
     metrics,
-    forward: { cache, metrics, flights, config },
-    // Node keys: per node per second at the plan's rate, no daily quota (LimitsGate.admit).
-    limits: gate,
-    usage,
-    requestLog,
+    // A node key: per node per second at the plan's rate, no daily quota (LimitsGate.admit). No
+    // pool-wide calls (poolCalls): a dedicated node is one node.
+    deps: { cache, metrics, flights, config, limits: gate, usage, requestLog },
   });
   // Filters live in Redis so that any instance and thread answers a poll (filters/filter-store.ts).
   const filtersRedis = createRedis(
@@ -435,11 +439,7 @@ export async function startDataPlane(
           thread: thread.index,
         },
   );
-  const ws = new WsGateway(
-    context,
-    server.app,
-    overrides.wsHooks ?? limitsWsHooks(gate, usageWsHooks(usage)),
-  );
+  const ws = new WsGateway(context, server.app);
   ws.registerAppRoutes();
   const nodeWs = registerNodeWsRoutes(ws, nodes);
   wsGateway = ws;

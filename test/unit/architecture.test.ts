@@ -71,3 +71,51 @@ describe("architecture: the planes only share shared/", () => {
     );
   });
 });
+
+/**
+ * The data plane's layers (docs/architecture.md "Layers"): the transports (server/ for HTTP, ws/, nodes/)
+ * side by side over the request pipeline (pipeline/), over forwarding and the capabilities it uses. Nothing
+ * imports upward: the pipeline no transport, the layers below neither the pipeline nor a transport.
+ */
+describe("architecture: the data plane's layers", () => {
+  const transports = ["data-plane/src/server", "data-plane/src/ws", "data-plane/src/nodes"];
+  const below = [
+    "access",
+    "allowlist",
+    "auth",
+    "cache",
+    "filters",
+    "forward",
+    "limits",
+    "memory",
+    "metrics",
+    "policy",
+    "quota",
+    "ratelimit",
+    "requestlog",
+    "rpc",
+    "state",
+    "telemetry",
+    "upstream",
+    "usage",
+  ].map((d) => `data-plane/src/${d}`);
+
+  it("the pipeline imports no transport", () => {
+    assert.ok(
+      sourceFiles(join(ROOT, "data-plane/src/pipeline")).length > 0,
+      "scanned data-plane/src/pipeline",
+    );
+    assert.deepEqual(
+      transports.flatMap((t) => violations("data-plane/src/pipeline", t)),
+      [],
+    );
+  });
+
+  it("nothing below the pipeline imports it or a transport", () => {
+    const up = [...transports, "data-plane/src/pipeline"];
+    assert.deepEqual(
+      below.flatMap((from) => up.flatMap((t) => violations(from, t))),
+      [],
+    );
+  });
+});

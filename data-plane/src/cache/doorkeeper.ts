@@ -21,12 +21,32 @@ export class Doorkeeper {
   /** Which of a key's two slots the next overwrite takes (alternates). */
   private flip = 0;
 
-  /** `slots` is rounded up to a power of two. */
-  constructor(slots: number) {
+  /**
+   * `slots` is rounded up to a power of two. A shared table (`Doorkeeper.allocate`) is one filter for every
+   * serving thread of the process: a key's second request counts on whichever thread it lands. Its slots
+   * are read and written without a lock; a race loses at most one fingerprint (one key admitted a request
+   * late), as an overwrite does.
+   */
+  constructor(slots: number | SharedArrayBuffer) {
+    if (typeof slots === "number") {
+      this.table = new Uint32Array(Doorkeeper.size(slots));
+    } else {
+      this.table = new Uint32Array(slots);
+      if (this.table.length !== Doorkeeper.size(this.table.length))
+        throw new Error("doorkeeper: the table's slots must be a power of two");
+    }
+    this.mask = this.table.length - 1;
+  }
+
+  /** A table of `slots` (rounded up to a power of two) for serving threads to share. */
+  static allocate(slots: number): SharedArrayBuffer {
+    return new SharedArrayBuffer(Doorkeeper.size(slots) * 4);
+  }
+
+  private static size(slots: number): number {
     let size = 1;
     while (size < slots) size *= 2;
-    this.table = new Uint32Array(size);
-    this.mask = size - 1;
+    return size;
   }
 
   /** Records `key`; true when it was already recorded (its second request, or later). */

@@ -3,7 +3,7 @@ import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import type { NodeRecord } from "../../../shared/src/redis/records";
 import { ipBucket } from "../allowlist/ip";
 import { withRetryAfter } from "../auth/lookup-throttle";
-import { errorJson } from "../server/respond";
+import { errorJson } from "../rpc/respond";
 import { endByStatus } from "../telemetry/tracing";
 import type { Authorize, UpgradeInfo, WsGateway } from "../ws/gateway";
 import type { SubscriptionTarget } from "../ws/hub";
@@ -47,12 +47,13 @@ class NodeSubscriptionTarget implements SubscriptionTarget {
  *
  * - Upgrade: 401 for a missing / wrong key (only the node's own key opens it), 503 when the node has no
  *   record or is not SYNCED; the refusal is the contract error body with that status.
- * - Each text message (single or batch) goes to `NodeGateway.handle` (per-second limit, Safe mode per
- *   element with -32601, forwarding to the node's RPC, usage). The key is re-read per message from the
- *   in-process key cache, so switching the node to SAFE applies to open connections at once.
+ * - Each text message (single or batch) goes through the request pipeline with the node's stage
+ *   (`NodeGateway.handle`: per-second limit, Safe mode per element with -32601, forwarding to the node's
+ *   RPC, accounting). The key is re-read per message from the in-process key cache, so switching the node
+ *   to SAFE applies to open connections at once.
  * - Single subscribe / unsubscribe calls go through the gateway's subscription hub to the node's own
- *   WebSocket (`eth_subscribe`, `chain_subscribeNewHeads`, ...); they are admitted by the WS hooks' limits
- *   like any keyed message (a node key: per node per second, no quota).
+ *   WebSocket (`eth_subscribe`, `chain_subscribeNewHeads`, ...); they are admitted like any keyed message
+ *   (a node key: per node per second, no quota).
  * - Key revoked or regenerated while connected: the gateway re-runs this authorize and closes the socket
  *   with 4001. A node that stops serving while connected keeps the socket (its requests answer 503).
  */
@@ -103,7 +104,7 @@ export function registerNodeWsRoutes(
             return errorJson(cur.error, "null", { requestId });
           }
           target.update(cur.node.wsUrl);
-          const reply = await gateway.handle(cur, text, requestId, logIp, true, trace);
+          const reply = await gateway.handle(cur.key, nodeId, text, requestId, logIp, trace);
           // The status the answer would have had over HTTP: a WebSocket message has none of its own.
           if (trace !== undefined) endByStatus(trace, reply.status, true);
           return reply.body;

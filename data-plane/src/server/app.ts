@@ -1,15 +1,23 @@
 import uWS from "uWebSockets.js";
-import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { logAddressPrefix } from "../../../shared/src/net/address-bucket";
 import { OTHER_METHOD, UNKNOWN_NETWORK } from "../../../shared/src/usage/contract";
-import { serveNodeHttp } from "../nodes/node-http";
-import { Endpoint, type GatewayContext } from "./context";
+import { clientIp } from "../allowlist/ip";
+import type { VerifiedKey, VerifyResult } from "../auth/key-verifier";
+import { decodePathKey, serveNodeHttp } from "../nodes/node-http";
+import { nodeUsageNetwork, RequestAccount } from "../pipeline/account";
+import { Endpoint, type GatewayContext } from "../pipeline/context";
+import { errorJson, nextRequestId, STATUS } from "../rpc/respond";
 import { type ExchangeTracker, RpcExchange } from "./exchange";
 import { HandlerGuard } from "./guard";
-import { errorJson, nextRequestId, STATUS } from "./respond";
 
 const ALLOW_METHODS = "POST, OPTIONS";
 /** `authorization`: apps that require a JWT are called with `Authorization: Bearer <jwt>` from browsers too. */
 const ALLOW_HEADERS = "apikey, authorization, content-type, x-request-id";
+
+/** Which route a request refused during the drain came in on (where its key is, if any). */
+const DrainRoute = { App: 0, Public: 1, NodePath: 2, NodeQuery: 3 } as const;
+type DrainRoute = (typeof DrainRoute)[keyof typeof DrainRoute];
 
 export interface HttpServerHooks {
   ready(): boolean;
@@ -63,7 +71,6 @@ export class HttpServer implements ExchangeTracker {
     }
     const nodes = ctx.nodes;
     if (nodes !== undefined) {
-      const maxBody = ctx.config.MAX_BODY_BYTES;
       // The key in the path, or in `?apikey=` / the `apikey` header.
       for (const [path, keyInPath] of [
         ["/nodes/:nodeId/:key", true],
@@ -73,18 +80,8 @@ export class HttpServer implements ExchangeTracker {
           path,
           guard.http("node", (res, req) =>
             this.refusing
-              ? this.shuttingDown(res, "")
-              : serveNodeHttp(
-                  nodes,
-                  this,
-                  guard,
-                  maxBody,
-                  res,
-                  req,
-                  keyInPath,
-                  ctx.tracing,
-                  ctx.trustedProxies,
-                ),
+              ? this.shuttingDown(res, req, keyInPath ? DrainRoute.NodePath : DrainRoute.NodeQuery)
+              : serveNodeHttp(ctx, this, res, req, keyInPath),
           ),
         );
       }
@@ -122,8 +119,7 @@ export class HttpServer implements ExchangeTracker {
     );
   }
 
-  private plainError(res: uWS.HttpResponse, row: typeof GatewayError.NotFound): void {
-    const requestId = nextRequestId();
+  private plainError(res: uWS.HttpResponse, row: ErrorRow, requestId = nextRequestId()): void {
     res.cork(() => {
       res.writeStatus(STATUS[row.httpStatus]!);
       res.writeHeader("x-request-id", requestId);
@@ -133,20 +129,95 @@ export class HttpServer implements ExchangeTracker {
   }
 
   /**
-   * 503 `shutting_down` with `Connection: close`, synchronously, before any work; recorded in usage (no
-   * key is looked up: under no workspace) so that the final flush, which comes after `finish`, counts it.
+   * 503 `shutting_down` with `Connection: close`, before any work, counted like any answer (usage, metrics,
+   * request log) under the request's app (node) when its key is known: the key is read from the key cache
+   * (Redis only when not cached), and the final flush, which comes after `finish`, counts it.
    */
-  private shuttingDown(res: uWS.HttpResponse, network: string): void {
-    const pool = network === "" ? undefined : this.ctx.upstreams.get(network);
-    this.ctx.usage.record({
-      workspaceId: null,
-      appId: null,
-      network: pool?.slug ?? UNKNOWN_NETWORK,
-      method: OTHER_METHOD,
-      category: GatewayError.ShuttingDown.category,
-      latencyMs: 0,
+  private shuttingDown(res: uWS.HttpResponse, req: uWS.HttpRequest, route: DrainRoute): void {
+    const started = performance.now();
+    let network = UNKNOWN_NETWORK;
+    let metricsNetwork = "";
+    let apiKey = "";
+    let nodeId: string | undefined;
+    if (route === DrainRoute.NodePath || route === DrainRoute.NodeQuery) {
+      nodeId = req.getParameter(0) ?? "";
+      network = nodeUsageNetwork(nodeId);
+      apiKey =
+        route === DrainRoute.NodePath
+          ? decodePathKey(req.getParameter(1) ?? "")
+          : req.getQuery("apikey") || req.getHeader("apikey");
+    } else {
+      const pool = this.ctx.upstreams.get(req.getParameter(0) ?? "");
+      if (pool !== undefined) {
+        network = metricsNetwork = pool.slug;
+        if (route === DrainRoute.App) apiKey = req.getQuery("apikey") || req.getHeader("apikey");
+      }
+    }
+    const forwardedFor = this.ctx.trustedProxies.length > 0 ? req.getHeader("x-forwarded-for") : "";
+    const account = new RequestAccount(
+      this.ctx,
+      nodeId === undefined ? "http" : "node",
+      nextRequestId(),
+      network,
+      metricsNetwork,
+      started,
+    );
+    const answer = (v: VerifyResult | undefined) => {
+      const rec = v?.ok ? v.key.record : undefined;
+      if (rec !== undefined && (nodeId === undefined ? rec.kind === "app" : rec.nodeId === nodeId))
+        account.key = (v as { key: VerifiedKey }).key;
+      const row = GatewayError.ShuttingDown;
+      account.count(OTHER_METHOD, row.category, row.reason);
+      if (account.hasLogRows) {
+        const peer = Buffer.from(res.getRemoteAddressAsText()).toString("latin1");
+        const addr = clientIp(peer, forwardedFor, this.ctx.trustedProxies);
+        account.logged(row.httpStatus, addr === undefined ? null : logAddressPrefix(addr));
+      }
+      this.plainError(res, row, account.requestId);
+    };
+    if (apiKey === "") {
+      answer(undefined);
+      return;
+    }
+    const v = this.ctx.verifier.verify(apiKey, Date.now());
+    if (!(v instanceof Promise)) {
+      answer(v);
+      return;
+    }
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
     });
-    this.plainError(res, GatewayError.ShuttingDown);
+    v.then(
+      (r) => {
+        if (!aborted) answer(r);
+      },
+      () => {
+        if (!aborted) answer(undefined);
+      },
+    ).catch((err: unknown) => {
+      if (!aborted) this.guard.httpFailed("rpc.shutdown", res, err);
+    });
+  }
+
+  /** A request refused before any key is read (unknown network, not a POST): counted, then answered. */
+  private refusePlain(
+    res: uWS.HttpResponse,
+    req: uWS.HttpRequest,
+    row: ErrorRow,
+    network: string,
+    metricsNetwork: string,
+    started: number,
+  ): void {
+    const account = new RequestAccount(this.ctx, "http", nextRequestId(), network, metricsNetwork, started);
+    account.count(OTHER_METHOD, row.category, row.reason);
+    if (account.hasLogRows) {
+      const trusted = this.ctx.trustedProxies;
+      const fwd = trusted.length > 0 ? req.getHeader("x-forwarded-for") : "";
+      const addr = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString("latin1"), fwd, trusted);
+      account.logged(row.httpStatus, addr === undefined ? null : logAddressPrefix(addr));
+    }
+    this.plainError(res, row, account.requestId);
   }
 
   private rpc(
@@ -156,22 +227,14 @@ export class HttpServer implements ExchangeTracker {
     method: "post" | "options" | "other",
   ): void {
     if (this.refusing) {
-      this.shuttingDown(res, req.getParameter(0) ?? "");
+      this.shuttingDown(res, req, endpoint === Endpoint.App ? DrainRoute.App : DrainRoute.Public);
       return;
     }
     const started = performance.now();
     const pool = this.ctx.upstreams.get(req.getParameter(0) ?? "");
     if (pool === undefined) {
-      // Unknown network: recorded (no app, method "other") under the network "unknown".
-      this.ctx.usage.record({
-        workspaceId: null,
-        appId: null,
-        network: UNKNOWN_NETWORK,
-        method: OTHER_METHOD,
-        category: GatewayError.NotFound.category,
-        latencyMs: performance.now() - started,
-      });
-      this.plainError(res, GatewayError.NotFound);
+      // Unknown network: counted (no app, method "other") under the network "unknown".
+      this.refusePlain(res, req, GatewayError.NotFound, UNKNOWN_NETWORK, "", started);
       return;
     }
     if (method === "options") {
@@ -179,15 +242,7 @@ export class HttpServer implements ExchangeTracker {
       return;
     }
     if (method !== "post") {
-      this.ctx.usage.record({
-        workspaceId: null,
-        appId: null,
-        network: pool.slug,
-        method: OTHER_METHOD,
-        category: GatewayError.MethodNotAllowed.category,
-        latencyMs: performance.now() - started,
-      });
-      this.plainError(res, GatewayError.MethodNotAllowed);
+      this.refusePlain(res, req, GatewayError.MethodNotAllowed, pool.slug, pool.slug, started);
       return;
     }
     new RpcExchange(this.ctx, this, res, req, endpoint, pool, started).start(req);

@@ -2,7 +2,7 @@ import type uWS from "uWebSockets.js";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { Metrics } from "../metrics/metrics";
-import { errorJson, nextRequestId, STATUS } from "./respond";
+import { errorJson, nextRequestId, STATUS } from "../rpc/respond";
 
 type HttpHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest) => void;
 

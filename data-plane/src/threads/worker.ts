@@ -71,20 +71,17 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   });
   installFaultPolicy(logger, metrics, () => post({ type: "fatal" }));
 
-  startDataPlane(
-    // The response cache is a memory bound of the process: each thread caches its share.
-    { ...config, CACHE_MAX_BYTES: Math.floor(config.CACHE_MAX_BYTES / threads) },
-    {
-      logger,
-      metrics,
-      bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
-      tenantCounts: sharedTenantCounts(data.tenantTables),
-      keyLookupTable: data.keyLookupTable,
-      rateLimitTable: data.rateLimitTable,
-      rateLimitInstanceId: data.rateLimitInstanceId,
-      thread: hooks,
-    },
-  ).then(
+  startDataPlane(config, {
+    logger,
+    metrics,
+    bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
+    tenantCounts: sharedTenantCounts(data.tenantTables),
+    keyLookupTable: data.keyLookupTable,
+    rateLimitTable: data.rateLimitTable,
+    rateLimitInstanceId: data.rateLimitInstanceId,
+    responseCache: data.responseCache,
+    thread: hooks,
+  }).then(
     (started) => {
       plane = started;
       const publish = () => readiness.publish(!stopping && !unlisted && started.ready());

@@ -8,8 +8,8 @@
  * the public endpoint. On SIGTERM: stop accepting, drain in-flight requests, then `await recorder.close()`.
  * Tests and tools that need no usage use `NoopUsageRecorder`.
  *
- * The data plane does this in `startDataPlane` (`createUsageRecorder`, USAGE_MODE); HTTP records in
- * server/exchange.ts, WebSocket through `usageWsHooks` composed under the limits hooks.
+ * The data plane does this in `startDataPlane` (`createUsageRecorder`, USAGE_MODE); every transport records
+ * through the request pipeline's accounting (data-plane/src/pipeline/account.ts).
  */
 export { createUsageRecorder, type OwnedUsageRecorder } from "./create";
 export {
@@ -23,4 +23,3 @@ export {
   type UsageRedis,
   usageRecorderEnvShape,
 } from "./recorder";
-export { usageWsHooks } from "./ws-hooks";

@@ -2,8 +2,9 @@ import type { WebSocket } from "uWebSockets.js";
 import type ipaddr from "ipaddr.js";
 import { ipBucket } from "../allowlist/ip";
 import type { VerifiedKey } from "../auth/key-verifier";
+import { nodeUsageNetwork } from "../pipeline/account";
+import type { Endpoint } from "../pipeline/context";
 import type { MethodPolicy } from "../policy/method-policy";
-import type { Endpoint } from "../server/context";
 import type { RequestTrace } from "../telemetry/tracing";
 import type { NetworkPool } from "../upstream/network-pool";
 import type { SubscriptionTarget } from "./hub";
@@ -103,6 +104,11 @@ export class WsSession {
   closed = false;
   /** Ending (slow consumer, revoked, shutdown): nothing more is sent. */
   ending = false;
+  /**
+   * Usage and request-log network of its messages and notifications: the network's slug, `node-{nodeId}`
+   * on a dedicated node's endpoint, "" for another custom endpoint (not counted here).
+   */
+  readonly usageNetwork: string;
   /** Its messages' span name (the route) and parent (the upgrade's traceparent, "" = none). */
   spanName = "WS";
   traceparent = "";
@@ -126,6 +132,13 @@ export class WsSession {
       this.tokenExpiresAtMs = undefined;
     }
     this.key = init.key;
+    const rec = init.key?.record;
+    this.usageNetwork =
+      init.pool !== undefined
+        ? init.pool.slug
+        : rec?.kind === "node" && rec.nodeId
+          ? nodeUsageNetwork(rec.nodeId)
+          : "";
     this.ip = ip;
     this.ipBucket = ipBucket(ip);
     this.tenant = init.key === undefined ? `ip:${this.ipBucket}` : `w:${init.key.record.workspaceId}`;

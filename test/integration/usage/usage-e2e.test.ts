@@ -340,6 +340,8 @@ describeOverRedis(
               params: [ZERO],
             });
             if (r.status === 200 && r.json?.result !== undefined) answered++;
+            // After the drain: 503 shutting_down, counted under the app whose key it carries.
+            else if (r.status === 503 && r.json?.error?.data?.reason === "shutting_down") answered++;
           } catch {
             return; // connection refused / reset: not answered
           }

@@ -6,7 +6,7 @@ import { batchOf, FakeClock, inSecond, LIMITS_ENV, RecordingUpstream, UsageReade
 
 const WS = "ws-ws-limits";
 
-describe("data plane limits over WebSocket (the default WsHooks): same rules per message", function () {
+describe("data plane limits over WebSocket (the request pipeline's admission): same rules per message", function () {
   this.timeout(30_000);
   let up: RecordingUpstream;
   let gw: Gateway;

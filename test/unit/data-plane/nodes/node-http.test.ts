@@ -3,9 +3,13 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import pino from "pino";
 import { PromMetrics } from "../../../../data-plane/src/metrics/metrics";
-import type { NodeGateway } from "../../../../data-plane/src/nodes/node-gateway";
 import { serveNodeHttp } from "../../../../data-plane/src/nodes/node-http";
+import type { GatewayContext } from "../../../../data-plane/src/pipeline/context";
+import type { PipelineRequest } from "../../../../data-plane/src/pipeline/request";
+import { NoopRequestLog } from "../../../../data-plane/src/requestlog/recorder";
 import { HandlerGuard } from "../../../../data-plane/src/server/guard";
+import { NO_TRACING } from "../../../../data-plane/src/telemetry/tracing";
+import { NoopUsageRecorder } from "../../../../data-plane/src/usage";
 
 /** One POST; resolves with the status, or the error code when the connection ended without an answer. */
 function post(port: number, path: string): Promise<{ status?: number; error?: string }> {
@@ -29,9 +33,9 @@ function post(port: number, path: string): Promise<{ status?: number; error?: st
 }
 
 /**
- * serveNodeHttp on a real uWS app (loopback) with a node gateway whose answer makes uWS's write throw
- * (a body uWS refuses). Before the fix the request was marked done before the write, the throw reached
- * the pipeline's 500 path, which returned early because done was set: the client waited forever.
+ * serveNodeHttp on a real uWS app (loopback) with a node stage whose answer makes uWS's write throw (a
+ * body uWS refuses). A request marked done before its write must not leave the client waiting forever
+ * when the write throws.
  */
 describe("data-plane/nodes/node-http (a write that throws)", () => {
   let app: uWS.TemplatedApp;
@@ -47,6 +51,8 @@ describe("data-plane/nodes/node-http (a write that throws)", () => {
     end() {
       this.ended++;
     },
+    watchBody() {},
+    unwatchBody() {},
   };
   const logs: Record<string, unknown>[] = [];
   let badBody = true;
@@ -54,16 +60,45 @@ describe("data-plane/nodes/node-http (a write that throws)", () => {
   before(async () => {
     const logger = pino({ level: "error" }, { write: (s: string) => void logs.push(JSON.parse(s)) });
     const guard = new HandlerGuard(logger, new PromMetrics());
-    const gateway = {
-      authorize: async () => ({ ok: true }),
-      // uWS accepts strings and buffers only: a plain object makes res.end throw mid-answer (status and
-      // headers already written).
-      handle: async () => ({ status: 200, body: badBody ? ({} as unknown as string) : '{"ok":1}' }),
-    } as unknown as NodeGateway;
+    const metrics = new PromMetrics();
+    const deps = {
+      metrics,
+      usage: new NoopUsageRecorder(),
+      requestLog: new NoopRequestLog(),
+      limits: {
+        admit: () => ({ ok: true, rate: { allowed: true, limit: 10, remaining: 9 } }),
+        recordServed() {},
+      },
+    };
+    const ctx = {
+      config: { MAX_BODY_BYTES: 1 << 20 },
+      logger,
+      metrics,
+      tracing: NO_TRACING,
+      trustedProxies: [],
+      policy: { check: () => undefined },
+      nodes: {
+        authorize: async () => ({
+          ok: true,
+          key: { hash: "k", record: { kind: "node", nodeId: "n1", workspaceId: "w", appId: null } },
+          node: {},
+        }),
+        serving: () => true,
+        deps,
+        stage: {
+          // uWS accepts strings and buffers only: a plain object makes res.end throw mid-answer (status
+          // and headers already written).
+          prepare(req: PipelineRequest) {
+            req.send(200, badBody ? ({} as unknown as string) : '{"ok":1}');
+            return false;
+          },
+        },
+      },
+    } as unknown as GatewayContext;
     app = uWS.App();
     app.any(
       "/nodes/:nodeId/:key",
-      guard.http("node", (res, req) => serveNodeHttp(gateway, tracker, guard, 1 << 20, res, req, true)),
+      guard.http("node", (res, req) => serveNodeHttp(ctx, tracker, res, req, true)),
     );
     await new Promise<void>((resolve, reject) =>
       app.listen("127.0.0.1", 0, (s) => {
@@ -86,7 +121,7 @@ describe("data-plane/nodes/node-http (a write that throws)", () => {
     assert.notEqual(r.error, "HUNG", "the request was left hanging");
     assert.deepEqual({ begun: tracker.begun, ended: tracker.ended }, { begun: 1, ended: 1 });
     assert.ok(
-      logs.some((l) => l.handler === "node.send"),
+      logs.some((l) => l.msg === "writing a response failed"),
       `the failed write is logged: ${JSON.stringify(logs)}`,
     );
     badBody = false;

@@ -1,40 +1,15 @@
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
-import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
-import {
-  createUsageRecorder,
-  NoopUsageRecorder,
-  RedisUsageRecorder,
-  type UsageContext,
-  type UsageRecorder,
-  usageWsHooks,
-} from "../../../../data-plane/src/usage";
+import { createUsageRecorder, NoopUsageRecorder, RedisUsageRecorder } from "../../../../data-plane/src/usage";
 import { watchRedisRestarts } from "../../../../data-plane/src/usage/create";
-import type { WsSession } from "../../../../data-plane/src/ws/session";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import { UsageBatchSchema } from "../../../../shared/src/usage/contract";
+import { eventually } from "../../../helpers/eventually";
 
 const WS = "11111111-1111-4111-8111-111111111111";
 const APP = "22222222-2222-4222-8222-222222222222";
-
-class CapturingRecorder implements UsageRecorder {
-  readonly seen: UsageContext[] = [];
-  record(ctx: UsageContext): void {
-    this.seen.push(ctx);
-  }
-  async flush(): Promise<void> {}
-  async close(): Promise<void> {}
-}
-
-const key = { hash: "h", record: { kind: "app", workspaceId: WS, appId: APP } } as unknown as VerifiedKey;
-const session = (opts: { key?: VerifiedKey; pool?: boolean }) =>
-  ({
-    key: opts.key,
-    pool: opts.pool === false ? undefined : { slug: "eth" },
-    slug: "eth",
-  }) as unknown as WsSession;
 
 describe("data-plane: usage wiring", () => {
   it("close() while a timer flush is in flight still writes the records made meanwhile", async () => {
@@ -67,60 +42,6 @@ describe("data-plane: usage wiring", () => {
     assert.deepEqual(counts, [1, 4]);
   });
 
-  it("usageWsHooks: answered / rejected / notified (with its count as units) with the key's workspace and app; public -> null; node endpoints under node-{id}; other custom endpoints skipped", () => {
-    const rec = new CapturingRecorder();
-    const hooks = usageWsHooks(rec);
-    assert.equal(hooks.admit(session({ key }), 3), undefined);
-    hooks.answered(session({ key }), "eth_call", ErrorCategory.NodeError, 0.0125);
-    hooks.rejected?.(session({ key }), "eth_call", ErrorCategory.TooManyRequests);
-    hooks.notified(session({}), "eth_subscription", 1);
-    hooks.answered(session({ key, pool: false }), "eth_call", ErrorCategory.Success, 1);
-    const nodeKey = {
-      hash: "n",
-      record: { kind: "node", workspaceId: WS, appId: null, nodeId: "ABC-1" },
-    } as unknown as VerifiedKey;
-    // A message published to 3 clients of one key: one record of 3 units.
-    hooks.notified(session({ key: nodeKey, pool: false }), "eth_subscription", 3);
-    assert.deepEqual(rec.seen, [
-      {
-        workspaceId: WS,
-        appId: APP,
-        network: "eth",
-        method: "eth_call",
-        category: ErrorCategory.NodeError,
-        latencyMs: 12.5,
-        units: 1,
-      },
-      {
-        workspaceId: WS,
-        appId: APP,
-        network: "eth",
-        method: "eth_call",
-        category: ErrorCategory.TooManyRequests,
-        latencyMs: 0,
-        units: 1,
-      },
-      {
-        workspaceId: null,
-        appId: null,
-        network: "eth",
-        method: "eth_subscription",
-        category: ErrorCategory.Success,
-        latencyMs: 0,
-        units: 1,
-      },
-      {
-        workspaceId: WS,
-        appId: null,
-        network: "node-abc-1",
-        method: "eth_subscription",
-        category: ErrorCategory.Success,
-        latencyMs: 0,
-        units: 3,
-      },
-    ]);
-  });
-
   it("config: USAGE_MODE (default redis) and USAGE_* in the data-plane config; off gives a no-op recorder", async () => {
     const c = loadDataPlaneConfig({ USAGE_FLUSH_INTERVAL_MS: "250" });
     assert.equal(c.USAGE_MODE, "redis");
@@ -145,23 +66,28 @@ describe("data-plane: usage wiring", () => {
         return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
       }
     }
+    /** The answer of an INFO just made has been handled: its promise chain runs before the next macrotask. */
+    const settled = () => new Promise((r) => setImmediate(r));
     const conn = new FakeConn();
     let restarts = 0;
     const w = watchRedisRestarts(conn, () => restarts++, 20);
     try {
       conn.answers.push(new Error("LOADING"), "# Server\r\nrun_id:aaa\r\n");
       conn.emit("ready");
-      await new Promise((r) => setTimeout(r, 100));
+      await eventually(() => conn.calls === 2, "the failed INFO retried");
+      await settled();
       assert.equal(conn.calls, 2, "the failed INFO was retried");
       assert.equal(restarts, 0, "first run id: no restart");
       // Reconnected to the same server: nothing; to a new one: one restart.
       conn.answers.push("run_id:aaa\r\n");
       conn.emit("ready");
-      await new Promise((r) => setTimeout(r, 10));
+      await settled();
+      assert.equal(conn.calls, 3);
       assert.equal(restarts, 0);
       conn.answers.push("run_id:bbb\r\n");
       conn.emit("ready");
-      await new Promise((r) => setTimeout(r, 10));
+      await settled();
+      assert.equal(conn.calls, 4);
       assert.equal(restarts, 1);
       // A failure while the connection is not ready is not retried by timer (the next "ready" reads it).
       conn.status = "reconnecting";

@@ -1,51 +1,54 @@
 import assert from "node:assert/strict";
 import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../../data-plane/src/data-plane";
-import type { WsHooks } from "../../../../data-plane/src/ws/hooks";
-import type { WsSession } from "../../../../data-plane/src/ws/session";
+import type { UsageContext, UsageRecorder } from "../../../../data-plane/src/usage";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import { createTestRedisNamespace } from "../../../helpers/redis";
 import { RedisSeeder } from "../../../helpers/seed-redis";
 import { type StubWsUpstream, startStubWsUpstream } from "./stub-ws-upstream";
 import { TestWsClient, wsNetwork } from "./ws-client";
 
-/** The seams the lead plugs limits, quota and usage into (DataPlaneOverrides.wsHooks). */
-describe("WebSocket hooks (limits / usage seams)", function () {
+/** Usage records as the pipeline's accounting makes them. */
+class CapturingUsage implements UsageRecorder {
+  readonly seen: UsageContext[] = [];
+  record(ctx: UsageContext): void {
+    this.seen.push(ctx);
+  }
+  async flush(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+
+/** WebSocket messages and notifications through the request pipeline's admission and accounting. */
+describe("WebSocket accounting (the request pipeline over WebSocket)", function () {
   this.timeout(30_000);
   const ns = createTestRedisNamespace();
   const seeder = new RedisSeeder(ns.prefix);
   let stub: StubWsUpstream;
   let plane: DataPlane;
   let key = "";
-  let refuse = false;
-  const admitted: number[] = [];
-  const answered: string[] = [];
-  const notified: { session: WsSession; method: string; count: number }[] = [];
-  const hooks: WsHooks = {
-    admit(_s, n) {
-      admitted.push(n);
-      return refuse ? { row: GatewayError.RateLimited, retryAfterMs: 250 } : undefined;
-    },
-    answered(_s, method) {
-      answered.push(method);
-    },
-    notified(session, method, count) {
-      notified.push({ session, method, count });
-    },
-  };
+  const usage = new CapturingUsage();
+  const units = (appId: string, method: string) =>
+    usage.seen
+      .filter((u) => u.appId === appId && u.method === method)
+      .reduce((n, u) => n + (u.units ?? 1), 0);
 
   before(async () => {
     stub = await startStubWsUpstream();
     await seeder.putNetwork(wsNetwork("eth", "EVM", [{ id: "a", httpUrl: stub.httpUrl, wsUrl: stub.wsUrl }]));
-    key = await seeder.putKey({ appId: "app-hooks" });
+    key = await seeder.putKey({
+      appId: "app-hooks",
+      workspaceId: "ws-hooks",
+      plan: { name: "t", requestsPerSecond: 6, dailyRequestLimit: 1_000_000, monthlyRequestLimit: null },
+    });
     const config = loadDataPlaneConfig({
       REDIS_KEY_PREFIX: ns.prefix,
       DATA_PLANE_PORT: "0",
       DATA_PLANE_HOST: "127.0.0.1",
       LOG_LEVEL: "silent",
+      RATE_LIMIT_MODE: "local",
       ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     });
-    plane = await startDataPlane(config, { wsHooks: hooks });
+    plane = await startDataPlane(config, { usage });
   });
 
   after(async () => {
@@ -55,48 +58,41 @@ describe("WebSocket hooks (limits / usage seams)", function () {
     await ns.cleanup();
   });
 
-  it("admit() sees each message's element count; a refusal answers every element with -32005 and keeps the socket", async () => {
+  it("a message over the per-second limit is refused per element with -32005 (socket kept); answers and notifications are counted", async () => {
     const c = await TestWsClient.open(`ws://127.0.0.1:${plane.port}/eth/rpc?apikey=${key}`);
     try {
       assert.equal((await c.call("eth_chainId")).result, "0x7a69");
-      assert.deepEqual(answered, ["eth_chainId"]);
-      refuse = true;
-      c.sendRaw(JSON.stringify([1, 2, 3].map((id) => ({ jsonrpc: "2.0", id, method: "eth_chainId" }))));
+      assert.equal(units("app-hooks", "eth_chainId"), 1);
+      // 7 request objects against a limit of 6 per second: refused whole, whatever was used this second.
+      c.sendRaw(
+        JSON.stringify([1, 2, 3, 4, 5, 6, 7].map((id) => ({ jsonrpc: "2.0", id, method: "eth_chainId" }))),
+      );
       await c.until(() => c.messages.some(Array.isArray));
       const batch = c.messages.find(Array.isArray)!;
       assert.deepEqual(
-        batch.map(
-          (m: { id: number; error: { code: number; data: { reason: string; retryAfterMs: number } } }) => [
-            m.id,
-            m.error.code,
-            m.error.data.reason,
-            m.error.data.retryAfterMs,
-          ],
-        ),
-        [
-          [1, -32005, "rate_limit", 250],
-          [2, -32005, "rate_limit", 250],
-          [3, -32005, "rate_limit", 250],
-        ],
+        batch.map((m: { id: number; error: { code: number; data: { reason: string } } }) => [
+          m.id,
+          m.error.code,
+          m.error.data.reason,
+        ]),
+        [1, 2, 3, 4, 5, 6, 7].map((id) => [id, -32005, "rate_limit"]),
       );
-      assert.deepEqual(admitted, [1, 3]);
-      refuse = false;
+      const refused = usage.seen.filter((u) => u.category === GatewayError.RateLimited.category);
+      assert.equal(
+        refused.reduce((n, u) => n + (u.units ?? 1), 0),
+        7,
+      );
       const sub = (await c.call("eth_subscribe", ["newHeads"])).result;
       stub.emitHead();
       stub.emitHead();
       await c.until(() => c.notifications(sub).length === 2);
-      assert.equal(
-        notified.reduce((n, x) => n + x.count, 0),
-        2,
-      );
-      assert.equal(notified[0]!.method, "eth_subscription");
-      assert.equal(notified[0]!.session.key?.record.appId, "app-hooks");
+      assert.equal(units("app-hooks", "eth_subscription"), 2);
     } finally {
       c.terminate();
     }
   });
 
-  it("notified() counts a published notification once per key with its number of clients", async () => {
+  it("a published notification is counted once per key with its number of clients as units", async () => {
     const other = await seeder.putKey({ workspaceId: "ws-other", appId: "app-other" });
     const url = `ws://127.0.0.1:${plane.port}/eth/rpc?apikey=`;
     const cs = await Promise.all([key, key, key, other].map((k) => TestWsClient.open(`${url}${k}`)));
@@ -105,11 +101,12 @@ describe("WebSocket hooks (limits / usage seams)", function () {
       for (const c of cs) ids.push((await c.call("eth_subscribe", ["newHeads"])).result);
       assert.equal(new Set(ids.slice(0, 3)).size, 1, "one shared id for the key's three clients");
       assert.notEqual(ids[3], ids[0], "the other key's own id");
-      notified.length = 0;
+      usage.seen.length = 0;
       stub.emitHead();
       for (const [i, c] of cs.entries()) await c.until(() => c.notifications(ids[i]!).length === 1);
-      const byApp = new Map(notified.map((n) => [n.session.key?.record.appId, n.count]));
-      assert.equal(notified.length, 2, "one call per key");
+      const pushes = usage.seen.filter((u) => u.method === "eth_subscription");
+      assert.equal(pushes.length, 2, "one record per key");
+      const byApp = new Map(pushes.map((n) => [n.appId, n.units]));
       assert.equal(byApp.get("app-hooks"), 3);
       assert.equal(byApp.get("app-other"), 1);
     } finally {

@@ -9,12 +9,12 @@ import type { LimitsGate } from "../limits/admission";
 import type { ConcurrencyLimiter } from "../limits/concurrency";
 import type { TenantCountSet } from "../limits/tenant-counts";
 import type { Metrics } from "../metrics/metrics";
-import type { NodeGateway } from "../nodes/node-gateway";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { RequestLog } from "../requestlog/recorder";
 import type { RequestTracing } from "../telemetry/tracing";
 import type { UpstreamRegistry } from "../upstream/registry";
 import type { UsageRecorder } from "../usage/recorder";
+import type { NodeEndpoint } from "./authorize";
 /** Everything a request needs, built once at start. */
 export interface GatewayContext {
   readonly config: DataPlaneConfig;
@@ -27,9 +27,9 @@ export interface GatewayContext {
   readonly trustedProxies: readonly Cidr[];
   /** Per-second rate limits and workspace quotas: admit each message before forwarding, record what is served. */
   readonly limits: LimitsGate;
-  /** Dedicated node endpoints (`/nodes/{nodeId}/{KEY}`); HTTP here, WS via NodeGateway.authorize/handle. */
-  readonly nodes?: NodeGateway;
-  /** Usage recording: one record per request object answered (HTTP here; WS through usageWsHooks). */
+  /** Dedicated node endpoints (`/nodes/{nodeId}/{KEY}`): their key authorizer and stage (nodes/node-gateway.ts). */
+  readonly nodes?: NodeEndpoint;
+  /** Usage recording: one record per request object answered (pipeline/account.ts). */
   readonly usage: UsageRecorder;
   /** Request log: every error plus sampled successes (check `wants(category)` before building a record). */
   readonly requestLog: RequestLog;
@@ -46,5 +46,5 @@ export interface GatewayContext {
 }
 
 /** Which endpoint a request came in on. */
-export const Endpoint = { App: 0, Public: 1 } as const;
+export const Endpoint = { App: 0, Public: 1, Node: 2 } as const;
 export type Endpoint = (typeof Endpoint)[keyof typeof Endpoint];

@@ -1,0 +1,46 @@
+import { keyIdentifier, nodeIdentifier, type Refused } from "../limits/admission";
+import type { PipelineRequest } from "./request";
+
+/** The metrics label of a limits refusal: which kind of endpoint refused. */
+export type LimitsEndpoint = "app" | "public" | "node";
+
+/** A whole-request refusal by the limits (429 + `Retry-After`, `data.retryAfterMs`, `data.limit`). */
+export type AdmissionRefusal = Pick<
+  Refused,
+  "row" | "retryAfterMs" | "retryAfterSeconds" | "limit" | "message"
+>;
+
+/**
+ * Admission, the one place every transport's request goes through before anything is forwarded: the
+ * per-second limit (per workspace, an app's own cap, per client address on the public endpoint, per node
+ * for a node key), then the workspace's daily / monthly quota and an app's daily cap (limits/admission.ts
+ * LimitsGate, whose windows are shared by the process's threads). `cost` is the request objects of the
+ * message (a batch of 30 costs 30, notifications and invalid elements included); a refusal answers the
+ * whole message and consumes nothing. Sets the request's rate decision (X-RateLimit-*) and, once admitted,
+ * its concurrency-cap tenant and the app's method rules. Synchronous, never throws.
+ *
+ * `method`: the single call's method (undefined for a batch), for the trace.
+ */
+export function admit(
+  req: PipelineRequest,
+  cost: number,
+  method: string | undefined,
+): AdmissionRefusal | undefined {
+  const t0 = req.trace === undefined ? 0 : performance.now();
+  const key = req.key;
+  const a = req.deps.limits.admit(key, key === undefined ? req.ipBucket : undefined, cost);
+  req.rate = a.rate;
+  const trace = req.trace;
+  if (trace !== undefined) {
+    trace.step("limits.admit", t0, { "limits.admitted": a.ok, "rpc.request_objects": cost });
+    trace.set(method === undefined ? { "rpc.batch.size": cost } : { "rpc.method": method });
+  }
+  if (!a.ok) return a;
+  if (key === undefined) req.flightId = `ip:${req.ipBucket ?? "unknown"}`;
+  else if (key.record.kind === "node") req.flightId = nodeIdentifier(key);
+  else {
+    req.flightId = keyIdentifier(key);
+    req.rules = key.access?.methods;
+  }
+  return undefined;
+}

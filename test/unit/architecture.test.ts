@@ -71,3 +71,144 @@ describe("architecture: the planes only share shared/", () => {
     );
   });
 });
+
+/**
+ * The data plane's layers, top to bottom (docs/architecture.md "Inside the data plane"). A module may
+ * import its own layer or any layer below it, never one above. The transports sit side by side: none
+ * imports another (what they share belongs in the pipeline or below). Every folder and top-level file of
+ * data-plane/src belongs to exactly one layer, so a new folder has to be placed here.
+ */
+const DATA_PLANE_LAYERS: readonly (readonly string[])[] = [
+  // Wiring of the whole plane and its threads: may import anything.
+  ["data-plane.ts", "main.ts", "index.ts", "threads"],
+  // Transports, side by side (transport/<name> counts as one transport each).
+  ["server", "ws", "nodes", "transport"],
+  ["pipeline"],
+  // The forwarding core, and the calls it answers from several nodes (filters).
+  ["forward", "filters"],
+  ["cache"],
+  ["upstream"],
+  // Admission, and the sinks the accounting writes to.
+  [
+    "limits",
+    "ratelimit",
+    "quota",
+    "access",
+    "auth",
+    "allowlist",
+    "policy",
+    "usage",
+    "requestlog",
+    "config.ts",
+  ],
+  ["rpc", "metrics", "telemetry", "memory", "state"],
+];
+
+/**
+ * Imports that still run up or across the layers, all in files the request-pipeline change rewrites
+ * (server/, ws/gateway.ts, nodes/, usage/ws-hooks.ts, limits/ws-hooks.ts; ws/session.ts follows
+ * server/context.ts wherever the session's endpoint type moves). Entries leave this list as those imports
+ * go; an entry that no longer matches an import fails the test, so the list only shrinks, to empty.
+ */
+const LAYER_ALLOWLIST: readonly string[] = [
+  // The transports' shared context and answer helpers (server/context.ts, respond.ts, guard.ts) used
+  // from the other transports, and the HTTP app and context reaching into node endpoints.
+  "nodes/node-gateway.ts -> server/respond",
+  "nodes/node-http.ts -> server/guard",
+  "nodes/node-http.ts -> server/respond",
+  "nodes/node-ws.ts -> server/respond",
+  "nodes/node-ws.ts -> ws/gateway",
+  "nodes/node-ws.ts -> ws/hub",
+  "nodes/node-ws.ts -> ws/session",
+  "server/app.ts -> nodes/node-http",
+  "server/context.ts -> nodes/node-gateway",
+  "ws/gateway.ts -> server/context",
+  "ws/gateway.ts -> server/guard",
+  "ws/gateway.ts -> server/respond",
+  "ws/session.ts -> server/context",
+  // Accounting hooks that lift usage/ and limits/ above the WebSocket transport (the pipeline's one
+  // accounting object replaces them).
+  "limits/ws-hooks.ts -> ws/hooks",
+  "usage/ws-hooks.ts -> nodes/node-gateway",
+  "usage/ws-hooks.ts -> ws/hooks",
+  "usage/ws-hooks.ts -> ws/session",
+];
+
+const DATA_PLANE_SRC = join(ROOT, "data-plane/src");
+
+/** The layer unit of a path relative to data-plane/src: its top folder or file, or transport/<name>. */
+function unitOf(rel: string): string {
+  const parts = rel.split("/");
+  if (parts[0] === "transport" && parts.length > 2) return `transport/${parts[1]}`;
+  return parts[0]!;
+}
+
+function layerOf(unit: string): number {
+  const top = unit.split("/")[0]!;
+  return DATA_PLANE_LAYERS.findIndex((l) => l.includes(top));
+}
+
+/** Whether an import from `from` to `target` (paths relative to data-plane/src) runs up or across. */
+function breaksLayers(from: string, target: string): boolean {
+  const a = unitOf(from);
+  let b = unitOf(target);
+  // A top-level file is imported without its extension ("../config"); a folder by its name (its index).
+  if (layerOf(b) < 0 && layerOf(`${b}.ts`) >= 0) b = `${b}.ts`;
+  if (a === b) return false;
+  const la = layerOf(a);
+  const lb = layerOf(b);
+  const transports = layerOf("server");
+  return lb < la || (la === transports && lb === transports);
+}
+
+/** Data-plane imports that run up the layers or across transports, as `file -> target` (no extension). */
+function layerViolations(): string[] {
+  const out: string[] = [];
+  for (const file of sourceFiles(DATA_PLANE_SRC)) {
+    const from = relative(DATA_PLANE_SRC, file);
+    for (const spec of specifiers(readFileSync(file, "utf8"))) {
+      if (!spec.startsWith(".")) continue;
+      const target = relative(DATA_PLANE_SRC, resolve(dirname(file), spec));
+      if (!target.startsWith("..") && breaksLayers(from, target)) out.push(`${from} -> ${target}`);
+    }
+  }
+  return out.sort();
+}
+
+describe("architecture: the data plane's layers", () => {
+  it("places every folder and top-level file of data-plane/src in a layer", () => {
+    const unplaced = readdirSync(DATA_PLANE_SRC).filter((name) => {
+      if (!statSync(join(DATA_PLANE_SRC, name)).isDirectory() && !name.endsWith(".ts")) return false;
+      return layerOf(name) < 0;
+    });
+    assert.deepEqual(unplaced, [], "add each to DATA_PLANE_LAYERS");
+  });
+
+  it("tells an upward import, and one across transports, from a downward one", () => {
+    assert.equal(breaksLayers("server/exchange.ts", "forward/forward"), false);
+    assert.equal(breaksLayers("forward/forward.ts", "server/respond"), true);
+    assert.equal(breaksLayers("upstream/pool/exchanges.ts", "forward/verbatim"), true);
+    assert.equal(breaksLayers("forward/verbatim.ts", "upstream/pool/verbatim-reply"), false);
+    assert.equal(breaksLayers("cache/response-cache.ts", "upstream/reply"), false);
+    assert.equal(breaksLayers("rpc/parse.ts", "config"), true, "config.ts sits above rpc/");
+    assert.equal(breaksLayers("main.ts", "server/app"), false);
+    assert.equal(breaksLayers("data-plane.ts", "usage"), false, "a folder's index");
+    assert.equal(breaksLayers("nodes/node-ws.ts", "ws/hub"), true, "transports side by side");
+    assert.equal(breaksLayers("transport/http/body.ts", "transport/ws/upgrade"), true);
+    assert.equal(breaksLayers("transport/http/body.ts", "transport/http/headers"), false);
+  });
+
+  it("has no import running up the layers or across transports beyond the allowlist", () => {
+    const unexpected = layerViolations().filter((v) => !LAYER_ALLOWLIST.includes(v));
+    assert.deepEqual(unexpected, [], "an import runs up the data plane's layers (see DATA_PLANE_LAYERS)");
+  });
+
+  it("keeps no allowlist entry that no import needs any more", () => {
+    const found = new Set(layerViolations());
+    assert.deepEqual(
+      LAYER_ALLOWLIST.filter((v) => !found.has(v)),
+      [],
+      "remove these from LAYER_ALLOWLIST: the import is gone",
+    );
+  });
+});

@@ -4,7 +4,13 @@ import { NetworkPool } from "../upstream/network-pool";
 import { Fanout, type FanoutSink, notificationText } from "./hub/fanout";
 import { type ClientEntry, type Establish, SubscriptionRegistry, UpSub } from "./hub/registry";
 import { type SubscriptionTarget, UpstreamSlots } from "./hub/slots";
-import { canonicalJson, FAMILY_UNSUBSCRIBE, newSubscriptionId, normaliseParams, type SubscribeSpec } from "./methods";
+import {
+  canonicalJson,
+  FAMILY_UNSUBSCRIBE,
+  newSubscriptionId,
+  normaliseParams,
+  type SubscribeSpec,
+} from "./methods";
 import type { WsSession } from "./session";
 
 export type { FanoutSink } from "./hub/fanout";

@@ -78,7 +78,10 @@ export class BatchRouter {
   }
 
   /** A batch's elements routed by their needs (see Selector.need): the plain ones spread, the others together. */
-  private async routed(calls: readonly OutgoingCall[], traceparent: string | undefined): Promise<CallResult[]> {
+  private async routed(
+    calls: readonly OutgoingCall[],
+    traceparent: string | undefined,
+  ): Promise<CallResult[]> {
     let needs: (Need | undefined)[] | undefined;
     let head = false;
     for (let i = 0; i < calls.length; i++) {
@@ -134,7 +137,11 @@ export class BatchRouter {
    * element reads the head, so the chunks go to upstreams at the served head (as many chunks as there
    * are such upstreams) when there are any.
    */
-  private async spread(calls: readonly OutgoingCall[], traceparent?: string, head = false): Promise<CallResult[]> {
+  private async spread(
+    calls: readonly OutgoingCall[],
+    traceparent?: string,
+    head = false,
+  ): Promise<CallResult[]> {
     const n = calls.length;
     const need = head ? AT_HEAD : undefined;
     const chunks = head ? Math.min(this.chunksFor(n), this.selector.atHeadCount()) : this.chunksFor(n);

@@ -34,7 +34,11 @@ export class ExchangeBook {
       return "rate_limited";
     }
     const f = res.failure;
-    this.hooks.request(u.id, f === "timeout" ? "timeout" : f === "cancelled" ? "cancelled" : "error", seconds);
+    this.hooks.request(
+      u.id,
+      f === "timeout" ? "timeout" : f === "cancelled" ? "cancelled" : "error",
+      seconds,
+    );
     if (f === "timeout") void this.probe(u);
     return f;
   }

@@ -80,7 +80,8 @@ export class EmptyRetry {
     let targetHead = -1;
     for (const u of this.members.upstreams) {
       const h = u.head;
-      if (u === by || h < 0 || h > best || h <= targetHead || !this.selector.selectable(u, now, best)) continue;
+      if (u === by || h < 0 || h > best || h <= targetHead || !this.selector.selectable(u, now, best))
+        continue;
       if (ask === BY_HASH ? h > by.head : h >= ask || (seenSince && h === best)) {
         target = u;
         targetHead = h;

@@ -1,5 +1,13 @@
 import { type ErrorRow, noCapableUpstreamRow } from "../../../../shared/src/jsonrpc/errors";
-import { AT_HEAD, blockNeedOfCall, familyNames, familyOf, HEAD_BLOCK, type Need, Serves } from "../capabilities";
+import {
+  AT_HEAD,
+  blockNeedOfCall,
+  familyNames,
+  familyOf,
+  HEAD_BLOCK,
+  type Need,
+  Serves,
+} from "../capabilities";
 import type { Upstream } from "../upstream";
 import type { PoolClock } from "./clock";
 import type { HeadTracker } from "./head-tracker";

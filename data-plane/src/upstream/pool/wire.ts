@@ -134,7 +134,11 @@ export function singleCheck(gid: number): (body: ReplyBody) => Checked<Reply> {
  * JSON-RPC answer, REFUSED when it is one error object (the node does not take batches). A call whose
  * answer is missing is upstream_bad_response.
  */
-export function parseBatchReply(text: string, base: number, n: number): CallResult[] | undefined | typeof REFUSED {
+export function parseBatchReply(
+  text: string,
+  base: number,
+  n: number,
+): CallResult[] | undefined | typeof REFUSED {
   let value: unknown;
   try {
     value = JSON.parse(text);

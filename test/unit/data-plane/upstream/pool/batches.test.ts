@@ -10,7 +10,10 @@ function router(n: number, logsChunkBlocks?: number) {
   for (const u of b.u) u.head = 1_000;
   const chunks: { first: string | undefined; methods: string[] }[] = [];
   const singles: string[] = [];
-  const answer = (m: string): CallResult => ({ ok: true, reply: { kind: ReplyKind.Result, tail: `,"result":"${m}"}` } as never });
+  const answer = (m: string): CallResult => ({
+    ok: true,
+    reply: { kind: ReplyKind.Result, tail: `,"result":"${m}"}` } as never,
+  });
   const rec = { ...record(Array.from({ length: n }, () => ({}))), logsChunkBlocks } as never;
   const r = new BatchRouter(
     () => rec,
@@ -33,7 +36,8 @@ function router(n: number, logsChunkBlocks?: number) {
   return { r, chunks, singles, ...b };
 }
 
-const calls = (n: number, method = "eth_call") => Array.from({ length: n }, (_, i) => ({ method: `${method}${i}`, params: [] }));
+const calls = (n: number, method = "eth_call") =>
+  Array.from({ length: n }, (_, i) => ({ method: `${method}${i}`, params: [] }));
 
 describe("upstream pool: batches", () => {
   it("spreads a batch over the healthy nodes in chunks of at least 10, each chunk on another node", async () => {
@@ -61,12 +65,14 @@ describe("upstream pool: batches", () => {
     assert.equal(r.sendsApart(batch), true);
     assert.equal(r.sendsApart([{ method: "eth_chainId", params: [] }]), false);
     const out = await r.call(batch);
-    assert.deepEqual(chunks.map((c) => c.methods).sort(), [["eth_chainId", "eth_gasPrice"], ["eth_getBalance"]]);
-    assert.deepEqual(out.map((x) => x.ok && x.reply.tail), [
-      ',"result":"eth_chainId"}',
-      ',"result":"eth_getBalance"}',
-      ',"result":"eth_gasPrice"}',
+    assert.deepEqual(chunks.map((c) => c.methods).sort(), [
+      ["eth_chainId", "eth_gasPrice"],
+      ["eth_getBalance"],
     ]);
+    assert.deepEqual(
+      out.map((x) => x.ok && x.reply.tail),
+      [',"result":"eth_chainId"}', ',"result":"eth_getBalance"}', ',"result":"eth_gasPrice"}'],
+    );
     assert.deepEqual(metrics.of("capability:"), ["capability:state:routed"]);
   });
 
@@ -78,7 +84,10 @@ describe("upstream pool: batches", () => {
     assert.equal(out.ok, true);
     assert.equal(singles.length, 3, "300 blocks in chunks of 100");
     assert.deepEqual(
-      singles.slice(0, 2).map((s) => s.split("@")[1]).sort(),
+      singles
+        .slice(0, 2)
+        .map((s) => s.split("@")[1])
+        .sort(),
       ["u0", "u1"],
       "each node once before any twice",
     );

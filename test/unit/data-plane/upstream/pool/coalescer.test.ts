@@ -21,12 +21,24 @@ class FakeExchanges implements CoalescerExchanges {
   /** What a chunk answers (default: each call its own result). */
   chunkAnswer: ((calls: readonly OutgoingCall[]) => CallResult[]) | undefined;
 
-  async single(c: OutgoingCall, paramsJson: string | undefined, _need: Need | undefined): Promise<CallResult> {
+  async single(
+    c: OutgoingCall,
+    paramsJson: string | undefined,
+    _need: Need | undefined,
+  ): Promise<CallResult> {
     this.log.push(`single:${c.method}:${paramsJson ?? "-"}`);
     return ok(`,"result":"${c.method}"}`);
   }
-  async chunk(calls: readonly OutgoingCall[], paramsJson?: readonly (string | undefined)[], _f?: unknown, need?: Need, traceparent?: string): Promise<CallResult[]> {
-    this.log.push(`chunk:${calls.map((c) => c.method).join(",")}:${paramsJson?.join("|")}:${need === undefined ? "-" : "need"}:${traceparent ?? "-"}`);
+  async chunk(
+    calls: readonly OutgoingCall[],
+    paramsJson?: readonly (string | undefined)[],
+    _f?: unknown,
+    need?: Need,
+    traceparent?: string,
+  ): Promise<CallResult[]> {
+    this.log.push(
+      `chunk:${calls.map((c) => c.method).join(",")}:${paramsJson?.join("|")}:${need === undefined ? "-" : "need"}:${traceparent ?? "-"}`,
+    );
     return this.chunkAnswer?.(calls) ?? calls.map((c) => ok(`,"result":"${c.method}"}`));
   }
 }
@@ -101,7 +113,7 @@ describe("upstream pool: coalescing single calls", () => {
     clock.turn();
     await Promise.all(all);
     assert.deepEqual(
-      ex.log.map((l) => l.split(":")[1] + ":" + l.split(":")[3]),
+      ex.log.map((l) => `${l.split(":")[1]}:${l.split(":")[3]}`),
       ["eth_chainId,eth_gasPrice:-", "eth_getBalance,eth_getCode:need"],
     );
   });
@@ -122,7 +134,10 @@ describe("upstream pool: coalescing single calls", () => {
   it("sends the first sampled call's traceparent for the batch and tells every sampled call", async () => {
     const { c, ex, clock } = coalescer();
     const told: string[] = [];
-    const span = (tp: string) => ({ traceparent: tp, coalesced: (size: number, sent: string) => told.push(`${tp}:${size}:${sent}`) });
+    const span = (tp: string) => ({
+      traceparent: tp,
+      coalesced: (size: number, sent: string) => told.push(`${tp}:${size}:${sent}`),
+    });
     const all = [
       c.route(call("eth_a"), undefined, undefined),
       c.route({ ...call("eth_b"), span: span("tp-b") }, undefined, undefined),

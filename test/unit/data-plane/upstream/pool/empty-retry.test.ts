@@ -15,7 +15,11 @@ describe("upstream pool: empty-answer retries", () => {
     assert.equal(p.emptyRetry.target(100, p.u[0]!)?.id, "u1", "u3's head is an outlier no node confirms");
     assert.equal(p.emptyRetry.target(100, p.u[1]!)?.id, "u2");
     assert.equal(p.emptyRetry.target(103, p.u[0]!), undefined, "no node has the block");
-    assert.equal(p.emptyRetry.target(BY_HASH, p.u[1]!), undefined, "a hash lookup: only a node ahead of the one asked");
+    assert.equal(
+      p.emptyRetry.target(BY_HASH, p.u[1]!),
+      undefined,
+      "a hash lookup: only a node ahead of the one asked",
+    );
     assert.equal(p.emptyRetry.target(BY_HASH, p.u[0]!)?.id, "u1");
   });
 
@@ -27,7 +31,10 @@ describe("upstream pool: empty-answer retries", () => {
     const first = { kind: ReplyKind.NullResult, tail: ',"result":null}' } as never;
     const r = await p.emptyRetry.retry(byNumber, undefined, first, p.u[0]!);
     assert.equal(r?.ok && r.reply.kind, ReplyKind.Result);
-    assert.deepEqual(p.wire.sent.map((s) => s.node), ["u1"]);
+    assert.deepEqual(
+      p.wire.sent.map((s) => s.node),
+      ["u1"],
+    );
     assert.deepEqual(p.metrics.of("emptyRetry:"), ["emptyRetry:found"]);
   });
 
@@ -50,6 +57,9 @@ describe("upstream pool: empty-answer retries", () => {
     const p = wired([{}, {}]);
     for (const u of p.u) u.head = 100;
     const first = { kind: ReplyKind.NullResult, tail: ',"result":null}' } as never;
-    assert.equal(p.emptyRetry.retry({ method: "eth_call", params: [{}, "latest"] }, undefined, first, p.u[0]!), undefined);
+    assert.equal(
+      p.emptyRetry.retry({ method: "eth_call", params: [{}, "latest"] }, undefined, first, p.u[0]!),
+      undefined,
+    );
   });
 });

@@ -43,7 +43,14 @@ describe("upstream pool: single, batch and verbatim exchanges", () => {
       s.node === "u0"
         ? s.answer('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batches not supported"}}')
         : s.answer(JSON.stringify(Wire.calls(s.body).map((c) => ({ jsonrpc: "2.0", id: c.id, result: 1 }))));
-    const out = await p.exchanges.chunk([{ method: "eth_a", params: [] }, { method: "eth_b", params: [] }], undefined, p.u[0]);
+    const out = await p.exchanges.chunk(
+      [
+        { method: "eth_a", params: [] },
+        { method: "eth_b", params: [] },
+      ],
+      undefined,
+      p.u[0],
+    );
     assert.equal(p.exchanges.batchesRefused, true);
     assert.ok(out.every((r) => r.ok));
     assert.equal(p.u[0]!.consecutiveFailures, 0, "no penalty for the node");
@@ -52,7 +59,10 @@ describe("upstream pool: single, batch and verbatim exchanges", () => {
   it("fails every call of a chunk with the exchange's row", async () => {
     const p = wired([{}], { maxAttempts: 1 });
     p.wire.auto = (s) => (s.kind === ExchangeKind.Light ? s.fail("timeout") : undefined);
-    const out = await p.exchanges.chunk([{ method: "eth_a", params: [] }, { method: "eth_b", params: [] }]);
+    const out = await p.exchanges.chunk([
+      { method: "eth_a", params: [] },
+      { method: "eth_b", params: [] },
+    ]);
     assert.deepEqual(out, [
       { ok: false, error: GatewayError.UpstreamTimeout },
       { ok: false, error: GatewayError.UpstreamTimeout },
@@ -69,21 +79,32 @@ describe("upstream pool: single, batch and verbatim exchanges", () => {
         s.answer(JSON.stringify(calls.map((c) => ({ jsonrpc: "2.0", id: c.id, result: null }))));
       } else answerResult(s, '{"number":"0x64"}');
     };
-    const out = await p.exchanges.chunk([{ method: "eth_getBlockByNumber", params: ["0x64", false] }], undefined, p.u[0]);
+    const out = await p.exchanges.chunk(
+      [{ method: "eth_getBlockByNumber", params: ["0x64", false] }],
+      undefined,
+      p.u[0],
+    );
     assert.equal(out[0]!.ok && out[0]!.reply.kind, ReplyKind.Result);
   });
 
   it("sends one call to one node alone, with no failover", async () => {
     const p = wired([{}, {}]);
     p.wire.auto = (s) => s.fail("unreachable");
-    const r = await p.exchanges.on(p.u[1]!, { method: "eth_getTransactionCount", params: ["0xaa", "latest"] });
+    const r = await p.exchanges.on(p.u[1]!, {
+      method: "eth_getTransactionCount",
+      params: ["0xaa", "latest"],
+    });
     assert.equal(r.ok, false);
-    assert.deepEqual(p.wire.sent.map((s) => s.node), ["u1"]);
+    assert.deepEqual(
+      p.wire.sent.map((s) => s.node),
+      ["u1"],
+    );
   });
 
   it("passes a verbatim batch's answer bytes through when every call succeeded", async () => {
     const p = wired([{}]);
-    const text = '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_gasPrice"}]';
+    const text =
+      '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_gasPrice"}]';
     const answer = '[{"jsonrpc":"2.0","id":1,"result":"0x1"},{"jsonrpc":"2.0","id":2,"result":"0x2"}]';
     p.wire.auto = (s) => s.answer(answer);
     const calls = [

@@ -13,7 +13,10 @@ describe("upstream pool: failover", () => {
     p.wire.auto = (s) => (p.wire.sent.length === 1 ? s.fail("unreachable") : s.answer("fine"));
     const r = await p.failover.exchange("body", p.u[0], parse, ExchangeKind.Light, undefined, 1);
     assert.deepEqual(r.ok && [r.value, r.upstream.id], ["fine", "u1"]);
-    assert.deepEqual(p.wire.sent.map((s) => s.node), ["u0", "u1"]);
+    assert.deepEqual(
+      p.wire.sent.map((s) => s.node),
+      ["u0", "u1"],
+    );
     assert.deepEqual(p.metrics.of("request:"), ["request:u0:error", "request:u1:ok"]);
   });
 
@@ -40,14 +43,24 @@ describe("upstream pool: failover", () => {
     const r = await p.failover.exchange("body", undefined, parse, ExchangeKind.Light, undefined, 1);
     assert.deepEqual(r, { ok: false, error: GatewayError.UpstreamTimeout });
     assert.equal(p.wire.sent.filter((s) => s.kind === ExchangeKind.Light).length, 2);
-    assert.equal(new Set(p.wire.sent.filter((s) => s.kind === ExchangeKind.Light).map((s) => s.node)).size, 2);
+    assert.equal(
+      new Set(p.wire.sent.filter((s) => s.kind === ExchangeKind.Light).map((s) => s.node)).size,
+      2,
+    );
   });
 
   it("answers no_upstream when no node may be tried, and refuses a call no node can serve", async () => {
     const p = wired([{ archiveMode: "PRUNED" }]);
     p.u[0]!.head = 1_000;
     p.u[0]!.caps.recordProbe(900, 1_000);
-    const r = await p.failover.exchange("b", undefined, parse, ExchangeKind.Light, { block: 5, families: 0 }, 1);
+    const r = await p.failover.exchange(
+      "b",
+      undefined,
+      parse,
+      ExchangeKind.Light,
+      { block: 5, families: 0 },
+      1,
+    );
     assert.equal(!r.ok && r.error.reason, GatewayError.NoCapableUpstream.reason);
     openBreaker(p.u[0]!);
     const none = await p.failover.exchange("b", undefined, parse, ExchangeKind.Light, undefined, 1);

@@ -1,17 +1,17 @@
 import { NoopMetrics } from "../../../../../data-plane/src/metrics/metrics";
-import type { PoolClock } from "../../../../../data-plane/src/upstream/pool/clock";
 import type { HedgeOptions } from "../../../../../data-plane/src/upstream/hedge";
 import { ExchangeBook } from "../../../../../data-plane/src/upstream/pool/booking";
+import type { PoolClock } from "../../../../../data-plane/src/upstream/pool/clock";
 import { EmptyRetry } from "../../../../../data-plane/src/upstream/pool/empty-retry";
 import { PoolExchanges } from "../../../../../data-plane/src/upstream/pool/exchanges";
 import { Failover } from "../../../../../data-plane/src/upstream/pool/failover";
+import { HeadTracker } from "../../../../../data-plane/src/upstream/pool/head-tracker";
 import { PoolHealth } from "../../../../../data-plane/src/upstream/pool/health";
 import { Hedger } from "../../../../../data-plane/src/upstream/pool/hedger";
-import { IdSequence } from "../../../../../data-plane/src/upstream/pool/wire";
-import { HeadTracker } from "../../../../../data-plane/src/upstream/pool/head-tracker";
 import { PoolMembership } from "../../../../../data-plane/src/upstream/pool/membership";
 import { PoolMetricHooks } from "../../../../../data-plane/src/upstream/pool/metric-hooks";
 import { Selector } from "../../../../../data-plane/src/upstream/pool/selector";
+import { IdSequence } from "../../../../../data-plane/src/upstream/pool/wire";
 import {
   type ExchangeControl,
   type ExchangeFailure,
@@ -215,7 +215,10 @@ export class RecordingMetrics extends NoopMetrics {
  * The parts every pool module stands on (membership, heads, selection, metric hooks) over fake nodes,
  * with a fake clock. Heads are set by hand, as health checks would.
  */
-export function base(ups: Partial<UpstreamRecord>[], opts: { maxLagBlocks?: number; random?: () => number } = {}) {
+export function base(
+  ups: Partial<UpstreamRecord>[],
+  opts: { maxLagBlocks?: number; random?: () => number } = {},
+) {
   const wire = new Wire();
   const clock = new FakePoolClock();
   const metrics = new RecordingMetrics();
@@ -244,7 +247,9 @@ export function wired(
     return health.probe(u);
   });
   const hedger =
-    opts.hedge === undefined ? undefined : new Hedger(opts.hedge, b.members, b.selector, book, b.hooks, b.clock);
+    opts.hedge === undefined
+      ? undefined
+      : new Hedger(opts.hedge, b.members, b.selector, book, b.hooks, b.clock);
   const failover = new Failover(
     { maxAttempts: opts.maxAttempts ?? 3 },
     b.members,

@@ -15,8 +15,14 @@ describe("upstream pool: health probes", () => {
     const p = wired([{}, {}]);
     p.wire.auto = (s) => answerResult(s, s.node === "u0" ? '"0x64"' : '"0x63"');
     await p.health.check();
-    assert.deepEqual(p.u.map((u) => u.head), [100, 99]);
-    assert.deepEqual(p.wire.sent.map((s) => s.kind), [ExchangeKind.Probe, ExchangeKind.Probe]);
+    assert.deepEqual(
+      p.u.map((u) => u.head),
+      [100, 99],
+    );
+    assert.deepEqual(
+      p.wire.sent.map((s) => s.kind),
+      [ExchangeKind.Probe, ExchangeKind.Probe],
+    );
     assert.deepEqual(p.metrics.of("health:").sort(), ["health:u0:true:100", "health:u1:true:99"]);
   });
 

@@ -25,10 +25,13 @@ describe("upstream pool: hedged reads (fake clock)", () => {
     p.clock.advance(50);
     assert.equal(p.wire.sent.length, 1, "the timer only queues the copy for the check phase");
     p.clock.turn();
-    assert.deepEqual(p.wire.sent.map((s) => [s.node, s.traceparent]), [
-      ["u0", "tp"],
-      ["u1", "tp"],
-    ]);
+    assert.deepEqual(
+      p.wire.sent.map((s) => [s.node, s.traceparent]),
+      [
+        ["u0", "tp"],
+        ["u1", "tp"],
+      ],
+    );
     p.wire.sent[1]!.answer("copy");
     const out = await r;
     assert.deepEqual(out.ok && [out.value, out.upstream.id], ["copy", "u1"]);

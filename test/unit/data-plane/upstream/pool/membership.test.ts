@@ -7,16 +7,12 @@ function membership() {
   const wire = new Wire();
   const closed: string[] = [];
   const created: string[] = [];
-  const m = new PoolMembership(
-    UPSTREAM_OPTS,
-    { breakerOpened() {}, backedOff() {} },
-    (r) => {
-      created.push(r.id);
-      const u = fakeUpstream(wire, r);
-      Object.assign(u, { close: async () => void closed.push(r.id) });
-      return u;
-    },
-  );
+  const m = new PoolMembership(UPSTREAM_OPTS, { breakerOpened() {}, backedOff() {} }, (r) => {
+    created.push(r.id);
+    const u = fakeUpstream(wire, r);
+    Object.assign(u, { close: async () => void closed.push(r.id) });
+    return u;
+  });
   return { m, closed, created };
 }
 

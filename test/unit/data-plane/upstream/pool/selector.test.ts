@@ -45,9 +45,16 @@ describe("upstream pool: selection", () => {
     const { selector } = base([{}, {}]);
     assert.equal(selector.need({ method: "eth_blockNumber", params: [] }), AT_HEAD);
     assert.equal(selector.need({ method: "eth_chainId", params: [] }), undefined);
-    assert.deepEqual(selector.need({ method: "eth_getBalance", params: ["0xaa", "0x10"] }), { block: 16, families: 0 });
+    assert.deepEqual(selector.need({ method: "eth_getBalance", params: ["0xaa", "0x10"] }), {
+      block: 16,
+      families: 0,
+    });
     const fam = base([{ methodFamilies: ["trace"] }, {}]);
-    assert.deepEqual(fam.selector.need({ method: "trace_block", params: ["0x10"] }), { block: 15, families: 2 }, "a block's trace replays from its parent's state");
+    assert.deepEqual(
+      fam.selector.need({ method: "trace_block", params: ["0x10"] }),
+      { block: 15, families: 2 },
+      "a block's trace replays from its parent's state",
+    );
   });
 
   it("routes a state read to a node that keeps the state, and refuses with the oldest block kept", () => {

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { ReplyKind } from "../../../../../data-plane/src/upstream/reply";
 import {
   batchBody,
   IdSequence,
@@ -12,6 +11,7 @@ import {
   singleBody,
   singleCheck,
 } from "../../../../../data-plane/src/upstream/pool/wire";
+import { ReplyKind } from "../../../../../data-plane/src/upstream/reply";
 import { INVALID_REPLY, ReplyBody } from "../../../../../data-plane/src/upstream/upstream";
 import { GatewayError } from "../../../../../shared/src/jsonrpc/errors";
 
@@ -19,7 +19,10 @@ const body = (text: string) => new ReplyBody(Buffer.from(text));
 
 describe("upstream pool: the wire (bodies, reply checks)", () => {
   it("writes a single call with the pool's id, reusing params already serialised", () => {
-    assert.equal(singleBody(7, { method: "eth_chainId", params: undefined }, undefined), '{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}');
+    assert.equal(
+      singleBody(7, { method: "eth_chainId", params: undefined }, undefined),
+      '{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}',
+    );
     assert.equal(
       singleBody(8, { method: "eth_getBalance", params: ["0xaa", "latest"] }, '["0xAA","latest"]'),
       '{"jsonrpc":"2.0","id":8,"method":"eth_getBalance","params":["0xAA","latest"]}',
@@ -40,7 +43,11 @@ describe("upstream pool: the wire (bodies, reply checks)", () => {
         [41, "eth_getBalance"],
       ],
     );
-    const out = parseBatchReply('[{"jsonrpc":"2.0","id":41,"result":"0x5"},{"jsonrpc":"2.0","id":40,"result":"0x1"}]', 40, 2);
+    const out = parseBatchReply(
+      '[{"jsonrpc":"2.0","id":41,"result":"0x5"},{"jsonrpc":"2.0","id":40,"result":"0x1"}]',
+      40,
+      2,
+    );
     assert.ok(Array.isArray(out));
     const [a, b] = out as { ok: boolean; reply?: { tail: string } }[];
     assert.equal(a!.ok && a!.reply!.tail, ',"result":"0x1"}');
@@ -48,18 +55,32 @@ describe("upstream pool: the wire (bodies, reply checks)", () => {
   });
 
   it("marks a batch answer's missing element bad, one error object REFUSED, and garbage undefined", () => {
-    const out = parseBatchReply('[{"jsonrpc":"2.0","id":3,"result":"0x1"}]', 3, 2) as { ok: boolean; error?: unknown }[];
+    const out = parseBatchReply('[{"jsonrpc":"2.0","id":3,"result":"0x1"}]', 3, 2) as {
+      ok: boolean;
+      error?: unknown;
+    }[];
     assert.equal(out[0]!.ok, true);
     assert.deepEqual(out[1], { ok: false, error: GatewayError.UpstreamBadResponse });
-    assert.equal(parseBatchReply('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no batches"}}', 3, 2), REFUSED);
+    assert.equal(
+      parseBatchReply('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no batches"}}', 3, 2),
+      REFUSED,
+    );
     assert.equal(parseBatchReply("<html>", 3, 2), undefined);
     assert.equal(parseBatchReply('{"result":1}', 3, 2), undefined);
   });
 
   it("tells a node's rate-limit error from a per-request limit", () => {
     assert.equal(isRateLimitTail(',"error":{"code":429,"message":"slow down"}}'), true);
-    assert.equal(isRateLimitTail(',"error":{"code":-32005,"message":"daily request count exceeded, request rate limited"}}'), true);
-    assert.equal(isRateLimitTail(',"error":{"code":-32005,"message":"query returned more than 10000 results"}}'), false);
+    assert.equal(
+      isRateLimitTail(
+        ',"error":{"code":-32005,"message":"daily request count exceeded, request rate limited"}}',
+      ),
+      true,
+    );
+    assert.equal(
+      isRateLimitTail(',"error":{"code":-32005,"message":"query returned more than 10000 results"}}'),
+      false,
+    );
     assert.equal(isRateLimitTail(',"error":{"code":-32000,"message":"execution reverted"}}'), false);
   });
 
@@ -68,13 +89,22 @@ describe("upstream pool: the wire (bodies, reply checks)", () => {
     const ok = check(body('{"jsonrpc":"2.0","id":5,"result":"0x1"}'));
     assert.ok(typeof ok === "object" && ok.kind === ReplyKind.Result);
     assert.equal(check(body('{"jsonrpc":"2.0","id":6,"result":"0x1"}')), INVALID_REPLY, "another id");
-    assert.equal(check(body('{"jsonrpc":"2.0","id":5,"error":{"code":429,"message":"too many requests"}}')), RATE_LIMITED);
+    assert.equal(
+      check(body('{"jsonrpc":"2.0","id":5,"error":{"code":429,"message":"too many requests"}}')),
+      RATE_LIMITED,
+    );
     assert.equal(check(body("not json")), INVALID_REPLY);
     assert.notEqual(NOT_BAD, RATE_LIMITED);
   });
 
   it("counts heavy methods by name and prefix", () => {
-    for (const m of ["eth_getLogs", "debug_traceTransaction", "trace_block", "arbtrace_block", "state_getKeysPaged"]) {
+    for (const m of [
+      "eth_getLogs",
+      "debug_traceTransaction",
+      "trace_block",
+      "arbtrace_block",
+      "state_getKeysPaged",
+    ]) {
       assert.equal(isHeavy(m), true, m);
     }
     for (const m of ["eth_call", "eth_blockNumber", "debugx"]) assert.equal(isHeavy(m), false, m);

@@ -20,7 +20,14 @@ export function upSub(params: unknown = ["newHeads"], spec: SubscribeSpec = NEW_
 }
 
 export function entry(s: WsSession, id: string, shared: boolean, answered = true): ClientEntry {
-  return { id, idJson: JSON.stringify(id), session: s, queue: answered ? undefined : [], shared, joined: false };
+  return {
+    id,
+    idJson: JSON.stringify(id),
+    session: s,
+    queue: answered ? undefined : [],
+    shared,
+    joined: false,
+  };
 }
 
 /** A sink that records what it was asked to do, as strings. */

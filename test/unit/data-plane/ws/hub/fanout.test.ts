@@ -35,7 +35,11 @@ describe("ws hub: fan-out", () => {
     assert.deepEqual(sink.of("publish:"), [
       `publish:${sub.topic}:${shared}:{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${shared}","result":{"number":"0x5","hash":"0x5"}}}`,
     ]);
-    assert.deepEqual(sink.of("delivered:"), ["delivered:t1:eth_subscription:2"], "usage counted per key, in bulk");
+    assert.deepEqual(
+      sink.of("delivered:"),
+      ["delivered:t1:eth_subscription:2"],
+      "usage counted per key, in bulk",
+    );
     assert.deepEqual(sink.of("deliver:"), [
       'deliver:t2:eth_subscription:{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xc","result":{"number":"0x5","hash":"0x5"}}}',
     ]);
@@ -52,7 +56,8 @@ describe("ws hub: fan-out", () => {
     const sub = upSub(["logs", {}]);
     const e = entry(session("t1"), "0x1", false, false);
     reg.addClient(sub, e);
-    for (let i = 0; i < 3; i++) fan.fanout(sub, { subscription: "up", method: "eth_subscription", result: { i } });
+    for (let i = 0; i < 3; i++)
+      fan.fanout(sub, { subscription: "up", method: "eth_subscription", result: { i } });
     assert.equal(e.queue?.length, 2);
     assert.deepEqual(sink.of("deliver:"), []);
   });

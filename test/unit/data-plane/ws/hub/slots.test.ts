@@ -2,11 +2,17 @@ import assert from "node:assert/strict";
 import { Slot, type SubscriptionTarget, UpstreamSlots } from "../../../../../data-plane/src/ws/hub/slots";
 import { createLogger } from "../../../../../shared/src/log/logger";
 
-function target(ups: { id: string; ws?: boolean; weight?: number; head?: number; open?: boolean }[]): SubscriptionTarget {
+function target(
+  ups: { id: string; ws?: boolean; weight?: number; head?: number; open?: boolean }[],
+): SubscriptionTarget {
   return {
     slug: "eth",
     record: {
-      upstreams: ups.map((u) => ({ id: u.id, wsUrl: u.ws === false ? null : `ws://127.0.0.1:9/${u.id}`, weight: u.weight ?? 1 })),
+      upstreams: ups.map((u) => ({
+        id: u.id,
+        wsUrl: u.ws === false ? null : `ws://127.0.0.1:9/${u.id}`,
+        weight: u.weight ?? 1,
+      })),
     },
     describe: () => ups.map((u) => ({ id: u.id, breakerOpen: u.open === true, head: u.head ?? -1 })),
   };
@@ -42,7 +48,12 @@ describe("ws hub: upstream socket slots", () => {
   });
 
   it("draws among equals by weight", () => {
-    const s = slots(target([{ id: "a", weight: 1 }, { id: "b", weight: 3 }]));
+    const s = slots(
+      target([
+        { id: "a", weight: 1 },
+        { id: "b", weight: 3 },
+      ]),
+    );
     assert.equal(s.choose(new Slot(), 0, () => 0.2)?.id, "a");
     assert.equal(s.choose(new Slot(), 0, () => 0.3)?.id, "b");
   });

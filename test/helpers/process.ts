@@ -85,6 +85,23 @@ export function pidsWithArgument(fragment: string): number[] {
   return pids;
 }
 
+/**
+ * PIDs of processes (other than this one) with an environment entry `match` accepts: a node program a test
+ * started is found by its HOME or RG_NODE_ID even when its command line names nothing of the test's.
+ */
+export function pidsWithEnvironment(match: (entry: string) => boolean): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${name}/environ`, "latin1").split("\0").some(match)) pids.push(Number(name));
+    } catch {
+      // exited meanwhile, or not readable
+    }
+  }
+  return pids;
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

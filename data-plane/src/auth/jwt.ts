@@ -138,6 +138,8 @@ export interface JwtVerifierOptions {
   nbfLeewaySeconds: number;
   /** Failed verifications per app and per client address (none: not throttled). */
   throttle?: JwtFailureThrottle;
+  /** The clock (epoch ms): a fake one in tests, where expiry is the subject. */
+  nowMs?: () => number;
 }
 
 /** Verifications by outcome (`ok` or the refusal's reason) and cache hits, for /metrics and tests. */
@@ -154,6 +156,7 @@ export class JwtVerifier {
   private readonly pending = new InFlightMap<string, Promise<JwtCheck>>();
   private readonly leewayS: number;
   private readonly throttle: JwtFailureThrottle | undefined;
+  private readonly now: () => number;
   private readonly counts = new Map<string, number>();
   private hits = 0;
 
@@ -167,6 +170,7 @@ export class JwtVerifier {
     this.frontMax = Math.min(FRONT_MAX, opts.maxEntries);
     this.leewayS = opts.nbfLeewaySeconds;
     this.throttle = opts.throttle;
+    this.now = opts.nowMs ?? Date.now;
   }
 
   /**
@@ -183,7 +187,7 @@ export class JwtVerifier {
   ): JwtCheck | Promise<JwtCheck> {
     if (token === "") return MISSING;
     if (token.length > MAX_TOKEN_CHARS) return refused(GatewayError.JwtMalformed, "token too long");
-    const nowMs = Date.now();
+    const nowMs = this.now();
     const known = this.front.get(token);
     if (known !== undefined) {
       if (known.untilMs > nowMs && known.config === config && known.appId === appId) {
@@ -224,7 +228,7 @@ export class JwtVerifier {
             : r.row === GatewayError.JwtNotYetValid
               ? 0
               : nowMs + NEGATIVE_TTL_MS;
-          if (until > Date.now()) {
+          if (until > this.now()) {
             const v = new Verdict(appId, config, until, r);
             this.cache.set(id, v);
             this.remember(token, v);
@@ -326,13 +330,14 @@ export class JwtVerifier {
         requiredClaims: ["exp"],
         // jose applies its tolerance to exp too; exp is checked strictly below.
         clockTolerance: this.leewayS,
+        currentDate: new Date(this.now()),
       });
       exp = payload.exp;
     } catch (err) {
       return mapJoseError(err);
     }
     const expiresAtMs = (exp as number) * 1000;
-    if (!(expiresAtMs > Date.now())) return refused(GatewayError.JwtExpired, `exp ${exp}`);
+    if (!(expiresAtMs > this.now())) return refused(GatewayError.JwtExpired, `exp ${exp}`);
     return { ok: true, expiresAtMs };
   }
 }

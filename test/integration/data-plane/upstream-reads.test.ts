@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { privateKeyToAccount } from "viem/accounts";
 import type { UsageContext, UsageRecorder } from "../../../data-plane/src/usage/recorder";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { evmNetwork } from "../../helpers/seed-redis";
-import { type Gateway, post, sleep, startGateway } from "./harness";
+import { type Gateway, post, startGateway } from "./harness";
 import { LIMITS_ENV, UsageReader } from "./limits/fixtures";
 import { StubUpstream } from "./stub-upstream";
 import { TestWsClient } from "./ws/ws-client";
@@ -40,14 +41,6 @@ async function rpc(url: string, method: string, params: unknown[] = []): Promise
 function sample(metrics: string, name: string, labels: string): number {
   const line = metrics.split("\n").find((l) => l.startsWith(`${name}{${labels}}`));
   return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting: ${what}`);
-    await sleep(20);
-  }
 }
 
 async function signedTransfer(anvilUrl: string): Promise<string> {
@@ -95,7 +88,10 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
   beforeEach(async () => {
     slow = await new StubUpstream(anvil.httpUrl).start();
     fast = await new StubUpstream(anvil.httpUrl).start();
-    for (const m of ["eth_call", "eth_getBalance", "eth_getBlockByNumber"]) slow.methodDelayMs.set(m, 2_000);
+    // The slow node holds reads past the test's own timeout: an answer at all proves a copy on the other
+    // node served it, with no bound on elapsed time (a loaded machine makes the test slower, not red).
+    for (const m of ["eth_call", "eth_getBalance", "eth_getBlockByNumber"])
+      slow.methodDelayMs.set(m, 120_000);
     usage = new CollectingUsage();
     gw = await startGateway(
       {
@@ -103,8 +99,8 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
         HEDGE_MIN_DELAY_MS: "50",
         HEDGE_MAX_DELAY_MS: "50",
         HEDGE_MAX_PERCENT: "100",
-        // The chain watch reads blocks by number after each health probe, which the slow node holds for
-        // 2 s: left out, so the slow node's in-flight count is the client calls' alone.
+        // The chain watch reads blocks by number after each health probe, which the slow node holds:
+        // left out, so the slow node's in-flight count is the client calls' alone.
         CACHE_FINALITY_ENABLED: "false",
         // Both proxies front one anvil: a send goes to the node the pool picks only, so that "never
         // hedged" is what the count shows (sends to every node: test/integration/data-plane/pool).
@@ -138,7 +134,6 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
       "latest",
     ]);
     const block5 = await rpc(anvil.httpUrl, "eth_getBlockByNumber", ["0x5", false]);
-    const started = Date.now();
     // HTTP singles (one coalesced batch of eth_getBalance, and a block read that is never coalesced).
     const singles = await Promise.all([
       ...Array.from({ length: 3 }, (_, i) =>
@@ -171,8 +166,6 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
     const wsAnswer = await ws.call("eth_getBlockByNumber", ["0x5", false]);
     assert.deepEqual(wsAnswer.result, block5);
     ws.close();
-    const elapsed = Date.now() - started;
-    assert.ok(elapsed < 2_000, `answered in ${elapsed} ms, before the slow node's 2 s`);
 
     // The slow node had every read first; every one was answered by the copy and cancelled there.
     const metrics = await (await fetch(`${gw.metricsBase}/metrics`)).text();
@@ -182,12 +175,18 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
       sample(metrics, "rpcgw_upstream_requests_total", 'network="eth",upstream="slow",outcome="cancelled"'),
       won,
     );
-    await until(() => slow.closedUnanswered >= won, "the slow node sees its exchanges closed unanswered");
+    await eventually(
+      () => slow.closedUnanswered >= won,
+      "the slow node sees its exchanges closed unanswered",
+    );
     const pool = gw.plane.context.upstreams.get("eth")!;
     const slowState = () => pool.describe().find((u) => u.id === "slow")!;
     // The stub can see its socket closed before the gateway has settled the aborted exchange (a loaded
     // machine runs the two in either order): the slot is released once that settles.
-    await until(() => slowState().inFlight === 0, "the slow node's cancelled exchanges release their slots");
+    await eventually(
+      () => slowState().inFlight === 0,
+      "the slow node's cancelled exchanges release their slots",
+    );
     assert.equal(slowState().breakerOpen, false, "a cancelled exchange is no failure");
 
     // Counted once for the tenant: 4 singles + 4 batch elements + 1 over WS = 9, in usage and in the quota.
@@ -197,8 +196,11 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
       9,
     );
     assert.equal(await quota.waitFor(WORKSPACE, 9), 9);
-    await sleep(300);
-    assert.equal((await quota.read(WORKSPACE)).count, 9, "no second count arrives later");
+    // No second count arrives later: every loser has settled (above), and one more call's count, flushed
+    // after anything they could still have added, lands on exactly 10.
+    const marker = await post(url, { jsonrpc: "2.0", id: 99, method: "eth_chainId", params: [] });
+    assert.equal(marker.status, 200, marker.text);
+    assert.equal(await quota.waitFor(WORKSPACE, 10), 10, "no second count arrives later");
   });
 
   it("never hedges a send: the slow node sees exactly one eth_sendRawTransaction, mined once", async () => {
@@ -215,7 +217,7 @@ describe("data plane hedged reads (anvil behind a slow and a fast proxy)", funct
     // Anvil answers a send once the transaction is in its pool; on a loaded machine its automined block can
     // land a moment later, so the receipt is polled (null until then) rather than read once.
     let receipt: { status: string } | null = null;
-    await until(async () => {
+    await eventually(async () => {
       receipt = (await rpc(anvil.httpUrl, "eth_getTransactionReceipt", [hash])) as { status: string } | null;
       return receipt !== null;
     }, "the send's receipt");
@@ -280,7 +282,7 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
     );
     url = `${gw.base}/eth/rpc?apikey=${key}`;
     const pool = gw.plane.context.upstreams.get("eth")!;
-    await until(() => pool.bestHead() >= head, "health checks saw the heads");
+    await eventually(() => pool.bestHead() >= head, "health checks saw the heads");
   });
 
   afterEach(async () => {
@@ -295,7 +297,7 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
     const txHash = (await rpc(anvil.httpUrl, "eth_sendRawTransaction", [raw])) as string;
     head = Number.parseInt((await rpc(anvil.httpUrl, "eth_blockNumber")) as string, 16);
     const pool = gw.plane.context.upstreams.get("eth")!;
-    await until(() => pool.bestHead() === head, "the new head is seen");
+    await eventually(() => pool.bestHead() === head, "the new head is seen");
 
     const receipt = await post(url, {
       jsonrpc: "2.0",
@@ -346,7 +348,7 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
     await rpc(anvil.httpUrl, "anvil_mine", ["0x2"]);
     lagging.head = head + 2;
     // At least there (a block mined by anything else meanwhile moves it further, which serves as well).
-    await until(() => pool.bestHead() >= head + 2, "the head moved", 15_000);
+    await eventually(() => pool.bestHead() >= head + 2, "the head moved", 15_000);
     const later = await post(url, future);
     assert.equal(later.json.result?.number, hex(head + 2), later.text);
   });
@@ -365,7 +367,7 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
       );
       await gw.seeder.publish({ type: "networks.update" });
       const pool = () => gw.plane.context.upstreams.get("eth")!;
-      await until(
+      await eventually(
         () =>
           pool()
             .describe()
@@ -402,7 +404,7 @@ describe("data plane empty answers and head integrity (anvil, a lagging proxy, a
         ]),
       );
       await gw.seeder.publish({ type: "networks.update" });
-      await until(() => pool().describe().length === 2, "two upstreams");
+      await eventually(() => pool().describe().length === 2, "two upstreams");
       assert.equal(pool().bestHead(), head);
       assert.equal(pool().healthyCount(), 2);
     } finally {

@@ -3,6 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { freePort } from "../../helpers/ports";
 import { evmNetwork } from "../../helpers/seed-redis";
 import { type SubstrateTestNode, startSubstrateTestNode } from "../../substrate-node";
@@ -11,6 +12,10 @@ import { StubUpstream } from "./stub-upstream";
 
 const chainId = { jsonrpc: "2.0", id: 1, method: "eth_chainId" };
 
+/** The loaded network's upstream ids, comma-separated ("" while it is not loaded). */
+const upstreamIds = (gw: Gateway, slug: string) =>
+  (gw.plane.context.upstreams.get(slug)?.describe() ?? []).map((u) => u.id).join(",");
+
 describe("data plane upstreams: failover, health, live changes", function () {
   this.timeout(60_000);
   let a: StubUpstream;
@@ -18,7 +23,11 @@ describe("data plane upstreams: failover, health, live changes", function () {
   let gw: Gateway;
   let key: string;
   let url: string;
-
+  /** How far upstream `id` of eth is behind the best head, as the health checks saw it. */
+  const lagOf = (id: string) => {
+    const pool = gw.plane.context.upstreams.get("eth")!;
+    return pool.bestHead() - pool.describe().find((u) => u.id === id)!.head;
+  };
   beforeEach(async () => {
     a = await new StubUpstream().start();
     b = await new StubUpstream().start();
@@ -68,7 +77,7 @@ describe("data plane upstreams: failover, health, live changes", function () {
     const spy = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     await gw.seeder.putNetwork(evmNetwork("spy", [{ id: "spy", httpUrl: spy }]));
     await gw.seeder.publish({ type: "networks.update" });
-    await sleep(200);
+    await eventually(() => gw.plane.context.upstreams.get("spy") !== undefined, "the spy network is loaded");
     assert.equal((await post(`${gw.base}/spy/rpc?apikey=${key}`, chainId)).status, 200);
     assert.equal((await post(`${gw.base}/spy/rpc`, chainId, { apikey: key })).status, 200);
     assert.ok(!sawKey, "apikey reached the upstream");
@@ -189,7 +198,10 @@ describe("data plane upstreams: failover, health, live changes", function () {
       await gw.seeder.putNetwork(evmNetwork("eth", [{ id: "c", httpUrl: c.url }]));
       await gw.seeder.putNetwork(evmNetwork("other", [{ id: "c2", httpUrl: c.url }]));
       await gw.seeder.publish({ type: "networks.update" });
-      await sleep(300);
+      await eventually(
+        () => gw.plane.context.upstreams.get("other") !== undefined && upstreamIds(gw, "eth") === "c",
+        "the new networks are loaded",
+      );
       a.reset();
       b.reset();
       c.reset();
@@ -199,7 +211,7 @@ describe("data plane upstreams: failover, health, live changes", function () {
       assert.equal((await post(`${gw.base}/other/rpc?apikey=${key}`, chainId)).status, 200);
       await gw.seeder.deleteNetwork("other");
       await gw.seeder.publish({ type: "networks.update" });
-      await sleep(300);
+      await eventually(() => gw.plane.context.upstreams.get("other") === undefined, "the network is gone");
       assert.equal((await post(`${gw.base}/other/rpc?apikey=${key}`, chainId)).status, 404);
     } finally {
       await c.stop();
@@ -209,7 +221,9 @@ describe("data plane upstreams: failover, health, live changes", function () {
   it("skips an upstream lagging behind the best head", async () => {
     a.head = 1000;
     b.head = 10;
-    await sleep(500);
+    // The health checks (every 200 ms here) learn both heads.
+    const pool = gw.plane.context.upstreams.get("eth")!;
+    await eventually(() => pool.bestHead() === 1000 && lagOf("b") === 990, "the heads are known");
     b.reset();
     for (let i = 0; i < 20; i++) await post(url, { ...chainId, method: "q_q" });
     assert.equal(b.count("q_q"), 0);
@@ -274,7 +288,10 @@ describe("data plane upstream coalescing", function () {
         post(url, { jsonrpc: "2.0", id: i, method: "eth_sendRawTransaction", params: [`0x0${i}`] }),
       ),
     );
-    assert.equal(stub.exchanges, 16);
+    // Counted by what the exchanges carry: the health probes run beside them.
+    const sends = stub.bodies.filter((b) => b.includes("eth_sendRawTransaction"));
+    assert.equal(sends.length, 16, "one exchange per send");
+    assert.equal(stub.count("eth_sendRawTransaction"), 16);
   });
 });
 
@@ -411,14 +428,14 @@ describe("data plane response cache", function () {
     try {
       await gw.seeder.putNetwork(evmNetwork("eth", [{ id: "other", httpUrl: other.url }]));
       await gw.seeder.publish({ type: "networks.update" });
-      await sleep(300);
+      await eventually(() => upstreamIds(gw, "eth") === "other", "the network's new upstream is loaded");
       const after = await post(url, { jsonrpc: "2.0", id: 2, method: "eth_chainId" });
       assert.equal(after.json.result, "0x1");
       assert.equal(after.headers.get("x-cache"), "MISS");
     } finally {
       await gw.seeder.putNetwork(evmNetwork("eth", [{ id: "p", httpUrl: proxy.url }]));
       await gw.seeder.publish({ type: "networks.update" });
-      await sleep(300);
+      await eventually(() => upstreamIds(gw, "eth") === "p", "the network's upstream is restored");
       await other.stop();
     }
   });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LaunchArgsRefusedError } from "../../../control-plane/src/nodes/launch-args";
@@ -10,7 +10,7 @@ import { defaultLocalCommands, LocalProcessProvider } from "../../../control-pla
 import type { NodeSpec } from "../../../control-plane/src/nodes/providers/provider";
 import { startWorker } from "../../../control-plane/src/worker/worker";
 import { freePort } from "../../helpers/ports";
-import { stopPids } from "../../helpers/process";
+import { pidsWithEnvironment, stopPids } from "../../helpers/process";
 import type { Json } from "../control-plane/harness";
 import {
   DEPLOY,
@@ -62,17 +62,7 @@ function environOf(pid: number): Record<string, string> {
 }
 
 function taggedProcesses(nodeId: string): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const env = readFileSync(`/proc/${name}/environ`, "latin1").split("\0");
-      if (env.includes(`RG_NODE_ID=${nodeId}`) && pidAlive(Number(name))) out.push(Number(name));
-    } catch {
-      // gone or not ours
-    }
-  }
-  return out;
+  return pidsWithEnvironment((e) => e === `RG_NODE_ID=${nodeId}`).filter(pidAlive);
 }
 
 function cmdlineHas(fragment: string, pids: number[]): boolean {
@@ -143,7 +133,9 @@ describe("dedicated nodes: running processes are vetted before they are adopted"
       });
     });
     after(async () => {
-      await stopPids(started.filter(pidAlive));
+      // Besides the PIDs seen: what the provider started without a persist call, found by its HOME.
+      const byHome = pidsWithEnvironment((e) => e.startsWith(`HOME=${dataDir}/`));
+      await stopPids([...new Set([...started, ...byHome])].filter(pidAlive));
       rmSync(dataDir, { recursive: true, force: true });
     });
 

@@ -7,7 +7,7 @@ import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-pla
 import type { RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { NodeRecordSchema } from "../../../shared/src/redis/records";
-import { pidsWithArgument, stopPids } from "../../helpers/process";
+import { pidsWithArgument, pidsWithEnvironment, stopPids } from "../../helpers/process";
 import type { TestRedisTarget } from "../../helpers/redis";
 import { ADMIN_TOKEN, type Harness, type Json, startHarness } from "../control-plane/harness";
 
@@ -93,7 +93,13 @@ export async function startNodesEnv(
       await h.close();
       // Node programs outlive the worker on purpose (a restarted worker adopts them), so stop the ones this
       // env started: every one runs with its base path, or its wrapper script, inside this env's data dir.
-      await stopPids(pidsWithArgument(dataDir));
+      // Anvil's command line does not name the data dir: it is found by its HOME (the node's dir inside it).
+      await stopPids([
+        ...new Set([
+          ...pidsWithArgument(dataDir),
+          ...pidsWithEnvironment((e) => e.startsWith(`HOME=${dataDir}/`)),
+        ]),
+      ]);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -37,6 +37,15 @@ async function until<T>(
   }
 }
 
+/**
+ * Delivery jobs of `deliveryId` that could still run (queued, delayed for a retry, or running): none left
+ * means no further attempt can come, which is what the "nothing more happens" checks wait for.
+ */
+async function liveDeliveryJobs(worker: ControlPlaneWorker, deliveryId: string): Promise<number> {
+  const jobs = await worker.webhooks.queue.queue.getJobs(["waiting", "delayed", "active", "prioritized"]);
+  return jobs.filter((j) => j?.name === JobName.WebhookDeliver && j.data?.deliveryId === deliveryId).length;
+}
+
 describe("webhooks: endpoints, signed deliveries with retries, events, isolation (real Postgres, Redis, worker)", function () {
   this.timeout(120_000);
   let h: Harness;
@@ -271,14 +280,14 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       d.attempts.map((x: Json) => x.statusCode),
       [503, 503, 503, 503],
     );
-    await sleep(RETRY_BASE_MS * 10);
+    await until("the delivery's job is gone", async () => (await liveDeliveryJobs(worker!, d.id)) === 0);
     assert.equal(rx.on("/down").length, 4, "no attempt after the last");
   });
 
   it("key.regenerated reaches the subscribed endpoints only, without the key", async () => {
     const keys = await create(a.token, { eventTypes: ["KEY_REGENERATED"] }, "/keys");
-    await create(a.token, { eventTypes: ["NODE_STATUS"] }, "/nodes-only");
-    await create(a.token, { eventTypes: ["KEY_REGENERATED"], enabled: false }, "/disabled");
+    const nodesOnly = await create(a.token, { eventTypes: ["NODE_STATUS"] }, "/nodes-only");
+    const disabled = await create(a.token, { eventTypes: ["KEY_REGENERATED"], enabled: false }, "/disabled");
     const theirs = await create(b.token, { eventTypes: ["KEY_REGENERATED"] }, "/other-workspace");
     const app = await createApp(h, a.token, "billing");
     const regen = await h.ok<{ regenerateApiKey: { apiKey: string } }>(
@@ -295,7 +304,10 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     assert.equal(ev!.json.data.appName, "billing");
     assert.ok(Date.parse(ev!.json.data.previousKeyExpiresAt) > Date.now() + 3_000_000);
     assert.ok(!ev!.body.includes(app.apiKey) && !ev!.body.includes(regen.regenerateApiKey.apiKey));
-    await sleep(500);
+    // The fan-out writes all of an event's deliveries at once, before any is sent: with /keys delivered,
+    // the other endpoints have none, so nothing can reach them later.
+    assert.equal((await deliveries(a.token, nodesOnly.endpoint.id)).length, 0, "not subscribed");
+    assert.equal((await deliveries(a.token, disabled.endpoint.id)).length, 0, "disabled");
     assert.equal(rx.on("/nodes-only").length, 0, "not subscribed");
     assert.equal(rx.on("/disabled").length, 0, "disabled");
     assert.equal(rx.on("/other-workspace").length, 0, "another workspace");
@@ -527,7 +539,7 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       },
       [endpoint.id],
     );
-    await sleep(500);
+    assert.equal(await liveDeliveryJobs(worker!, id!), 0, "no job");
     assert.equal(rx.on("/lost").length, 0, "no job, no delivery");
     await worker!.close();
     worker = await startTheWorker();
@@ -564,7 +576,8 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
 
     it("fires at 80% and at 100% of the daily limit, once per UTC day each", async () => {
       await h.redis.set(counter(), "799");
-      await sleep(QUOTA_CHECK_MS * 5);
+      // A check round run here (the repeatable job runs them too): it emits nothing below 80%.
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0);
       assert.equal(events().length, 0, "79.9% is below the first threshold");
       await h.redis.set(counter(), "800");
       const [e80] = await rx.waitFor("/quota", (rs) => rs.length >= 1);
@@ -576,13 +589,13 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       );
       assert.equal(Date.parse(e80!.json.data.resetsAt) % 86_400_000, 0, "next 00:00 UTC");
       await h.redis.set(counter(), "950");
-      await sleep(QUOTA_CHECK_MS * 6);
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0, "80% fires once");
       assert.equal(events().length, 1, "80% fires once");
       await h.redis.set(counter(), "1003");
       const all = await rx.waitFor("/quota", (rs) => rs.length >= 2);
       assert.equal(all[1]!.json.data.thresholdPercent, 100);
       assert.equal(all[1]!.json.data.used, 1003);
-      await sleep(QUOTA_CHECK_MS * 6);
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0, "100% fires once");
       assert.equal(events().length, 2, "100% fires once");
       assert.ok(await h.redis.exists(h.names.webhookQuotaMarker(ws.workspaceId, day(), 80)));
       assert.ok(await h.redis.exists(h.names.webhookQuotaMarker(ws.workspaceId, day(), 100)));
@@ -591,7 +604,7 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
     it("once per day holds across a worker restart and with two workers checking at once", async () => {
       await worker!.close();
       worker = await startTheWorker();
-      await sleep(QUOTA_CHECK_MS * 6);
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0, "a restarted worker does not fire again");
       assert.equal(events().length, 2, "a restarted worker does not fire again");
       // A second workspace crossing both thresholds while two workers check concurrently: one event each.
       const other = await h.signUp();
@@ -610,7 +623,10 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
           worker!.webhooks.ops.checkQuotas(),
         ]);
         const got = await rx.waitFor("/quota-two", (rs) => rs.length >= 2);
-        await sleep(QUOTA_CHECK_MS * 6);
+        // The repeatable checks of both workers run beside these calls: one more round from each finds
+        // both markers set, and the endpoint has exactly the two deliveries.
+        assert.equal(await worker!.webhooks.ops.checkQuotas(), 0);
+        assert.equal(await second.webhooks.ops.checkQuotas(), 0);
         assert.equal(rx.on("/quota-two").length, 2, `emitted per call ${emitted}`);
         assert.deepEqual(got.map((r) => r.json.data.thresholdPercent).sort(), [100, 80]);
         assert.equal((await deliveries(other.token, endpoint.id)).length, 2);
@@ -699,7 +715,8 @@ describe("webhooks: private addresses refused unless WEBHOOK_ALLOW_PRIVATE_ADDRE
       del.attempts[0].error,
       /^address refused: localhost resolves to (127\.0\.0\.1|::1) is a loopback address$/,
     );
-    await sleep(500);
+    // The one attempt is over (FAILED is written after it); no job is left to try again.
+    await until("the delivery's job is gone", async () => (await liveDeliveryJobs(worker!, del.id)) === 0);
     assert.equal(rx.connections, 0, "no connection was made");
     assert.equal(rx.requests.length, 0);
   });

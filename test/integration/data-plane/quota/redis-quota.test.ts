@@ -8,6 +8,7 @@ import { nextUtcMidnightMs, utcDayKey } from "../../../../shared/src/quota/day";
 import type { RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import type { PlanLimits } from "../../../../shared/src/redis/records";
+import { eventually } from "../../../helpers/eventually";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 import { TcpProxy } from "../ratelimit/tcp-proxy";
 
@@ -86,7 +87,8 @@ describe("data-plane quota: two instances through real Redis", function () {
     const limits = plan(100);
     assert.ok(b.q.check("ws-lim", limits).allowed);
     a.q.record("ws-lim", 100);
-    await sleep(200);
+    // a flushes on its timer and b reads the total on its own: b refuses once it has seen it.
+    await eventually(() => b.q.check("ws-lim", limits).count === 100, "b sees a's 100 units");
     const r = b.q.check("ws-lim", limits);
     assert.equal(r.allowed, false);
     assert.equal(r.reason, "daily_limit");
@@ -106,22 +108,18 @@ describe("data-plane quota: two instances through real Redis", function () {
     b.q.record("ws-out", 1);
     // Both flushes must have landed and been read back by `a` before the cut: each instance flushes on its
     // own timer, so wait for `a` to see the global 11 rather than sleeping a fixed time.
-    const seenBy = Date.now() + 5_000;
-    while (a.q.check("ws-out", plan(1e9)).count < 11 && Date.now() < seenBy) await sleep(20);
+    await eventually(() => a.q.check("ws-out", plan(1e9)).count >= 11, "a sees both instances' units");
     assert.equal(a.q.check("ws-out", plan(1e9)).count, 11, "a never saw both instances' units");
     await proxy.cut();
     for (let i = 0; i < 1000; i++) a.q.record("ws-out", 1);
     for (let i = 0; i < 50; i++) b.q.record("ws-out", 1);
-    await sleep(300);
-    assert.equal(a.q.storeHealthy, false);
+    await eventually(() => !a.q.storeHealthy, "a's flush fails");
     assert.equal(a.q.unflushedUnits(), 1000);
     // Decisions keep counting meanwhile (last known total + local units).
     assert.ok(a.q.check("ws-out", plan(1e9)).count >= 1011);
     await proxy.start();
     await ready(a.redis);
-    await sleep(300);
-    assert.equal(a.q.storeHealthy, true);
-    assert.equal(a.q.unflushedUnits(), 0);
+    await eventually(() => a.q.storeHealthy && a.q.unflushedUnits() === 0, "a's units flushed after the cut");
     assert.equal(await a.q.close(), true);
     assert.equal(await b.q.close(), true);
     assert.equal((await readWorkspaceUsage(b.redis, names, "ws-out")).count, 10 + 1 + 1000 + 50);

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
+import type { Clock } from "../../../../data-plane/src/ratelimit/clock";
 import { createLimitsRedis } from "../../../../data-plane/src/ratelimit/redis-client";
 import { RedisReconciledRateLimiter } from "../../../../data-plane/src/ratelimit/redis-rate-limiter";
 import type { RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
+import { eventually } from "../../../helpers/eventually";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 import { TcpProxy } from "./tcp-proxy";
 
@@ -32,15 +34,17 @@ describe("data-plane ratelimit: two instances through real Redis", function () {
   const clients: RedisClient[] = [];
   const limiters: RedisReconciledRateLimiter[] = [];
 
-  function instance(url = TEST_REDIS_URL, failClosedAfterMs: number | null = null) {
+  function instance(url = TEST_REDIS_URL, failClosedAfterMs: number | null = null, clock?: Clock) {
     const redis = createLimitsRedis(url, { commandTimeoutMs: 500 });
     redis.on("error", () => {});
     clients.push(redis);
     const rl = new RedisReconciledRateLimiter({
       redis,
       names: new RedisNames(ns.prefix),
-      syncIntervalMs: 25,
+      // With a fake clock the test steps the rounds itself; the loop's timer is parked.
+      syncIntervalMs: clock === undefined ? 25 : 3_600_000,
       failClosedAfterMs,
+      clock,
     });
     limiters.push(rl);
     rl.start();
@@ -91,27 +95,57 @@ describe("data-plane ratelimit: two instances through real Redis", function () {
     for (const t of totals) assert.ok(Math.abs(t - limit) <= limit * 0.1, `admitted ${t} of ${limit}`);
   });
 
+  /**
+   * A fake clock for the tests below: the windows are the clock's, and reconciliation rounds are stepped
+   * by the test (`syncNow`), so what is checked does not depend on how fast this machine runs.
+   */
+  function fakeClock() {
+    const clock = {
+      ms: (Math.floor(Date.now() / 1000) + 1) * 1000 + 5,
+      now: () => clock.ms,
+      /** Into the next one-second window (5 ms past its start). */
+      nextWindow() {
+        clock.ms = (Math.floor(clock.ms / 1000) + 1) * 1000 + 5;
+      },
+    };
+    return clock;
+  }
+
+  /** Rounds until every limiter has seen all the others' heartbeats (each round may heartbeat). */
+  async function knowEachOtherBy(clock: { ms: number }, ...rls: RedisReconciledRateLimiter[]) {
+    await eventually(async () => {
+      clock.ms += 600; // past the heartbeat interval
+      for (const rl of rls) await rl.syncNow();
+      return rls.every((rl) => rl.liveInstances >= rls.length);
+    }, "instances see each other");
+  }
+
   it("the first second of a new identifier on two instances stays within 10% once peers are known", async () => {
-    const a = instance();
-    const b = instance();
+    const clock = fakeClock();
+    const a = instance(TEST_REDIS_URL, null, clock);
+    const b = instance(TEST_REDIS_URL, null, clock);
     await Promise.all([ready(a.redis), ready(b.redis)]);
-    await knowEachOther(a.rl, b.rl);
+    await knowEachOtherBy(clock, a.rl, b.rl);
     const limit = 100;
-    await nextSecond(5);
-    // One request each, so each learns the other serves this identifier.
+    clock.nextWindow();
+    // One request each and reconciliation rounds, so each learns the other serves this identifier.
     a.rl.check("app:burst", 1, limit);
     b.rl.check("app:burst", 1, limit);
-    await sleep(100);
+    await a.rl.syncNow();
+    await b.rl.syncNow();
     a.rl.check("app:burst", 1, limit);
     b.rl.check("app:burst", 1, limit);
-    await nextSecond(5);
+    await a.rl.syncNow();
+    await b.rl.syncNow();
+    clock.nextWindow();
     // A burst at the very start of a window, before any reconciliation: each takes its share.
     let admitted = 0;
     for (let i = 0; i < 200; i++) {
       if (a.rl.check("app:burst", 1, limit).allowed) admitted++;
       if (b.rl.check("app:burst", 1, limit).allowed) admitted++;
     }
-    await sleep(100);
+    await a.rl.syncNow();
+    await b.rl.syncNow();
     for (let i = 0; i < 200; i++) {
       if (a.rl.check("app:burst", 1, limit).allowed) admitted++;
       if (b.rl.check("app:burst", 1, limit).allowed) admitted++;
@@ -120,50 +154,57 @@ describe("data-plane ratelimit: two instances through real Redis", function () {
     assert.ok(Math.abs(admitted - limit) <= limit * 0.1, `admitted ${admitted}`);
   });
 
+  /** Rounds until the limiter's view of Redis is `healthy`. */
+  const healthAfterRounds = (rl: RedisReconciledRateLimiter, healthy: boolean, identifier: string) =>
+    eventually(async () => {
+      rl.check(identifier, 0, 1_000_000); // something to sync (a zero-cost check marks it)
+      await rl.syncNow();
+      return rl.redisHealthy === healthy;
+    }, `redisHealthy = ${healthy}`);
+
   it("keeps limiting locally while Redis is unreachable, and reconciles again when it returns", async () => {
     const proxy = new TcpProxy("127.0.0.1", Number(new URL(TEST_REDIS_URL).port || 6379));
     await proxy.start();
-    const a = instance(proxy.url);
+    const clock = fakeClock();
+    const a = instance(proxy.url, null, clock);
     await ready(a.redis);
-    a.rl.check("app:outage", 1, 50);
-    await sleep(60);
-    assert.equal(a.rl.redisHealthy, true);
+    await healthAfterRounds(a.rl, true, "app:outage");
     await proxy.cut();
-    await nextSecond(5);
+    clock.nextWindow();
     let admitted = 0;
     for (let i = 0; i < 80; i++) {
       const r = a.rl.check("app:outage", 1, 50);
       if (r.allowed) admitted++;
     }
-    await sleep(100);
-    assert.equal(a.rl.redisHealthy, false);
+    await healthAfterRounds(a.rl, false, "app:outage");
     for (let i = 0; i < 20; i++) if (a.rl.check("app:outage", 1, 50).allowed) admitted++;
     assert.equal(admitted, 50, "exactly the limit, on local counts");
     await proxy.start();
     await ready(a.redis);
-    await nextSecond(5);
-    a.rl.check("app:outage", 1, 50);
-    await sleep(150);
-    assert.equal(a.rl.redisHealthy, true);
+    clock.nextWindow();
+    await healthAfterRounds(a.rl, true, "app:outage");
     await proxy.cut();
   });
 
   it("fail-closed refuses with store_unavailable once Redis has been down longer than configured", async () => {
     const proxy = new TcpProxy("127.0.0.1", Number(new URL(TEST_REDIS_URL).port || 6379));
     await proxy.start();
-    const a = instance(proxy.url, 200);
+    const clock = fakeClock();
+    const a = instance(proxy.url, 200, clock);
     await ready(a.redis);
     assert.ok(a.rl.check("app:closed", 1, 50).allowed);
+    await healthAfterRounds(a.rl, true, "app:closed");
     await proxy.cut();
-    await sleep(50);
+    await healthAfterRounds(a.rl, false, "app:closed");
+    clock.ms += 150;
     assert.ok(a.rl.check("app:closed", 1, 50).allowed, "still within the grace period");
-    await sleep(300);
+    clock.ms += 100;
     const r = a.rl.check("app:closed", 1, 50);
     assert.equal(r.allowed, false);
     assert.equal(r.reason, "store_unavailable");
     await proxy.start();
     await ready(a.redis);
-    await sleep(60);
+    await healthAfterRounds(a.rl, true, "app:closed");
     assert.ok(a.rl.check("app:closed", 1, 50).allowed);
     await proxy.cut();
   });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { eventually } from "../../../helpers/eventually";
 import { type SubstrateTestNode, startSubstrateTestNode } from "../../../substrate-node";
 import { type Gateway, startGateway } from "../harness";
 import { type StubWsUpstream, startStubWsUpstream } from "./stub-ws-upstream";
@@ -13,6 +14,14 @@ const headNumber = (n: { params: { result: { number: string } } }) =>
  * other params) are framed apart. Small heads (under uWS's 16 KiB cork buffer) take the deferred
  * publish path, whose slow-consumer policing runs after uWS wrote them.
  */
+/**
+ * Waits until everything the gateway wrote to these sockets before now has arrived: one call each that the
+ * gateway answers itself (unsubscribing an id that does not exist), whose answer follows on the socket.
+ */
+async function barrier(sockets: TestWsClient[], method = "eth_unsubscribe"): Promise<void> {
+  for (const s of sockets) assert.equal((await s.call(method, ["0x00"])).result, false);
+}
+
 describe("WebSocket fan-out with shared subscription ids", function () {
   this.timeout(60_000);
   let up: StubWsUpstream;
@@ -96,7 +105,8 @@ describe("WebSocket fan-out with shared subscription ids", function () {
     up.emitHead();
     await c1.until(() => c1.notifications(s1).length === 3, 5000, "c1 keeps receiving");
     await other.until(() => other.notifications(so).length === 3, 5000, "the other key keeps receiving");
-    await sleep(150);
+    // That head's fan-out is over; an answer on a socket comes after anything the fan-out wrote to it.
+    await barrier([c2, c3]);
     assert.equal(c2.notifications(s1).length, 2, "c2 gets nothing after its unsubscribe");
     const heads = c3.messages.filter((m) => !Array.isArray(m) && m.method === "eth_subscription");
     assert.equal(heads.length, 0, "a different subscription never sees these notifications");
@@ -141,7 +151,7 @@ describe("WebSocket fan-out with shared subscription ids", function () {
     up.emitHead();
     await c.until(() => c.notifications(own).length === 2, 5000, "own id still live");
     await other.until(() => other.notifications(shared).length === 2, 5000, "other socket still live");
-    await sleep(150);
+    await barrier([c]);
     assert.equal(c.notifications(shared).length, 1);
 
     // Subscribing again gets the shared id again (the socket no longer holds it).
@@ -210,7 +220,7 @@ describe("WebSocket fan-out with shared subscription ids", function () {
     assert.equal((await c1.call("chain_unsubscribeNewHeads", [s1])).result, true);
     node.produceBlocks(1);
     await c2.until(() => c2.notifications(s1).length === 3, 5000, "c2 keeps receiving");
-    await sleep(150);
+    await barrier([c1], "chain_unsubscribeNewHeads");
     assert.equal(c1.notifications(s1).length, 2);
     assert.equal(upstreamSubs("dot"), 1);
   });
@@ -227,8 +237,13 @@ describe("WebSocket fan-out with shared subscription ids", function () {
     up.emitHead();
     up.emitHead();
     await c.until(() => c.notifications(sid).length === 2);
-    await sleep(50);
-    assert.equal((await metric("rpcgw_ws_fanouts_total")) - n0, 2);
+    assert.equal(
+      await eventually(
+        async () => (await metric("rpcgw_ws_fanouts_total")) - n0 || undefined,
+        "the fan-outs counted",
+      ),
+      2,
+    );
     assert.ok((await metric("rpcgw_ws_fanout_seconds_total")) > t0);
   });
 });

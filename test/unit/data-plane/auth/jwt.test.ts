@@ -182,11 +182,19 @@ describe("data-plane: app JWT verification (jose) and its verdict cache", () => 
   });
 
   it("a cached token stops being accepted when it expires (verdicts live until exp)", async () => {
-    const v = new JwtVerifier({ maxEntries: 100, nbfLeewaySeconds: 0 });
-    const exp = now() + 2;
+    let clockMs = Date.now();
+    const v = new JwtVerifier({ maxEntries: 100, nbfLeewaySeconds: 0, nowMs: () => clockMs });
+    const exp = Math.floor(clockMs / 1000) + 2;
     const token = await sign(rsa, "RS256", { aud: "https://rpc.example", exp }, { kid: "rsa-1" });
     assert.equal(reason(await settle(v.check(config, "app", token))), "ok");
-    await new Promise((r) => setTimeout(r, exp * 1000 - Date.now() + 50));
+    clockMs = exp * 1000 - 1;
+    assert.equal(
+      reason(await settle(v.check(config, "app", token))),
+      "ok",
+      "served from the cache until exp",
+    );
+    assert.equal(v.stats().verifications.get("ok"), 1);
+    clockMs = exp * 1000;
     assert.equal(reason(await settle(v.check(config, "app", token))), "jwt_expired");
   });
 

@@ -11,6 +11,7 @@ import {
   UsageBatch,
   UsageBatchSchema,
 } from "../../../../shared/src/usage/contract";
+import { eventually } from "../../../helpers/eventually";
 
 const WS = "11111111-1111-4111-8111-111111111111";
 const APP = "22222222-2222-4222-8222-222222222222";
@@ -233,8 +234,8 @@ describe("data-plane: usage recorder", () => {
     });
     rec.start();
     rec.record(base);
-    await new Promise((r) => setTimeout(r, 200));
-    assert.equal(redis.rows().length, 1);
+    // No flush() here: only the timer can write it.
+    await eventually(() => redis.rows().length === 1, "the timer's flush");
     await rec.close();
   });
 
@@ -263,14 +264,20 @@ describe("data-plane: usage recorder", () => {
     redis.disconnect();
   });
 
-  it("record() stays cheap: 200k records in well under a second", () => {
-    const { rec } = setup();
+  it("record() aggregates in memory: 200k records of 4 methods are 4 pending rows", async () => {
+    // How fast record() is belongs to `npm run bench`; what is checked here is that it folds records
+    // into one row per (workspace, app, network, method, bucket) instead of keeping each.
+    const { rec, redis } = setup();
     const methods = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getBalance"];
-    const t = process.hrtime.bigint();
     for (let i = 0; i < 200_000; i++) rec.record({ ...base, method: methods[i & 3]!, latencyMs: i % 300 });
-    const ms = Number(process.hrtime.bigint() - t) / 1e6;
-    assert.ok(ms < 1000, `${ms} ms`);
     assert.equal(rec.pendingRowCount, 4);
+    await rec.flush();
+    const rows = redis.rows();
+    assert.equal(rows.length, 4);
+    assert.equal(
+      rows.reduce((n, r) => n + r.count, 0),
+      200_000,
+    );
   });
 
   it("noop recorder and env config", async () => {

@@ -165,6 +165,12 @@ export class PublicationService {
   private dirty = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private retryDelayMs = 0;
+  private retryRoundsRun = 0;
+
+  /** Retry timer rounds run so far (each either waited for Redis or attempted a re-publish). */
+  get retryRounds(): number {
+    return this.retryRoundsRun;
+  }
   private stopped = false;
   /** The connection closed since its last "ready". */
   private lostConnection = false;
@@ -194,6 +200,7 @@ export class PublicationService {
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       if (this.stopped) return;
+      this.retryRoundsRun++;
       // Redis is still away: an attempt would read every key, workspace, network and plan from Postgres
       // only to fail on the first write. Wait instead; the "ready" handler runs the attempt at once.
       if (this.redis.status !== "ready") {

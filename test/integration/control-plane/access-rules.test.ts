@@ -3,6 +3,7 @@ import { createPublicKey, generateKeyPairSync, randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { type KeyRecord, KeyRecordSchema, type PlaneEvent } from "../../../shared/src/redis/records";
+import { planeEventsBarrier } from "../../helpers/plane-events";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { ADMIN_TOKEN, code, createApp, type Harness, startHarness } from "./harness";
 
@@ -135,9 +136,7 @@ describe("control-plane: access rules and JWT keys (GraphQL, Postgres, publicati
         jwt: null,
       });
       const hash = hashApiKey(app.apiKey);
-      const deadline = Date.now() + 2000;
-      while (!events.some((e) => e.type === "key.upsert" && e.keyHash === hash) && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
+      await planeEventsBarrier(h.redis, h.names.eventsChannel(), events);
       assert.ok(
         events.some((e) => e.type === "key.upsert" && e.keyHash === hash),
         JSON.stringify(events),

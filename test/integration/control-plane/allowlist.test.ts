@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { KeyRecordSchema, PlaneEvent } from "../../../shared/src/redis/records";
+import { planeEventsBarrier } from "../../helpers/plane-events";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { code, createApp, Harness, startHarness } from "./harness";
 
@@ -44,7 +45,7 @@ describe("control-plane: allowlists", () => {
         origins: ["https://app.example.com", "*.example.org"],
         ips: ["203.0.113.7", "10.0.0.0/8", "2001:db8::/32"],
       });
-      await new Promise((r) => setTimeout(r, 50));
+      await planeEventsBarrier(h.redis, h.names.eventsChannel(), events);
       assert.ok(
         events.filter((e) => e.type === "key.upsert" && e.keyHash === hashApiKey(app.apiKey)).length >= 5,
       );

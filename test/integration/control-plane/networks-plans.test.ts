@@ -7,6 +7,7 @@ import {
   PlaneEvent,
   WorkspaceRecordSchema,
 } from "../../../shared/src/redis/records";
+import { planeEventsBarrier } from "../../helpers/plane-events";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { ADMIN_TOKEN, code, createApp, Harness, startHarness } from "./harness";
 
@@ -153,7 +154,7 @@ describe("control-plane: networks and plans", () => {
       JSON.parse((await h.redis.get(h.names.workspace(user.workspaceId)))!),
     );
     assert.equal(ws.plan.requestsPerSecond, 500);
-    await new Promise((r) => setTimeout(r, 30));
+    await planeEventsBarrier(h.redis, h.names.eventsChannel(), events);
     assert.ok(events.some((e) => e.type === "workspace.update" && e.workspaceId === user.workspaceId));
     const bad = await h.gql(`mutation { changePlan(plan: "nope") { id } }`, {}, user.token);
     assert.equal(bad.errors![0]!.extensions!.field, "plan");

@@ -3,6 +3,7 @@ import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { HealthRecordSchema } from "../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { describeOnRedisCluster } from "../../helpers/redis";
 import { StubUpstream } from "../data-plane/stub-upstream";
 import { ADMIN_TOKEN, code, createApp, type Harness, startHarness } from "./harness";
@@ -453,7 +454,11 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
       };
       await h.redis.set(h.names.upstreamHealth("dead-instance"), JSON.stringify(rec), "PX", 300);
       await h.redis.hset(h.names.upstreamHealthInstances(), "dead-instance", String(rec.atMs));
-      await new Promise((r) => setTimeout(r, 600));
+      // Its record expires (300 ms); the next read of the health view prunes the instance.
+      await eventually(
+        async () => (await h.redis.exists(h.names.upstreamHealth("dead-instance"))) === 0,
+        "the record's expiry",
+      );
       await h.ok(HEALTH_Q, {}, op.token);
       assert.equal(await h.redis.hget(h.names.upstreamHealthInstances(), "dead-instance"), null);
     });

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { PlaneEvent } from "../../../shared/src/redis/records";
+import { planeEventsBarrier } from "../../helpers/plane-events";
 import { TEST_REDIS_URL } from "../../helpers/redis";
 import { ADMIN_TOKEN, code, createApp, Harness, startHarness } from "./harness";
 
@@ -9,8 +10,6 @@ const CHANGE = `mutation($p: String!, $w: ID) { changePlan(plan: $p, workspaceId
 const SET = `mutation($w: ID!, $p: String!) { setWorkspacePlan(workspaceId: $w, plan: $p) { id plan { name } } }`;
 const UPSERT = `mutation($i: PlanInput!) { upsertPlan(input: $i) { name selfService } }`;
 const PLANS = "{ plans { name selfService } }";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("control-plane: self-service plans (a tenant cannot give itself a bigger plan)", () => {
   let h: Harness;
@@ -81,7 +80,7 @@ describe("control-plane: self-service plans (a tenant cannot give itself a bigge
   it("the owner cannot changePlan to enterprise, a private plan or an unknown one: nothing changes anywhere", async () => {
     const before = await snapshot(owner.workspaceId);
     assert.ok(before.workspaceRecord && before.keyRecord, "records published");
-    await sleep(50);
+    await planeEventsBarrier(h.redis, h.names.eventsChannel(), events);
     events.length = 0;
     const messages: string[] = [];
     for (const p of ["enterprise", "acme-deal", "no-such-plan"]) {
@@ -95,7 +94,7 @@ describe("control-plane: self-service plans (a tenant cannot give itself a bigge
     // A private plan's existence is not revealed: unknown and private get the same answer.
     assert.equal(new Set(messages).size, 1);
     assert.deepEqual(await snapshot(owner.workspaceId), before);
-    await sleep(50);
+    await planeEventsBarrier(h.redis, h.names.eventsChannel(), events);
     assert.deepEqual(events, [], "nothing announced to the data plane");
   });
 

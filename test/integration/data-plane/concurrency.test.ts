@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
+import { eventually } from "../../helpers/eventually";
 import { evmNetwork } from "../../helpers/seed-redis";
-import { type Gateway, post, sleep, startGateway } from "./harness";
+import { type Gateway, post, startGateway } from "./harness";
 import { StubUpstream } from "./stub-upstream";
 import { TestWsClient } from "./ws/ws-client";
 
@@ -12,14 +13,7 @@ const CAP = 5;
  */
 const SLOW_MS = 2_000;
 
-/** Polls `cond` until true (fails after `ms`): no fixed sleep that a busy machine can outrun. */
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+const until = (cond: () => boolean, what: string) => eventually(cond, what);
 const getLogs = (id: number) => ({
   jsonrpc: "2.0",
   id,
@@ -71,9 +65,11 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
 
   afterEach(async () => {
     // Every test leaves the counters at zero once the upstream calls are over.
-    const deadline = Date.now() + SLOW_MS + 5_000;
-    while (gw.plane.context.flights.size > 0 && Date.now() < deadline) await sleep(20);
-    assert.equal(gw.plane.context.flights.size, 0, "a slot leaked");
+    await eventually(
+      () => gw.plane.context.flights.size === 0,
+      "every slot released (none leaked)",
+      SLOW_MS + 10_000,
+    );
   });
 
   it("HTTP: beyond the cap a key gets 429 concurrency_limit; another key is not affected", async () => {
@@ -167,8 +163,7 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
     for (let i = 0; i < 3; i++) ws.sendRaw(JSON.stringify(getLogs(i)));
     await until(() => gw.plane.context.flights.inFlight("app:app-b") === 3, "3 WS calls in flight");
     ws.terminate();
-    const deadline = Date.now() + SLOW_MS + 5_000;
-    while (gw.plane.context.flights.size > 0 && Date.now() < deadline) await sleep(20);
+    await eventually(() => gw.plane.context.flights.size === 0, "the slots released", SLOW_MS + 10_000);
     assert.equal(flightsA(), 0);
     assert.equal(gw.plane.context.flights.inFlight("app:app-b"), 0);
     const after = await Promise.all(Array.from({ length: CAP }, (_, i) => post(urlA, getLogs(i))));

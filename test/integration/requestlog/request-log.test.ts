@@ -17,6 +17,7 @@ import {
   REQUEST_LOG_CONSUMER_GROUP,
   REQUEST_LOG_STREAM_FIELD,
 } from "../../../shared/src/requestlog/contract";
+import { eventually, nextSecond } from "../../helpers/eventually";
 import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
@@ -220,7 +221,6 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
     const last = await nodeError();
     // Written after the successes (same or a later flush, in order): once it is listed they would be too.
     await waitFor(a.token, { requestId: last }, 1);
-    await sleep(300);
     assert.equal((await list(a.token, { method: "eth_blockNumber" }, 500)).edges.length, 5);
     await startDp("100");
   });
@@ -236,15 +236,15 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
       // The plan's per-second limit counts every element: wait out a refusal (it logs no success).
       let r = await post(rpc(), batch);
       while (r.status === 429) {
-        await sleep(1_000);
+        await nextSecond();
         r = await post(rpc(), batch);
       }
       assert.equal(r.status, 200);
       ids.push(r.headers.get("x-request-id")!);
     }
     const last = await nodeError();
+    // Written after the batches (same or a later flush, in order): once it is listed they would be too.
     await waitFor(a.token, { requestId: last }, 1);
-    await sleep(300);
     // The error element is always logged; the 8 successes of one request all, or none.
     const counts = await Promise.all(
       ids.map(async (requestId) => (await list(a.token, { requestId }, 50)).edges.length),
@@ -261,7 +261,11 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
     worker = undefined;
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) ids.push(await nodeError());
-    await sleep(400); // flushed into the stream while nobody reads it
+    // Flushed into the stream while nobody reads it.
+    await eventually(async () => {
+      const groups = (await h.redis.xinfo("GROUPS", h.names.requestLogStream())) as unknown[][];
+      return groups.some((g) => Number(g[g.indexOf("lag") + 1]) > 0);
+    }, "the records waiting in the stream");
     worker = await startLogWorker();
     for (const requestId of ids) await waitFor(a.token, { requestId }, 1);
   });
@@ -348,9 +352,14 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
           )) as unknown[][]
         ).map((c) => String(c[1]));
       await next.consumer.pollOnce(0);
-      assert.ok((await names()).includes("worker-before-restart"), "idle for less than 50 ms: kept");
-      await sleep(80);
-      await next.consumer.pollOnce(0);
+      // Idle for less than the threshold (a minute here, so a slow machine cannot cross it): kept.
+      assert.deepEqual(await next.consumer.pruneIdleConsumers(60_000), []);
+      assert.ok((await names()).includes("worker-before-restart"), "idle for less than a minute: kept");
+      // Past 50 ms idle, a poll (pruneIntervalMs 0: every poll prunes) removes it.
+      await eventually(async () => {
+        await next.consumer.pollOnce(0);
+        return !(await names()).includes("worker-before-restart");
+      }, "the idle consumer pruned");
       const left = await names();
       assert.ok(!left.includes("worker-before-restart"), left.join(", "));
       assert.ok(left.includes("worker-after-restart"), left.join(", "));
@@ -392,11 +401,11 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
     try {
       await q.add(JobName.RequestLogPartitions, {});
       const gone = partitionName(dayStart(now - 9 * DAY));
-      const t0 = Date.now();
-      while ((await listPartitions(ds)).some((p) => p.name === gone)) {
-        assert.ok(Date.now() - t0 < 30_000, "the job did not drop the partition");
-        await sleep(100);
-      }
+      await eventually(
+        async () => !(await listPartitions(ds)).some((p) => p.name === gone),
+        "the job drops the partition",
+        30_000,
+      );
     } finally {
       await q.close();
       conn.disconnect();

@@ -6,6 +6,7 @@ import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-pla
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { bucketIndex } from "../../../shared/src/usage/contract";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { describeOverRedis } from "../../helpers/redis";
 import {
   ADMIN_TOKEN,
@@ -79,6 +80,26 @@ describeOverRedis(
     const startUsageWorker = () =>
       startWorker(h.config, undefined, { usage: { blockMs: 100, consumerName: "usage-e2e" } });
 
+    /**
+     * Everything counted so far is in Postgres: the data planes' pending rows are flushed to the stream,
+     * and the worker's group has read (lag 0) and acknowledged (nothing pending) every entry, which it does
+     * after the rows are committed. What a report shows then is final: nothing more can trickle in.
+     */
+    const settled = async (...planes: DataPlane[]): Promise<void> => {
+      for (const p of planes) await p.usage.flush();
+      await eventually(
+        async () => {
+          const groups = (await h.redis.xinfo("GROUPS", h.names.usageStream())) as unknown[][];
+          return groups.every((g) => {
+            const f: Record<string, unknown> = {};
+            for (let i = 0; i + 1 < g.length; i += 2) f[String(g[i])] = g[i + 1];
+            return Number(f.lag) === 0 && Number(f.pending) === 0;
+          });
+        },
+        "the usage stream is drained",
+        30_000,
+      );
+    };
     const report = async (token: string, filter: Json = {}, fields = REPORT): Promise<Json> =>
       (await h.ok(`query($f: UsageFilter!) { usage(filter: $f) { ${fields} } }`, { f: filter }, token)).usage;
     /** Polls `usage` until requests24h.total reaches `total` (fails after `ms`); returns the wait. */
@@ -227,7 +248,7 @@ describeOverRedis(
       }
 
       await waitTotal(a.token, {}, t.total);
-      await sleep(600); // nothing more trickles in
+      await settled(dp);
       const r = await report(
         a.token,
         {},
@@ -325,14 +346,15 @@ describeOverRedis(
         }
       };
       const loops = Array.from({ length: 20 }, (_, k) => loop(k));
-      await sleep(450); // several rounds answered, one in flight
+      // Several rounds answered (20 loops, 100 ms each), the next ones in flight.
+      await eventually(() => answered >= 40, "two rounds answered", 30_000, 5);
       await dp2.close();
       stop = true;
       await Promise.all(loops);
       stub.delayMs = 0;
       assert.ok(answered >= 40, `answered ${answered}`);
       await waitTotal(a.token, { appId: app.id }, answered);
-      await sleep(800);
+      await settled(dp);
       assert.equal((await report(a.token, { appId: app.id })).requests24h.total, answered);
     });
 
@@ -359,7 +381,7 @@ describeOverRedis(
       await traffic;
       assert.ok(sent > 20, `sent ${sent}`);
       await waitTotal(a.token, { appId: app.id }, sent);
-      await sleep(800);
+      await settled(dp);
       assert.equal((await report(a.token, { appId: app.id })).requests24h.total, sent);
     });
 

@@ -5,6 +5,7 @@ import { hashApiKey } from "../../../../shared/src/crypto/api-key";
 import { utcDayKey } from "../../../../shared/src/quota/day";
 import { RedisNames } from "../../../../shared/src/redis/keys";
 import type { AccessRecord } from "../../../../shared/src/redis/records";
+import { eventually } from "../../../helpers/eventually";
 import { TEST_REDIS_URL } from "../../../helpers/redis";
 import { evmNetwork, type RedisSeeder } from "../../../helpers/seed-redis";
 import { type Gateway, post, type RpcResponse, sleep, startGateway } from "../harness";
@@ -268,12 +269,14 @@ describe("data plane: app access rules (methods, user agents, caps) over HTTP an
   });
 
   it("the per-second cap holds within 10% under sustained load (real clock, reconciled limiter)", async () => {
+    const CAP = 10;
     let key = "";
     const g = await start(async (s) => {
       key = await s.putKey({
         appId: "app-sustained",
         plan: PLAN,
-        access: { ...NO_RULES, requestsPerSecond: 40 },
+        // Low enough that six clients exceed it even on a busy machine (what is tested is the cap).
+        access: { ...NO_RULES, requestsPerSecond: CAP },
       });
     });
     const url = `${g.base}/eth/rpc?apikey=${key}`;
@@ -297,7 +300,7 @@ describe("data plane: app access rules (methods, user agents, caps) over HTTP an
     const seconds = [...up.perSecond.entries()].sort((a, b) => a[0] - b[0]).slice(1, -1);
     assert.ok(seconds.length >= 2, JSON.stringify([...up.perSecond]));
     for (const [sec, n] of seconds) {
-      assert.ok(n <= 44 && n >= 36, `second ${sec}: ${n} forwarded, cap 40 (±10%)`);
+      assert.ok(n <= CAP * 1.1 && n >= CAP * 0.9, `second ${sec}: ${n} forwarded, cap ${CAP} (±10%)`);
     }
   });
 
@@ -341,9 +344,7 @@ describe("data plane: app access rules (methods, user agents, caps) over HTTP an
     try {
       const names = new RedisNames(g.ns.prefix);
       const k = names.appQuotaDay("app-daily", utcDayKey(t0));
-      const deadline = Date.now() + 3000;
-      while (Number(await redis.get(k)) !== 50 && Date.now() < deadline) await sleep(25);
-      assert.equal(Number(await redis.get(k)), 50);
+      await eventually(async () => Number(await redis.get(k)) === 50, "the app's count in Redis");
     } finally {
       redis.disconnect();
     }
@@ -397,20 +398,15 @@ describe("data plane: app access rules (methods, user agents, caps) over HTTP an
         key,
       );
       await g.seeder.publish({ type: "key.upsert", keyHash: hashApiKey(key) });
-      const deadline = Date.now() + 3000;
-      let reason = "";
-      while (Date.now() < deadline) {
-        const r = await post(url, call("lim_live"));
-        reason = r.json.error?.data?.reason ?? "";
-        if (reason === "method_not_allowed_by_app") break;
-        await sleep(20);
-      }
-      assert.equal(reason, "method_not_allowed_by_app");
-      let wsReason = "";
-      while (Date.now() < deadline && wsReason === "") {
-        wsReason = (await ws.call("lim_live")).error?.data?.reason ?? "";
-        if (wsReason === "") await sleep(20);
-      }
+      await eventually(
+        async () =>
+          (await post(url, call("lim_live"))).json.error?.data?.reason === "method_not_allowed_by_app",
+        "the new rules over HTTP",
+      );
+      const wsReason = await eventually(
+        async () => (await ws.call("lim_live")).error?.data?.reason as string | undefined,
+        "the new rules on the open socket",
+      );
       assert.equal(wsReason, "method_not_allowed_by_app", "the open socket follows the new rules");
     } finally {
       ws.close();

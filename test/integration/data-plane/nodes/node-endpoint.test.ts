@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import type { NodeRecord } from "../../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../../helpers/anvil";
+import { eventually } from "../../../helpers/eventually";
 import { freePort } from "../../../helpers/ports";
 import { TEST_REDIS_URL } from "../../../helpers/redis";
 import { evmNetwork } from "../../../helpers/seed-redis";
@@ -37,6 +38,17 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
     await sleep(100);
   };
   const url = (key: string, id = NODE_ID) => `${gw.base}/nodes/${id}/${encodeURIComponent(key)}`;
+  /**
+   * The node's pool has seen anvil's head: an eth_blockNumber through the endpoint feeds its head
+   * tracking, so asking until it answers anvil's head is waiting for that.
+   */
+  const headSeen = async () => {
+    const direct = await post(anvil.httpUrl, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" });
+    await eventually(async () => {
+      const r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" });
+      return r.json.result === direct.json.result;
+    }, "the node's pool sees the new head");
+  };
 
   before(async () => {
     anvil = await startAnvil();
@@ -283,7 +295,7 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x3"] }),
       });
-      await sleep(800);
+      await headSeen();
       proxy.reset();
       for (let i = 0; i < 3; i++) await post(url(unsafeKey), call);
       assert.equal(proxy.countExact("eth_getBlockByNumber", ["0x5", false]), 0, "answered from the cache");
@@ -295,7 +307,7 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x1"] }),
       });
-      await sleep(800);
+      await headSeen();
       proxy.reset();
       await post(url(unsafeKey), recent);
       assert.equal(
@@ -319,10 +331,9 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x800"] }),
       });
       await putNode({ httpUrl: proxy.url });
-      // The node's pool is made on its first call; its first health round learns the head, which
-      // resolves `latest` (with the head unknown a tag range goes out whole).
-      await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
-      await sleep(500);
+      // The node's pool is made on its first call and must know the head, which resolves `latest` (with
+      // the head unknown a tag range goes out whole).
+      await headSeen();
       const filter = { fromBlock: "0x0", toBlock: "latest" };
       const direct = await fetch(anvil.httpUrl, {
         method: "POST",

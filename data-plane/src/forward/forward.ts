@@ -8,7 +8,7 @@ import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/log
 import type { Metrics } from "../metrics/metrics";
 import { type MethodPolicy, readsParams } from "../policy/method-policy";
 import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
-import { errorJson, replyJson } from "../rpc/respond";
+import { errorJson, replyJson } from "../rpc/response-json";
 import {
   type ChildSpan,
   jsonRpcError,

@@ -20,9 +20,9 @@ import type { MethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../rpc/respond";
+import { jsonRpcError, tailErrorCode } from "../telemetry/tracing";
 import type { NetworkPool } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
-import { jsonRpcError, tailErrorCode } from "../telemetry/tracing";
 import { type AccountSinks, RequestAccount, type Transport } from "./account";
 import { type AdmissionRefusal, admit, type LimitsEndpoint } from "./admit";
 
@@ -288,7 +288,8 @@ export abstract class PipelineRequest extends RequestAccount {
   private traceErrorCode(out: CallOutcome): void {
     let code: number | undefined;
     if (out.kind === Outcome.Refused) code = out.refusal.row.code;
-    else if (out.kind === Outcome.Cached && out.reply.kind === ReplyKind.Error) code = tailErrorCode(out.reply.tail);
+    else if (out.kind === Outcome.Cached && out.reply.kind === ReplyKind.Error)
+      code = tailErrorCode(out.reply.tail);
     else if (out.kind === Outcome.Forwarded && out.result.ok && out.result.reply.kind === ReplyKind.Error)
       code = tailErrorCode(out.result.reply.tail);
     if (code !== undefined) this.trace?.set(jsonRpcError(code));

@@ -188,5 +188,4 @@ describe("data-plane quota: ReconciledQuotaTracker (fake clock)", () => {
     const r = new NoopQuotaTracker().check("ws", plan(1));
     assert.ok(r.allowed);
   });
-
 });

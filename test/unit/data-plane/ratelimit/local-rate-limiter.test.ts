@@ -105,5 +105,4 @@ describe("data-plane ratelimit: LocalRateLimiter", () => {
     assert.equal(retryAfterSeconds(1001), 2);
     assert.equal(retryAfterSeconds(0), 1);
   });
-
 });

@@ -138,5 +138,4 @@ describe("data-plane ratelimit: RedisReconciledRateLimiter (fake Redis, fake clo
     await a.syncNow();
     assert.ok(a.check("app:k", 1, 50).allowed);
   });
-
 });

@@ -16,6 +16,15 @@ const schema = z.object({
    * published port, a Kubernetes Service); `npm start` sets 127.0.0.1 unless told otherwise.
    */
   CONTROL_PLANE_HOST: z.string().min(1).default("0.0.0.0"),
+  /**
+   * Prometheus `GET /metrics` of the control plane process and of the worker process, each on its own
+   * listener apart from the API (the series name operations and queues). Loopback by default: only this
+   * host can scrape; 0.0.0.0 in a container. 0 = a free port.
+   */
+  CONTROL_PLANE_METRICS_PORT: env.port(9465),
+  CONTROL_PLANE_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
+  WORKER_METRICS_PORT: env.port(9466),
+  WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   /** Operator token. When unset, a random one is generated at start (and logged as generated, not shown). */
   ADMIN_TOKEN: z
     .string()
@@ -181,6 +190,12 @@ export interface WebhookSettings {
   testWindowSeconds: number;
 }
 
+/** Where a process serves its Prometheus /metrics (port 0: a free one). */
+export interface MetricsListenAt {
+  host: string;
+  port: number;
+}
+
 export interface ControlPlaneConfig {
   databaseUrl: string;
   redisUrl: string;
@@ -191,6 +206,10 @@ export interface ControlPlaneConfig {
   port: number;
   /** CONTROL_PLANE_HOST: the interface to bind. */
   host: string;
+  /** CONTROL_PLANE_METRICS_HOST / _PORT: the control plane process's /metrics listener. */
+  controlPlaneMetrics: MetricsListenAt;
+  /** WORKER_METRICS_HOST / _PORT: the worker process's /metrics listener. */
+  workerMetrics: MetricsListenAt;
   adminToken: string;
   /** True when ADMIN_TOKEN was not set and a random one was generated for this process. */
   adminTokenGenerated: boolean;
@@ -258,6 +277,8 @@ export function loadConfig(
     logLevel: e.LOG_LEVEL,
     port: e.CONTROL_PLANE_PORT,
     host: e.CONTROL_PLANE_HOST,
+    controlPlaneMetrics: { host: e.CONTROL_PLANE_METRICS_HOST, port: e.CONTROL_PLANE_METRICS_PORT },
+    workerMetrics: { host: e.WORKER_METRICS_HOST, port: e.WORKER_METRICS_PORT },
     adminToken: e.ADMIN_TOKEN ?? randomBytes(32).toString("base64url"),
     adminTokenGenerated: e.ADMIN_TOKEN === undefined,
     keyEncryptionSecret: e.KEY_ENCRYPTION_SECRET ?? DEV_KEY_ENCRYPTION_SECRET,

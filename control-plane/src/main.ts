@@ -1,11 +1,16 @@
 import "reflect-metadata";
 import "./telemetry/server-tracing";
+import { collectDefaultMetrics } from "prom-client";
 import { createLogger } from "../../shared/src/log/logger";
+import { serveMetrics } from "../../shared/src/metrics/server";
 import { currentTelemetry } from "../../shared/src/telemetry/telemetry";
 import { loadConfig } from "./config";
 import { createControlPlane } from "./server";
 
-/** Control plane process: GraphQL at POST /graphql on CONTROL_PLANE_PORT. */
+/**
+ * Control plane process: GraphQL at POST /graphql on CONTROL_PLANE_PORT, Prometheus /metrics on
+ * CONTROL_PLANE_METRICS_PORT.
+ */
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger("control-plane", config.logLevel);
@@ -18,12 +23,20 @@ async function main(): Promise<void> {
     log.warn("KEY_ENCRYPTION_SECRET is not set: using the fixed development secret; set it in production");
   }
   const cp = await createControlPlane(config, { log });
+  collectDefaultMetrics({ register: cp.metrics.registry });
+  const metricsListener = await serveMetrics({
+    ...config.controlPlaneMetrics,
+    contentType: cp.metrics.registry.contentType,
+    render: () => cp.metrics.registry.metrics(),
+    logger: log,
+  });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
     cp.close()
+      .then(() => metricsListener.close())
       // Last: spans of the drain itself are flushed too.
       .then(() => currentTelemetry()?.shutdown())
       .then(

@@ -20,6 +20,7 @@ import { ensureDatabase } from "./db/ensure-database";
 import { GqlContext } from "./graphql/context";
 import { createFormatError, createWsErrorFormatting } from "./graphql/errors";
 import { apolloArmor, createWsLimits } from "./graphql/limits";
+import { GraphqlMetrics } from "./graphql/metrics";
 import { buildControlPlaneSchema } from "./graphql/schema";
 import { ReadinessCheck } from "./health/readiness";
 import { createServices, Services } from "./services";
@@ -32,6 +33,8 @@ export interface ControlPlane {
   dataSource: DataSource;
   redis: RedisClient;
   log: Logger;
+  /** This instance's GraphQL series (graphql/metrics.ts); main.ts serves them on CONTROL_PLANE_METRICS_PORT. */
+  metrics: GraphqlMetrics;
   close(): Promise<void>;
 }
 
@@ -103,12 +106,13 @@ export async function createControlPlane(
 
     // Depth, aliases, tokens, cost, directives (GraphQL Armor); batched (array) bodies are refused.
     const armor = apolloArmor(config.graphqlLimits);
+    const metrics = new GraphqlMetrics();
     apollo = new ApolloServer<GqlContext>({
       schema: await buildControlPlaneSchema(),
       formatError: createFormatError(log),
       includeStacktraceInErrorResponses: false,
       allowBatchedHttpRequests: false,
-      plugins: armor.plugins,
+      plugins: [...armor.plugins, metrics.plugin()],
       validationRules: armor.validationRules,
       parseOptions: armor.parseOptions,
       // No automatic persisted queries: the console sends whole documents, and APQ would let any caller
@@ -307,6 +311,7 @@ export async function createControlPlane(
       dataSource: ds,
       redis,
       log,
+      metrics,
       close() {
         closing ??= (async () => {
           wsSessions.close();

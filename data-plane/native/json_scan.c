@@ -5,8 +5,9 @@
  * TypeScript scans are the reference: both give the same results, which the unit tests check on fixtures
  * and fuzzed edits.
  *
- * Why C: in JavaScript the batch scan read about a byte a nanosecond and was ~20% of the gateway's CPU on
- * a batch of 100; here the bench's 11.7 KB batch takes 3.6 µs (13 µs in JavaScript, items included).
+ * Why C: in JavaScript the batch scan, which reads every byte of the body, was a large share of the
+ * gateway's CPU on a batch of 100; in C it reads 16 bytes a step through strings (figures in
+ * docs/benchmarks.md, "Batches").
  *
  * Giving up (-1) is always safe: the caller then parses the text with JSON.parse, which decides. So the
  * scan may give up on anything rare (escaped keys, non-ASCII bytes, nesting deeper than MAX_DEPTH) but

@@ -15,7 +15,7 @@ export const dataPlaneEnvShape = {
   /** Interface the HTTP server binds to. */
   DATA_PLANE_HOST: z.string().default("0.0.0.0"),
   /**
-   * Prometheus `GET /metrics` listener of the process (metrics/server.ts), apart from the public port: its
+   * Prometheus `GET /metrics` listener of the process (shared/src/metrics/server.ts), apart from the public port: its
    * series name every network, upstream and dedicated node. Loopback by default; a scraper elsewhere needs
    * METRICS_HOST set (0.0.0.0 in the container images' deployments). 0 = a free port.
    */
@@ -276,8 +276,8 @@ export const dataPlaneEnvShape = {
    * MAX_BODY_BYTES). A message above MAX_BODY_BYTES but within this is read, then answered with close
    * 1009 "message too big"; a larger one is refused at its frame header by uWS, which drops the TCP
    * connection without a close frame (the client sees 1006). Memory: a sender can make the server hold
-   * up to this many bytes per socket while its frame arrives (measured: 20 sockets each 1 byte short of a
-   * 16 MiB frame held 16.0 MiB each, released at the 1009 close). The 2 MiB default bounds that to 2 MiB
+   * up to this many bytes per socket while its frame arrives (released at the 1009 close; see
+   * docs/benchmarks.md). The 2 MiB default bounds that to 2 MiB
    * per socket (x WS_MAX_CONNECTIONS_PER_IP per client address); MAX_BODY_BYTES here = nothing above it is
    * ever buffered, and every larger message gets 1006.
    */

@@ -8,6 +8,7 @@ import { JwtFailureThrottle } from "./auth/jwt-throttle";
 import { CachingKeyVerifier } from "./auth/key-verifier";
 import { KeyLookupThrottle } from "./auth/lookup-throttle";
 import { LruResponseCache, NoopResponseCache } from "./cache/response-cache";
+import { type SharedCacheMemory, SharedResponseCache } from "./cache/shared-response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "./config";
 import { FilterStore } from "./filters/filter-store";
 import { GatewayFilters } from "./filters/gateway-filters";
@@ -108,6 +109,11 @@ export interface DataPlaneOverrides {
    */
   rateLimitTable?: SharedArrayBuffer;
   rateLimitInstanceId?: string;
+  /**
+   * The response cache's shared memory (allocateSharedCache; default: this plane's own lru-cache). Serving
+   * threads share one, so an answer is fetched once per process and CACHE_MAX_BYTES bounds the process.
+   */
+  responseCache?: SharedCacheMemory;
   /** Request tracing (default: `createTracing`, from OTEL_*); an injected one is not shut down by the plane. */
   tracing?: RequestTracing;
 }
@@ -158,9 +164,13 @@ export async function startDataPlane(
   // One budget for every pool and the node endpoint: UPSTREAM_BUFFER_BUDGET_BYTES bounds them together.
   const bufferBudget = overrides.bufferBudget ?? new BufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES);
   const cache =
-    config.CACHE_MAX_BYTES > 0
-      ? new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
-      : new NoopResponseCache();
+    config.CACHE_MAX_BYTES <= 0
+      ? new NoopResponseCache()
+      : overrides.responseCache !== undefined
+        ? new SharedResponseCache(overrides.responseCache, {
+            mergeWaitMs: config.UPSTREAM_TIMEOUT_MS * config.UPSTREAM_MAX_ATTEMPTS,
+          })
+        : new LruResponseCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION);
   // One set of pool options for the shared networks and the dedicated nodes (NodePools adjusts its own).
   const poolOptions = {
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,

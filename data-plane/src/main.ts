@@ -27,9 +27,12 @@ async function singleThread(config: DataPlaneConfig): Promise<void> {
   // Loaded here, not at the top: the main thread of several serves nothing and skips the plane's modules.
   const { startDataPlane } = require("./data-plane") as typeof import("./data-plane");
   const { PromMetrics } = require("./metrics/metrics") as typeof import("./metrics/metrics");
-  const { serveMetrics } = require("./metrics/server") as typeof import("./metrics/server");
+  const { serveMetrics } =
+    require("../../shared/src/metrics/server") as typeof import("../../shared/src/metrics/server");
+  const { collectRuntimeMetrics } = require("./metrics/runtime") as typeof import("./metrics/runtime");
   const logger = createLogger("data-plane", config.LOG_LEVEL);
   const metrics = new PromMetrics();
+  collectRuntimeMetrics(metrics.registry);
   const plane = await startDataPlane(config, { logger, metrics });
   // After the plane (its checks, e.g. the native uWS binding, come first); a metrics port already taken
   // fails the start like a taken public port: exit 1 with the reason.

@@ -13,7 +13,7 @@ registerEnumType(MethodRuleMode, {
 });
 
 /**
- * An app's access rules (README "Access rules", docs/contracts.md#access-rules): at most one row per app;
+ * An app's access rules (docs/access-rules.md, docs/contracts.md#access-rules): at most one row per app;
  * an app without a row has none (`AccessRules.none`). Published inside the app's key records
  * (`KeyRecord.access`) and enforced by the data plane over HTTP and WebSocket.
  */

@@ -37,7 +37,7 @@ export interface AccessRulesChange {
 }
 
 /**
- * Access rules and JWT keys of apps (README "Access rules" and "JWT"). Reads need the app's READ
+ * Access rules and JWT keys of apps (docs/access-rules.md, docs/jwt.md). Reads need the app's READ
  * permission, writes MANAGE_ACCESS_RULES (OWNER, ADMIN; control-plane/src/workspaces/roles.ts). Every
  * write re-publishes the app's key records (`KeyRecord.access`), so the data planes apply it within a
  * second.

@@ -24,3 +24,35 @@ export const poisonedJobs = new Counter({
   labelNames: ["queue"],
   registers: [workerRegistry],
 });
+
+/**
+ * Failed job attempts per queue (a webhook attempt that will be retried counts too), from each BullMQ
+ * worker's `failed` event.
+ */
+export const queueJobFailures = new Counter({
+  name: "rpcgw_worker_queue_job_failures_total",
+  help: "BullMQ job attempts that failed, by queue (attempts that will be retried included)",
+  labelNames: ["queue"],
+  registers: [workerRegistry],
+});
+
+/** Webhook deliveries finished, by outcome: `succeeded` (a 2xx) or `failed` (attempts spent, or refused). */
+export const webhookDeliveries = new Counter({
+  name: "rpcgw_worker_webhook_deliveries_total",
+  help: "Webhook deliveries finished, by outcome (succeeded, failed)",
+  labelNames: ["outcome"],
+  registers: [workerRegistry],
+});
+
+/** Webhook POST attempts, by result: `ok` (a 2xx answer) or `error` (anything else, a timeout included). */
+export const webhookAttempts = new Counter({
+  name: "rpcgw_worker_webhook_attempts_total",
+  help: "Webhook delivery attempts (POSTs), by result (ok, error)",
+  labelNames: ["result"],
+  registers: [workerRegistry],
+});
+
+// Every known label value from the start, so a rate() over them has a series before the first event.
+for (const outcome of ["succeeded", "failed"]) webhookDeliveries.labels(outcome).inc(0);
+for (const result of ["ok", "error"]) webhookAttempts.labels(result).inc(0);
+for (const stream of ["usage", "request-log"]) deadLetteredEntries.labels(stream).inc(0);

@@ -49,7 +49,7 @@ export function webhookHeaders(
 }
 
 /**
- * A receiver's check (used by the tests; the README shows the same steps): the timestamp is within
+ * A receiver's check (used by the tests; docs/webhooks.md shows the same steps): the timestamp is within
  * `toleranceSeconds` of `nowSeconds` and one of the `v1` signatures matches, compared in constant time.
  */
 export function verifyWebhook(

@@ -11,7 +11,7 @@ import {
 import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
-import { poisonedJobs } from "../common/metrics";
+import { poisonedJobs, webhookAttempts, webhookDeliveries } from "../common/metrics";
 import type { WebhookSettings } from "../config";
 import { checkQuotaThresholds } from "./quota-threshold";
 import { webhookHeaders } from "./signature";
@@ -84,6 +84,7 @@ export class WebhookOperations {
        VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (delivery_id, attempt) DO NOTHING`,
       [deliveryId, n, o.statusCode, o.error, o.durationMs, o.responseExcerpt, at],
     );
+    webhookAttempts.labels(o.ok ? "ok" : "error").inc();
   }
 
   private async finish(deliveryId: string, status: WebhookDeliveryStatus): Promise<void> {
@@ -91,6 +92,7 @@ export class WebhookOperations {
       `UPDATE webhook_deliveries SET status = $2, completed_at = now(), next_attempt_at = NULL WHERE id = $1`,
       [deliveryId, status],
     );
+    webhookDeliveries.labels(status === WebhookDeliveryStatus.SUCCEEDED ? "succeeded" : "failed").inc();
   }
 
   /**
@@ -189,11 +191,12 @@ export class WebhookOperations {
   async failed(job: Job | undefined): Promise<void> {
     if (!job || job.name !== JobName.WebhookDeliver) return;
     if (job.attemptsMade < (job.opts.attempts ?? 1)) return;
-    await this.ds.query(
+    const [, changed] = (await this.ds.query(
       `UPDATE webhook_deliveries SET status = 'FAILED', completed_at = now(), next_attempt_at = NULL
        WHERE id = $1 AND status = 'PENDING'`,
       [(job.data as { deliveryId: string }).deliveryId],
-    );
+    )) as [unknown, number];
+    if (changed > 0) webhookDeliveries.labels("failed").inc();
   }
 
   /**

@@ -64,7 +64,7 @@ export class WebhookEndpointWithSecret {
 
   @Field({
     description:
-      'The signing secret (whsec_…), shown only in this answer: store it now. Verify deliveries with it (README "Webhooks").',
+      "The signing secret (whsec_…), shown only in this answer: store it now. Verify deliveries with it (docs/webhooks.md).",
   })
   secret: string;
 }

@@ -40,7 +40,7 @@ registerEnumType(WebhookDeliveryStatus, { name: "WebhookDeliveryStatus" });
 /** The two thresholds of `quota.threshold`, in percent of the plan's daily limit. */
 export const QUOTA_THRESHOLDS_PERCENT = [80, 100] as const;
 
-/** `data` of each event type (README "Webhooks" documents them). */
+/** `data` of each event type (docs/webhooks.md documents them). */
 export interface WebhookEventData {
   [WebhookEventType.QUOTA_THRESHOLD]: {
     /** 80 or 100. */

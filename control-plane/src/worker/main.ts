@@ -1,11 +1,13 @@
 import "reflect-metadata";
 import "../telemetry/worker-tracing";
+import { collectDefaultMetrics } from "prom-client";
 import { createLogger } from "../../../shared/src/log/logger";
+import { type MetricsListener, serveMetrics } from "../../../shared/src/metrics/server";
 import { currentTelemetry } from "../../../shared/src/telemetry/telemetry";
 import { loadConfig } from "../config";
 import { startWorker } from "./worker";
 
-/** Worker process: `node dist/control-plane/src/worker/main.js`. */
+/** Worker process: `node dist/control-plane/src/worker/main.js`; Prometheus /metrics on WORKER_METRICS_PORT. */
 async function main(): Promise<void> {
   // The worker authenticates nobody (no ADMIN_TOKEN) but opens webhook signing secrets: in production it
   // needs KEY_ENCRYPTION_SECRET.
@@ -14,6 +16,7 @@ async function main(): Promise<void> {
   // Signals are handled from the start: one arriving while the worker is still starting closes it once
   // started (a default SIGTERM would kill it mid-start with exit code null).
   const started = startWorker(config, log);
+  let metricsListener: MetricsListener | undefined;
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -21,6 +24,7 @@ async function main(): Promise<void> {
     log.info({ signal }, "worker shutting down");
     started
       .then((w) => w.close())
+      .then(() => metricsListener?.close())
       .then(() => currentTelemetry()?.shutdown())
       .then(
         () => process.exit(0),
@@ -32,7 +36,14 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
-  await started;
+  const w = await started;
+  collectDefaultMetrics({ register: w.metrics });
+  metricsListener = await serveMetrics({
+    ...config.workerMetrics,
+    contentType: w.metrics.contentType,
+    render: () => w.metrics.metrics(),
+    logger: log,
+  });
 }
 
 main().catch((err) => {

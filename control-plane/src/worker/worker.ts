@@ -1,11 +1,14 @@
 import "reflect-metadata";
 import { Queue, Worker } from "bullmq";
+import type { Registry } from "prom-client";
 import { deriveEncryptionKey } from "../../../shared/src/crypto/api-key";
 import { createLogger, Logger } from "../../../shared/src/log/logger";
 import { JobName, JobPayloads, QueueName } from "../../../shared/src/queue/names";
 import { createRedis, isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
+import { REQUEST_LOG_CONSUMER_GROUP } from "../../../shared/src/requestlog/contract";
 import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
+import { USAGE_CONSUMER_GROUP } from "../../../shared/src/usage/contract";
 import { ControlPlaneConfig, redisTarget } from "../config";
 import { createDataSource, migrate } from "../db/data-source";
 import { ensureDatabase } from "../db/ensure-database";
@@ -21,6 +24,7 @@ import { startWebhookWorker, WebhookWorker } from "../webhooks/webhook.processor
 import { createPublicationProcessor } from "./publication.processor";
 import { RedisRecoveryService } from "./recovery.service";
 import { createUsageProcessor } from "./usage.processor";
+import { countFailures, workerMetricsRegistry } from "./worker.metrics";
 
 /** Id of the repeatable full re-publish (upsertJobScheduler is idempotent on it). */
 export const REPUBLISH_SCHEDULER_ID = "republish-all-every";
@@ -42,6 +46,11 @@ export interface ControlPlaneWorker {
   webhooks: WebhookWorker;
   /** Watches the publication marker and repairs Redis when it lost its data. */
   recovery: RedisRecoveryService;
+  /**
+   * This worker's series (worker.metrics.ts): queue depth and failures, stream lag, dead letters, webhook
+   * outcomes; worker/main.ts serves them on WORKER_METRICS_PORT with the runtime series.
+   */
+  metrics: Registry;
   close(): Promise<void>;
 }
 
@@ -114,6 +123,7 @@ export async function startWorker(
     },
   );
   worker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "publication job failed"));
+  countFailures(QueueName.Publication, worker);
   worker.on("error", quiet("publication worker"));
   queue.on("error", quiet("publication queue"));
   await worker.waitUntilReady();
@@ -155,6 +165,7 @@ export async function startWorker(
     },
   );
   usageWorker.on("failed", (job, err) => logger.error({ err, job: job?.name }, "usage job failed"));
+  countFailures(QueueName.Usage, usageWorker);
   usageWorker.on("error", quiet("usage worker"));
   usageQueue.on("error", quiet("usage queue"));
   await usageWorker.waitUntilReady();
@@ -233,6 +244,23 @@ export async function startWorker(
   });
   recovery.start();
   nodes.queue.on("error", quiet("nodes queue"));
+  countFailures(QueueName.Nodes, nodes.worker);
+  countFailures(QueueName.Webhooks, webhooks.worker);
+  const consumed = (label: string, stream: string, group: string) => ({
+    label,
+    stream,
+    group,
+    dead: names.deadLetterStream(stream),
+  });
+  const metrics = workerMetricsRegistry({
+    redis,
+    queues: [queue, usageQueue, nodes.queue, webhooks.queue.queue],
+    // Both streams whether or not this worker consumes them: the lag is the stream's, whoever reads it.
+    streams: [
+      consumed("usage", names.usageStream(), USAGE_CONSUMER_GROUP),
+      consumed("request-log", names.requestLogStream(), REQUEST_LOG_CONSUMER_GROUP),
+    ],
+  });
   return {
     queue,
     worker,
@@ -241,6 +269,7 @@ export async function startWorker(
     nodes,
     webhooks,
     recovery,
+    metrics,
     async close() {
       await recovery.stop();
       publication.stop();

@@ -13,7 +13,7 @@ export enum WorkspaceRole {
 }
 registerEnumType(WorkspaceRole, {
   name: "WorkspaceRole",
-  description: "A member's role in a workspace (README: Teams and roles).",
+  description: "A member's role in a workspace (docs/teams.md).",
 });
 
 /** Higher outranks lower: members are managed only by someone of a higher rank. */
@@ -50,7 +50,7 @@ export enum Permission {
 
 interface RoleRule {
   permission: Permission;
-  /** Shown in the README table and in FORBIDDEN messages ("A VIEWER of this workspace may not ..."). */
+  /** Shown in the role table of docs/teams.md and in FORBIDDEN messages ("A VIEWER of this workspace may not ..."). */
   what: string;
   roles: readonly WorkspaceRole[];
 }
@@ -59,7 +59,7 @@ const { OWNER, ADMIN, MEMBER, VIEWER } = WorkspaceRole;
 
 /**
  * THE role table: what each role may do in its workspace. The services ask `can` before every
- * workspace-scoped read or write; the README prints this table (`roleTableMarkdown`, checked by
+ * workspace-scoped read or write; docs/teams.md prints this table (`roleTableMarkdown`, checked by
  * test/unit/control-plane/workspaces/roles.test.ts). The platform operator (ADMIN_TOKEN) may do all of it.
  */
 export const ROLE_TABLE: readonly RoleRule[] = [
@@ -125,7 +125,7 @@ export function roleArticle(role: WorkspaceRole): string {
   return `${/^[AEIOU]/.test(role) ? "An" : "A"} ${role}`;
 }
 
-/** The role table as the README prints it. */
+/** The role table as docs/teams.md prints it. */
 export function roleTableMarkdown(): string {
   const header = `| may … | ${ROLES.join(" | ")} |`;
   const rule = `| --- | ${ROLES.map(() => ":---:").join(" | ")} |`;

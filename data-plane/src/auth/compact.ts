@@ -9,11 +9,11 @@ import { CompiledAccess } from "../access/access-rules";
 import { CompiledAllowlist } from "../allowlist/allowlist";
 
 /**
- * Per-key memory of the key cache. A record as parsed from Redis costs about 350 bytes of heap (its own
- * plan object, allowlist object and arrays, strings) and a compiled allowlist about 450 more (two Sets,
- * two arrays) even when the list is empty, which is most apps. Plans, allowlists and workspace ids repeat
- * across keys, so cached records share one immutable copy of each: about 1 KB per cached key becomes about
- * 350 bytes (100,000 keys: ~96 MiB -> ~33 MiB of heap).
+ * Per-key memory of the key cache. A record as parsed from Redis carries its own plan object, allowlist
+ * object, arrays and strings, and a compiled allowlist two Sets and two arrays even when the list is
+ * empty, which is most apps. Plans, allowlists and workspace ids repeat across keys, so cached records
+ * share one immutable copy of each, which cuts the heap per cached key to about a third (figures in
+ * docs/benchmarks.md).
  *
  * The intern tables are bounded: past `INTERN_MAX` entries a table is emptied and refilled, which only
  * stops later keys sharing with earlier ones (records already cached keep their references). Shared

@@ -1,7 +1,7 @@
 /**
  * Throttle on failed JWT verifications (docs/contracts.md#jwt): a signature check is the one thing on the
- * request path a client can make cost about a millisecond of CPU at will (a new bad token per request
- * misses every cache). Counted per app and per client address (IPv6 per /64) in fixed windows of
+ * request path a client can make expensive at will (a public-key operation per request: a new bad token
+ * per request misses every cache). Counted per app and per client address (IPv6 per /64) in fixed windows of
  * `windowMs`; once either count reaches its maximum, tokens that would need a check are refused with 429
  * until the window ends, before any signature is checked. Tokens already verified (cached verdicts) are
  * never throttled, so an app's working clients keep working while someone floods it.

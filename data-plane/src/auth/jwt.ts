@@ -20,8 +20,8 @@ import { TtlLru } from "./ttl-lru";
  * audience, expired...) are cached for NEGATIVE_TTL_MS, so a client retrying a bad token does not cost a
  * signature check per request either.
  *
- * The SHA-256 of a ~450-character token was about half of a cached check (1.5 of 2.5-3 µs) and the JWT
- * check added 4.1 µs of gateway CPU to a keyed cache miss (bench/jwt.ts: 23.4 -> 27.4 µs). So, as the key
+ * Hashing a token of several hundred characters was about half of a cached check (bench/jwt.ts; figures
+ * in docs/benchmarks.md). So, as the key
  * cache does with API keys, the most recently seen tokens are also found by the token text itself in
  * `front` (at most FRONT_MAX, first in first out, each entry's app, settings and expiry checked on every
  * read): a heap dump of a data plane shows recently used tokens, where the hash-keyed cache alone holds

@@ -98,8 +98,8 @@ const FRONT_MAX = 4_096;
  * miss. Unknown keys are remembered briefly (cleared at once by `key.upsert`); events and reconnects
  * invalidate.
  *
- * Hashing every presented key cost about 15% of a cache hit's CPU (node's one-shot SHA-256 is ~1 µs with
- * its digest lookup), so the most recently used keys are also found by the presented key itself in
+ * Hashing every presented key was a large share of a cache hit's CPU (a one-shot SHA-256 and its digest
+ * lookup per request; docs/benchmarks.md), so the most recently used keys are also found by the presented key itself in
  * `front`, a small map in front of the hash-keyed cache: traffic concentrates on few keys, and 100,000
  * cached keys still cost no presented-key copy each. A lookup's time does not depend on how much of the
  * presented key matches a cached one: the Map hashes the whole presented string with V8's per-process

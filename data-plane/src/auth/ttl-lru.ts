@@ -1,7 +1,7 @@
 /**
  * A least-recently-used map with expiry, on one `Map` (insertion order = recency: a hit moves the entry to
  * the end, eviction takes the first). Unlike lru-cache, it allocates nothing up front: lru-cache with
- * `max: 250_000` and a TTL preallocates about 11 MB of slot arrays per cache, resident whether or not the
+ * `max` and a TTL preallocates slot arrays for `max` entries per cache, resident whether or not the
  * slots are used. The expiry (epoch ms) is read from the value itself, so an entry costs one Map slot and
  * no wrapper object.
  */

@@ -8,8 +8,14 @@ import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/log
 import type { Metrics } from "../metrics/metrics";
 import { type MethodPolicy, readsParams } from "../policy/method-policy";
 import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
-import { errorJson, replyJson } from "../rpc/respond";
-import type { ChildSpan, RequestTrace, SpanAttributes } from "../telemetry/tracing";
+import { errorJson, replyJson } from "../rpc/response-json";
+import {
+  type ChildSpan,
+  jsonRpcError,
+  type RequestTrace,
+  type SpanAttributes,
+  tailErrorCode,
+} from "../telemetry/tracing";
 import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import type { PoolCalls } from "./pool-calls";
@@ -135,7 +141,7 @@ export function forwardCall(
   if (key !== "") {
     const t0 = trace === undefined ? 0 : performance.now();
     const hit = lookup(deps, pool, key);
-    trace?.step("cache.lookup", t0, { "cache.hit": hit !== undefined });
+    trace?.step("cache.lookup", t0, { "gateway.cache.hit": hit !== undefined });
     if (hit !== undefined) {
       const fixed = atServedHead(call, pool, hit);
       if (fixed === undefined) return { kind: Outcome.Cached, reply: hit };
@@ -219,7 +225,11 @@ function upstreamSpan(
   key: string,
 ): ChildSpan {
   const joined = key === "" ? undefined : cache.joining(key);
-  const attributes: SpanAttributes = { "rpc.method": call.method, "network.slug": pool.record.slug };
+  const attributes: SpanAttributes = {
+    "rpc.system.name": "jsonrpc",
+    "rpc.method": call.method,
+    "gateway.network": pool.record.slug,
+  };
   if (joined === undefined) return trace.child("upstream.call", attributes);
   attributes["gateway.merged"] = true;
   return trace.child("upstream.call", attributes, joined === "" ? undefined : joined);
@@ -387,12 +397,21 @@ export function refuseForwarded(plan: BatchPlan, r: ConcurrencyRefusal, requestI
   }
 }
 
-function upstreamAttributes(r: CallResult) {
-  return { "rpc.gateway.category": r.ok ? r.reply.category : r.error.category };
+/** An upstream call's outcome on its span: the category, and the JSON-RPC error code of an error answer. */
+function upstreamAttributes(r: CallResult): SpanAttributes {
+  if (!r.ok) return { "gateway.category": r.error.category, ...jsonRpcError(r.error.code) };
+  const code = r.reply.kind === ReplyKind.Error ? tailErrorCode(r.reply.tail) : undefined;
+  const attributes: SpanAttributes = { "gateway.category": r.reply.category };
+  return code === undefined ? attributes : { ...attributes, ...jsonRpcError(code) };
 }
 
-function batchAttributes(pool: NetworkPool, elements: number, verbatim: boolean) {
-  return { "network.slug": pool.record.slug, "rpc.batch.size": elements, "rpc.batch.verbatim": verbatim };
+function batchAttributes(pool: NetworkPool, elements: number, verbatim: boolean): SpanAttributes {
+  return {
+    "rpc.system.name": "jsonrpc",
+    "gateway.network": pool.record.slug,
+    "gateway.batch.size": elements,
+    "gateway.batch.verbatim": verbatim,
+  };
 }
 
 function firstFailure(results: readonly CallResult[]): ErrorRow | undefined {

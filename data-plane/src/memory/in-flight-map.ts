@@ -10,10 +10,9 @@ const REBUILD_MIN_DELETES = 256;
  * at request rate by a long-lived owner.
  *
  * A plain Map used that way lives in V8's old generation while every entry it gets is young, and it kept
- * young objects alive through scavenges: measured on the gateway's response-cache merge (10,000 unique
- * eth_call/s, `--trace-gc-nvp`), 0.8 MB survived every scavenge and was promoted, pauses took 2-3 ms and
- * the p99 of every request waiting behind them followed. The same Map rebuilt every 256 deletes (or more,
- * see REBUILD_MIN_DELETES) stays young and dies young: 0.15 MB survived, pauses about 1 ms.
+ * young objects alive through scavenges: they were promoted, pauses grew, and the p99 of every request
+ * waiting behind them followed. The same Map rebuilt every 256 deletes (or more, see REBUILD_MIN_DELETES)
+ * stays young and dies young (the `--trace-gc-nvp` figures are in docs/benchmarks.md).
  */
 export class InFlightMap<K, V> {
   private map = new Map<K, V>();

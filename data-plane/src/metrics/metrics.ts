@@ -1,4 +1,6 @@
 import { Counter, Gauge, Registry } from "prom-client";
+import { HotHistogram, type SnapshotValue } from "./hot-histogram";
+import { METHOD_LATENCY_HELP, MethodLatency } from "./method-latency";
 
 /**
  * Every series of one registry as `registry.getMetricsAsJSON()` gives them: what a thread hands the main
@@ -6,7 +8,6 @@ import { Counter, Gauge, Registry } from "prom-client";
  */
 export type MetricsSnapshot = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;
 type SnapshotMetric = MetricsSnapshot[number];
-type SnapshotValue = SnapshotMetric["values"][number] & { metricName?: string };
 
 /** What the data plane measures. The hot path calls these; implementations must be cheap. */
 export interface Metrics {
@@ -15,6 +16,12 @@ export interface Metrics {
    * request objects answered alike at once (a batch's run of elements with the same category).
    */
   request(network: string, category: string, seconds: number, count?: number): void;
+  /**
+   * `count` request objects of one method answered after `seconds`, under the method's histogram
+   * (metrics/method-latency.ts: a fixed set of methods, the rest as `other`). The request accounting calls
+   * it once per run of request objects alike in method, next to the usage record.
+   */
+  methodLatency(network: string, method: string, seconds: number, count: number): void;
   cache(network: string, hit: boolean): void;
   /** One upstream exchange; `cancelled`: a hedged read's exchange stopped because the other answered first. */
   upstreamRequest(network: string, upstream: string, outcome: UpstreamOutcome, seconds: number): void;
@@ -80,6 +87,7 @@ export interface LimitsRedisHealth {
 export class NoopMetrics implements Metrics {
   readonly contentType = "text/plain";
   request(): void {}
+  methodLatency(_network: string, _method: string, _seconds: number, _count: number): void {}
   cache(): void {}
   upstreamRequest(_network: string, _upstream: string, _outcome: UpstreamOutcome, _seconds: number): void {}
   upstreamHedge(_network: string, _outcome: "won" | "lost" | "capped"): void {}
@@ -126,54 +134,6 @@ const SPLIT_SERIES = [
   "rpcgw_logs_split_halvings_total",
 ] as const;
 
-const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
-/** A histogram kept in a typed array: observe() is a short loop and two adds, no label hashing. */
-class HotHistogram {
-  readonly counts = new Float64Array(LATENCY_BUCKETS.length);
-  sum = 0;
-  count = 0;
-
-  /** `n` observations of `v`. */
-  observe(v: number, n = 1): void {
-    this.sum += v * n;
-    this.count += n;
-    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
-      if (v <= LATENCY_BUCKETS[i]!) {
-        this.counts[i]! += n;
-        return;
-      }
-    }
-  }
-
-  /** The same series as `render`, as prom-client JSON values (`le` as text, like `render` writes it). */
-  values(name: string, labels: Record<string, string>, out: SnapshotValue[]): void {
-    let cum = 0;
-    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
-      cum += this.counts[i]!;
-      out.push({
-        metricName: `${name}_bucket`,
-        labels: { ...labels, le: String(LATENCY_BUCKETS[i]) },
-        value: cum,
-      });
-    }
-    out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: "+Inf" }, value: this.count });
-    out.push({ metricName: `${name}_sum`, labels, value: this.sum });
-    out.push({ metricName: `${name}_count`, labels, value: this.count });
-  }
-
-  render(name: string, labels: string, out: string[]): void {
-    let cum = 0;
-    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
-      cum += this.counts[i]!;
-      out.push(`${name}_bucket{${labels},le="${LATENCY_BUCKETS[i]}"} ${cum}`);
-    }
-    out.push(`${name}_bucket{${labels},le="+Inf"} ${this.count}`);
-    out.push(`${name}_sum{${labels}} ${this.sum}`);
-    out.push(`${name}_count{${labels}} ${this.count}`);
-  }
-}
-
 function label(v: string): string {
   return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }
@@ -212,6 +172,13 @@ export class PromMetrics implements Metrics {
   private readonly upstreamUp: Gauge<"network" | "upstream">;
   private readonly upstreamHead: Gauge<"network" | "upstream">;
   private readonly upstreamLatencyEwma: Gauge<"network" | "upstream">;
+  private readonly upstreamLag: Gauge<"network" | "upstream">;
+  private readonly headAdvanced: Gauge<"network">;
+  /** Per network: each upstream's last probed head (-1 unknown), for the lag series. */
+  private readonly heads = new Map<string, Map<string, number>>();
+  /** Per network: the highest head seen (its rises set rpcgw_network_head_advanced_timestamp_seconds). */
+  private readonly headRises = new Map<string, number>();
+  private readonly methods = new MethodLatency();
   private readonly finalizedBlock: Gauge<"network">;
   private readonly reorgs: Counter<"network">;
   private readonly reorgDrops: Counter<"network">;
@@ -250,11 +217,34 @@ export class PromMetrics implements Metrics {
       aggregator: "max",
     });
     this.upstreamLatencyEwma = new Gauge({
-      name: "rpcgw_upstream_latency_ewma_ms",
+      name: "rpcgw_upstream_latency_ewma_seconds",
       help: "Exponentially weighted moving average of upstream latency",
       labelNames: ["network", "upstream"],
       registers,
       aggregator: "average",
+    });
+    this.upstreamLag = new Gauge({
+      name: "rpcgw_upstream_lag_blocks",
+      help: "Blocks the upstream's head is behind the highest head among the network's upstreams",
+      labelNames: ["network", "upstream"],
+      registers,
+      aggregator: "max",
+      collect: () => {
+        for (const [network, heads] of this.heads) {
+          let best = -1;
+          for (const h of heads.values()) if (h > best) best = h;
+          for (const [upstream, h] of heads)
+            if (h >= 0 && best >= 0) this.upstreamLag.labels(network, upstream).set(best - h);
+        }
+      },
+    });
+    this.headAdvanced = new Gauge({
+      name: "rpcgw_network_head_advanced_timestamp_seconds",
+      help: "Unix time when the highest head among the network's upstreams last rose (time() minus it: how long every upstream has been stuck or behind)",
+      labelNames: ["network"],
+      registers,
+      // The thread that saw the newest head is right about the network.
+      aggregator: "max",
     });
     this.finalizedBlock = new Gauge({
       name: "rpcgw_network_finalized_block",
@@ -419,6 +409,10 @@ export class PromMetrics implements Metrics {
     s.latency.observe(seconds, count);
   }
 
+  methodLatency(network: string, method: string, seconds: number, count: number): void {
+    this.methods.observe(network, method, seconds, count);
+  }
+
   cache(network: string, hit: boolean): void {
     const s = this.network(network);
     if (hit) s.cacheHits++;
@@ -448,7 +442,20 @@ export class PromMetrics implements Metrics {
   upstreamHealth(network: string, upstream: string, healthy: boolean, head: number, latencyMs: number): void {
     this.upstreamUp.labels(network, upstream).set(healthy ? 1 : 0);
     this.upstreamHead.labels(network, upstream).set(head);
-    this.upstreamLatencyEwma.labels(network, upstream).set(latencyMs);
+    this.upstreamLatencyEwma.labels(network, upstream).set(latencyMs / 1000);
+    let heads = this.heads.get(network);
+    if (heads === undefined) {
+      heads = new Map();
+      this.heads.set(network, heads);
+    }
+    heads.set(upstream, head);
+    if (head >= 0) {
+      const rise = this.headRises.get(network);
+      if (rise === undefined || head > rise) {
+        this.headRises.set(network, head);
+        this.headAdvanced.labels(network).set(Date.now() / 1000);
+      }
+    }
   }
 
   /**
@@ -469,6 +476,8 @@ export class PromMetrics implements Metrics {
       cache.push({ labels: { network: s.network, result: "hit" }, value: s.cacheHits });
       cache.push({ labels: { network: s.network, result: "miss" }, value: s.cacheMisses });
     }
+    const methodLatency: SnapshotValue[] = [];
+    this.methods.values(methodLatency);
     const upstreams: SnapshotValue[] = [];
     const upstreamLatency: SnapshotValue[] = [];
     for (const s of this.upstreams.values()) {
@@ -500,6 +509,7 @@ export class PromMetrics implements Metrics {
     return [
       metric("rpcgw_requests_total", HELP.rpcgw_requests_total, "counter", requests),
       metric("rpcgw_request_duration_seconds", HELP.rpcgw_request_duration_seconds, "histogram", latency),
+      metric("rpcgw_method_duration_seconds", METHOD_LATENCY_HELP, "histogram", methodLatency),
       metric("rpcgw_cache_lookups_total", HELP.rpcgw_cache_lookups_total, "counter", cache),
       metric("rpcgw_upstream_requests_total", HELP.rpcgw_upstream_requests_total, "counter", upstreams),
       metric(
@@ -536,6 +546,7 @@ export class PromMetrics implements Metrics {
       "# TYPE rpcgw_request_duration_seconds histogram",
     );
     for (const s of this.networks.values()) s.latency.render("rpcgw_request_duration_seconds", s.labels, out);
+    this.methods.render(out);
     out.push(
       `# HELP rpcgw_cache_lookups_total ${HELP.rpcgw_cache_lookups_total}`,
       "# TYPE rpcgw_cache_lookups_total counter",

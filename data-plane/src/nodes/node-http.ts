@@ -2,6 +2,7 @@ import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { Endpoint, type GatewayContext } from "../pipeline/context";
 import { errorJson, nextRequestId, STATUS } from "../rpc/respond";
+import { allowHeadersFor } from "../server/cors";
 import { type ExchangeTracker, RpcExchange } from "../server/exchange";
 
 /**
@@ -21,6 +22,7 @@ export function serveNodeHttp(
   const method = req.getMethod();
   if (method === "options") {
     const origin = req.getHeader("origin");
+    const allowHeaders = allowHeadersFor(req.getHeader("access-control-request-headers"));
     const requestId = nextRequestId();
     res.cork(() => {
       res.writeStatus(STATUS[204]!);
@@ -30,7 +32,8 @@ export function serveNodeHttp(
         res.writeHeader("vary", "Origin");
       }
       res.writeHeader("access-control-allow-methods", "POST, OPTIONS");
-      res.writeHeader("access-control-allow-headers", "apikey, content-type, x-request-id");
+      res.writeHeader("access-control-allow-headers", allowHeaders);
+      res.writeHeader("vary", "Access-Control-Request-Headers");
       res.writeHeader("access-control-max-age", "600");
       res.endWithoutBody(0);
     });

@@ -79,8 +79,10 @@ export class RequestAccount {
   ): void {
     const sinks = this.sinks;
     this.category = category;
-    if (this.metricsNetwork !== "")
+    if (this.metricsNetwork !== "") {
       sinks.metrics.request(this.metricsNetwork, category, elapsedSeconds, units);
+      sinks.metrics.methodLatency(this.metricsNetwork, method, elapsedSeconds, units);
+    }
     // A custom endpoint other than a node's accounts for itself.
     if (this.network === "") return;
     const rec = this.key?.record;

@@ -32,8 +32,8 @@ export function admit(
   req.rate = a.rate;
   const trace = req.trace;
   if (trace !== undefined) {
-    trace.step("limits.admit", t0, { "limits.admitted": a.ok, "rpc.request_objects": cost });
-    trace.set(method === undefined ? { "rpc.batch.size": cost } : { "rpc.method": method });
+    trace.step("limits.admit", t0, { "gateway.limits.admitted": a.ok, "gateway.request_objects": cost });
+    trace.set(method === undefined ? { "gateway.batch.size": cost } : { "rpc.method": method });
   }
   if (!a.ok) return a;
   if (key === undefined) req.flightId = `ip:${req.ipBucket ?? "unknown"}`;

@@ -20,8 +20,9 @@ import type { MethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
 import { errorJson, replyJson } from "../rpc/respond";
+import { jsonRpcError, tailErrorCode } from "../telemetry/tracing";
 import type { NetworkPool } from "../upstream/network-pool";
-import type { CallResult, Reply } from "../upstream/reply";
+import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import { type AccountSinks, RequestAccount, type Transport } from "./account";
 import { type AdmissionRefusal, admit, type LimitsEndpoint } from "./admit";
 
@@ -186,6 +187,7 @@ export abstract class PipelineRequest extends RequestAccount {
       category = reply.category;
       if (idText !== undefined) body = replyJson(idText, reply.tail);
     }
+    if (this.trace !== undefined) this.traceErrorCode(out);
     this.count(call.method, category, reason);
     if (idText === undefined) {
       this.send(204, "");
@@ -282,6 +284,17 @@ export abstract class PipelineRequest extends RequestAccount {
    * Whole-request failure: the row's HTTP status and a contract error object, counted once under the
    * row's category unless the caller already counted the elements (`record` false).
    */
+  /** A sampled single call answered with an error object: its JSON-RPC code on the request's span. */
+  private traceErrorCode(out: CallOutcome): void {
+    let code: number | undefined;
+    if (out.kind === Outcome.Refused) code = out.refusal.row.code;
+    else if (out.kind === Outcome.Cached && out.reply.kind === ReplyKind.Error)
+      code = tailErrorCode(out.reply.tail);
+    else if (out.kind === Outcome.Forwarded && out.result.ok && out.result.reply.kind === ReplyKind.Error)
+      code = tailErrorCode(out.result.reply.tail);
+    if (code !== undefined) this.trace?.set(jsonRpcError(code));
+  }
+
   fail(
     row: ErrorRow,
     idText: string,
@@ -292,6 +305,7 @@ export abstract class PipelineRequest extends RequestAccount {
   ): void {
     if (this.done) return;
     if (record) this.count(this.method, row.category, row.reason);
+    this.trace?.set(jsonRpcError(row.code));
     if (retryAfterMs !== undefined) this.retryAfterS = Math.ceil(retryAfterMs / 1000);
     const body = errorJson(row, idText, { requestId: this.requestId, limit, message, retryAfterMs });
     this.send(row.httpStatus, body);

@@ -6,8 +6,7 @@ import { byteAt, isWord, scanState, scanString, scanValue, skipWs } from "./json
  * accepts) and records, per element, where the members the gateway reads are, building nothing. Two
  * implementations write the same records: `scanBatchSpansJs` below (the reference) and the C addon in
  * data-plane/native/json_scan.c (built by `npm run build`), which reads 16 bytes a step through strings
- * and is about 3.5x faster on the bench's batch of 100 (3.6 against 13 µs, measured with the items built
- * in parse.ts). The unit tests run both on the same fixtures and fuzzed edits and compare their records.
+ * and is several times faster (docs/benchmarks.md, "Batches"). The unit tests run both on the same fixtures and fuzzed edits and compare their records.
  *
  * Each returns the number of elements, or -1 to leave the text to JSON.parse (invalid JSON, any byte
  * above 0x7f, a key written with an escape, more than `maxElements` elements, or, in C only, containers

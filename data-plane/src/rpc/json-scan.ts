@@ -6,8 +6,7 @@
  * text itself: those bytes are UTF-8, and the text's offsets are no longer the bytes'). Iterative, so
  * nesting depth costs heap (a byte per level), never the call stack: `[[[[...` cannot overflow it.
  *
- * Bytes rather than the string: a typed-array read is about three times cheaper than charCodeAt here
- * (0.8 against 2.3 ns per character on the bench's batch).
+ * Bytes rather than the string: a typed-array read is much cheaper than charCodeAt here (docs/benchmarks.md).
  *
  * Every function returns the index just past what it read, or -1 when it gives up (invalid JSON, or a
  * non-ASCII byte).

@@ -1,5 +1,5 @@
-import { errorResponse } from "../../../shared/src/jsonrpc/error-object";
-import type { ErrorRow } from "../../../shared/src/jsonrpc/errors";
+// The answer texts themselves are in response-json.ts (the forwarding core writes them too).
+export { type ErrorDetail, errorJson, replyJson } from "./response-json";
 
 /** HTTP status lines for every status the data plane sends. */
 export const STATUS: Record<number, string> = {
@@ -18,29 +18,6 @@ export const STATUS: Record<number, string> = {
   503: "503 Service Unavailable",
   504: "504 Gateway Timeout",
 };
-
-export interface ErrorDetail {
-  requestId: string;
-  limit?: number;
-  message?: string;
-  /** 429s: `data.retryAfterMs`. */
-  retryAfterMs?: number;
-}
-
-/** A contract error object as JSON text, with the id spliced in as raw JSON text. */
-export function errorJson(row: ErrorRow, idText: string, detail: ErrorDetail): string {
-  const extras: Record<string, unknown> = { requestId: detail.requestId };
-  if (detail.retryAfterMs !== undefined) extras.retryAfterMs = detail.retryAfterMs;
-  if (detail.limit !== undefined) extras.limit = detail.limit;
-  if (detail.message !== undefined) extras.message = detail.message;
-  const obj = errorResponse(row, null, extras);
-  return `{"jsonrpc":"2.0","id":${idText},"error":${JSON.stringify(obj.error)}}`;
-}
-
-/** Success (or passed-through node error) as JSON text: client id + the node's reply tail. */
-export function replyJson(idText: string, tail: string): string {
-  return `{"jsonrpc":"2.0","id":${idText}${tail}`;
-}
 
 const REQUEST_ID_PREFIX = Math.floor(Math.random() * 0xffffffff)
   .toString(16)

@@ -8,12 +8,12 @@ import { decodePathKey, serveNodeHttp } from "../nodes/node-http";
 import { nodeUsageNetwork, RequestAccount } from "../pipeline/account";
 import { Endpoint, type GatewayContext } from "../pipeline/context";
 import { errorJson, nextRequestId, STATUS } from "../rpc/respond";
+import { allowHeadersFor } from "./cors";
 import { type ExchangeTracker, RpcExchange } from "./exchange";
 import { HandlerGuard } from "./guard";
 
 const ALLOW_METHODS = "POST, OPTIONS";
 /** `authorization`: apps that require a JWT are called with `Authorization: Bearer <jwt>` from browsers too. */
-const ALLOW_HEADERS = "apikey, authorization, content-type, x-request-id";
 
 /** Which route a request refused during the drain came in on (where its key is, if any). */
 const DrainRoute = { App: 0, Public: 1, NodePath: 2, NodeQuery: 3 } as const;
@@ -112,7 +112,7 @@ export class HttpServer implements ExchangeTracker {
       }),
     );
     // No /metrics here: it names every network, upstream and node, and is served on METRICS_PORT only
-    // (metrics/server.ts); on this port it is an unknown path (404) like any other.
+    // (shared/src/metrics/server.ts); on this port it is an unknown path (404) like any other.
     app.any(
       "/*",
       guard.http("notFound", (res) => this.plainError(res, GatewayError.NotFound)),
@@ -231,7 +231,7 @@ export class HttpServer implements ExchangeTracker {
       return;
     }
     const started = performance.now();
-    const pool = this.ctx.upstreams.get(req.getParameter(0));
+    const pool = this.ctx.upstreams.get(req.getParameter(0) ?? "");
     if (pool === undefined) {
       // Unknown network: counted (no app, method "other") under the network "unknown".
       this.refusePlain(res, req, GatewayError.NotFound, UNKNOWN_NETWORK, "", started);
@@ -255,6 +255,8 @@ export class HttpServer implements ExchangeTracker {
    */
   private preflight(res: uWS.HttpResponse, req: uWS.HttpRequest, endpoint: Endpoint): void {
     const origin = req.getHeader("origin");
+    // Read now: `req` is invalid once this handler returns, and the answer may wait for the key lookup.
+    const allowHeaders = allowHeadersFor(req.getHeader("access-control-request-headers"));
     const requestId = nextRequestId();
     const answer = (allowed: boolean) => {
       res.cork(() => {
@@ -272,7 +274,8 @@ export class HttpServer implements ExchangeTracker {
           if (endpoint !== Endpoint.Public) res.writeHeader("vary", "Origin");
         }
         res.writeHeader("access-control-allow-methods", ALLOW_METHODS);
-        res.writeHeader("access-control-allow-headers", ALLOW_HEADERS);
+        res.writeHeader("access-control-allow-headers", allowHeaders);
+        res.writeHeader("vary", "Access-Control-Request-Headers");
         res.writeHeader("access-control-max-age", "600");
         res.endWithoutBody(0);
       });

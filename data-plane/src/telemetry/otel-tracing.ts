@@ -55,8 +55,8 @@ export class OtelTracing implements RequestTracing {
         kind: SpanKind.SERVER,
         startTime: startedAt,
         attributes: {
-          "network.slug": network,
-          "rpc.system": "jsonrpc",
+          "rpc.system.name": "jsonrpc",
+          "gateway.network": network,
           "gateway.request_id": requestId,
           "gateway.transport": transport,
         },
@@ -88,6 +88,8 @@ function rootSampled(s: SamplerConfig): boolean {
 
 class OtelRequestTrace implements RequestTrace {
   private readonly ctx: Context;
+  /** error.type is set (a JSON-RPC error code): a failure status keeps it. */
+  private errorTyped = false;
 
   constructor(
     private readonly tracer: Tracer,
@@ -127,11 +129,12 @@ class OtelRequestTrace implements RequestTrace {
   }
 
   set(attributes: SpanAttributes): void {
+    if (attributes["error.type"] !== undefined) this.errorTyped = true;
     this.root.setAttributes(attributes);
   }
 
   end(attributes: SpanAttributes, error?: string): void {
-    finish(this.root, attributes, error);
+    finish(this.root, attributes, error, this.errorTyped);
   }
 
   logFields(): { trace_id: string; span_id: string } {
@@ -145,9 +148,18 @@ function sampledContext(p: ParentContext): SpanContext {
   return { traceId: p.traceId, spanId: p.spanId, traceFlags: TraceFlags.SAMPLED };
 }
 
-function finish(span: Span, attributes: SpanAttributes | undefined, error: string | undefined): void {
+function finish(
+  span: Span,
+  attributes: SpanAttributes | undefined,
+  error: string | undefined,
+  typed = false,
+): void {
   if (attributes !== undefined) span.setAttributes(attributes);
-  if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+  if (error !== undefined) {
+    // A JSON-RPC error code already recorded as error.type (jsonRpcError) names the failure better.
+    if (!typed && attributes?.["error.type"] === undefined) span.setAttribute("error.type", error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+  }
   // performance.now() as in step: the root span has its startTime given.
   span.end(performance.now());
 }

@@ -38,6 +38,26 @@ export interface RequestTracing {
 
 export type SpanAttributes = Record<string, string | number | boolean>;
 
+/**
+ * The attributes of a JSON-RPC answer that is an error object (OpenTelemetry's JSON-RPC conventions): its
+ * `error.code` as `rpc.response.status_code` and as `error.type`.
+ */
+export function jsonRpcError(code: number): SpanAttributes {
+  const text = String(code);
+  return { "rpc.response.status_code": text, "error.type": text };
+}
+
+const ERROR_CODE_RE = /^,"error":\{[\s\S]*?"code":\s*(-?\d+)/;
+
+/**
+ * The error code of an answer kept as its JSON tail (upstream/reply.ts: `,"error":{"code":-32000,...}}`),
+ * or undefined when it has none. Read only for a sampled request's span.
+ */
+export function tailErrorCode(tail: string): number | undefined {
+  const m = ERROR_CODE_RE.exec(tail);
+  return m === null ? undefined : Number(m[1]);
+}
+
 /** `gateway.transport` of a request's span. */
 export type Transport = "http" | "ws";
 

@@ -64,5 +64,8 @@ export async function renderProcessMetrics(
       perThread,
     ),
   ];
-  return AggregatorRegistry.aggregate([own, ...threads.map((t) => t.metrics), about]).metrics();
+  // process_* (CPU, resident memory, open files) are the whole process's whichever thread reads them: the
+  // main thread's stand; each thread's nodejs_* (its own heap, event loop, GC) carry its `thread` label.
+  const serving = threads.map((t) => t.metrics.filter((m) => !m.name.startsWith("process_")));
+  return AggregatorRegistry.aggregate([own, ...serving, about]).metrics();
 }

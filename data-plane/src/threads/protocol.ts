@@ -1,3 +1,4 @@
+import type { SharedCacheMemory } from "../cache/shared-response-cache";
 import type { DataPlaneConfig } from "../config";
 import type { MetricsSnapshot } from "../metrics/metrics";
 
@@ -6,7 +7,7 @@ export interface ThreadData {
   /** 1..threads; the `thread` field of its log lines and label of its per-thread series (0 = main). */
   readonly index: number;
   readonly threads: number;
-  /** The process's configuration, with what is split between threads already divided (see worker.ts). */
+  /** The process's configuration. */
   readonly config: DataPlaneConfig;
   /** ThreadReadiness: one Int32 per thread (index - 1), 1 while that thread is listening and ready. */
   readonly readyFlags: SharedArrayBuffer;
@@ -20,6 +21,8 @@ export interface ThreadData {
   readonly rateLimitTable: SharedArrayBuffer;
   /** The process's field in the rate limiter's Redis hashes: the threads reconcile as one instance. */
   readonly rateLimitInstanceId: string;
+  /** The response cache shared by every thread (cache/shared-response-cache.ts); absent with CACHE_MAX_BYTES=0. */
+  readonly responseCache: SharedCacheMemory | undefined;
 }
 
 /** Main thread -> serving thread. */

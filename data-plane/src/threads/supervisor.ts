@@ -3,11 +3,13 @@ import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { createLogger } from "../../../shared/src/log/logger";
+import { serveMetrics } from "../../../shared/src/metrics/server";
 import { KeyLookupThrottle } from "../auth/lookup-throttle";
+import { allocateSharedCache } from "../cache/shared-response-cache";
 import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
 import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
-import { serveMetrics } from "../metrics/server";
+import { collectRuntimeMetrics } from "../metrics/runtime";
 import { WindowCounts } from "../ratelimit/window-counts";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
@@ -54,10 +56,11 @@ interface Collection {
  * listening on the same host:port. uWS listens with SO_REUSEPORT on Linux, so the kernel spreads incoming
  * connections over the N listen sockets (by a hash of the connection's addresses and ports; a connection
  * stays on its thread). Each thread is one instance for everything the planes already share through Redis
- * (its own key cache, event subscription, upstream pools, quota instance ids, usage batches); the response
- * cache is split (CACHE_MAX_BYTES / N each) and the upstream buffer budget is shared, so both stay bounds on
- * the process. The limits' counts are the process's, in shared memory: the per-second counts (one
- * rate-limit instance id for the process in Redis), the per-tenant caps and the failed key look-ups.
+ * (its own key cache, event subscription, upstream pools, quota instance ids, usage batches). The response
+ * cache (with its in-flight merge) and the upstream buffer budget are shared, so both are bounds on the
+ * process and an answer is fetched once per process. The limits' counts are the process's, in shared memory:
+ * the per-second counts (one rate-limit instance id for the process in Redis), the per-tenant caps and the
+ * failed key look-ups.
  *
  * The main thread owns the signals and the exit code: SIGTERM/SIGINT, or a fault in any thread (an uncaught
  * exception there or here, a thread that failed to start or ended unasked), make every thread drain (each
@@ -68,12 +71,17 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const logger = createLogger("data-plane", config.LOG_LEVEL).child({ thread: 0 });
   // Counts the main thread's own process-level faults; its (other, empty) series merge with the threads'.
   const metrics = new PromMetrics();
+  collectRuntimeMetrics(metrics.registry);
   const readyFlags = ThreadReadiness.allocate(threadCount);
   const bufferBudget = SharedBufferBudget.allocate();
   const tenantTables = allocateTenantTables();
   const keyLookupTable = KeyLookupThrottle.allocate();
   const rateLimitTable = WindowCounts.allocate();
   const rateLimitInstanceId = randomBytes(6).toString("hex");
+  const responseCache =
+    config.CACHE_MAX_BYTES > 0
+      ? allocateSharedCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
+      : undefined;
   const threads: Thread[] = [];
   let stopping = false;
   let exitCode = 0;
@@ -201,6 +209,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       keyLookupTable,
       rateLimitTable,
       rateLimitInstanceId,
+      responseCache,
     };
     const worker = new Worker(join(__dirname, "worker.js"), { workerData: data });
     const t: Thread = {

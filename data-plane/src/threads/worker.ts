@@ -3,6 +3,7 @@ import { createLogger } from "../../../shared/src/log/logger";
 import { type DataPlane, type PlaneThreadHooks, startDataPlane } from "../data-plane";
 import { sharedTenantCounts } from "../limits/tenant-counts";
 import { PromMetrics } from "../metrics/metrics";
+import { collectRuntimeMetrics } from "../metrics/runtime";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
 import type { FromThread, ThreadData, ToThread } from "./protocol";
@@ -21,6 +22,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   const { config, index, threads } = data;
   const logger = createLogger("data-plane", config.LOG_LEVEL, { sync: true }).child({ thread: index });
   const metrics = new PromMetrics();
+  collectRuntimeMetrics(metrics.registry, index);
   const readiness = new ThreadReadiness(data.readyFlags, index - 1, threads);
   let plane: DataPlane | undefined;
   let stopping = false;
@@ -71,20 +73,17 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
   });
   installFaultPolicy(logger, metrics, () => post({ type: "fatal" }));
 
-  startDataPlane(
-    // The response cache is a memory bound of the process: each thread caches its share.
-    { ...config, CACHE_MAX_BYTES: Math.floor(config.CACHE_MAX_BYTES / threads) },
-    {
-      logger,
-      metrics,
-      bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
-      tenantCounts: sharedTenantCounts(data.tenantTables),
-      keyLookupTable: data.keyLookupTable,
-      rateLimitTable: data.rateLimitTable,
-      rateLimitInstanceId: data.rateLimitInstanceId,
-      thread: hooks,
-    },
-  ).then(
+  startDataPlane(config, {
+    logger,
+    metrics,
+    bufferBudget: new SharedBufferBudget(config.UPSTREAM_BUFFER_BUDGET_BYTES, data.bufferBudget),
+    tenantCounts: sharedTenantCounts(data.tenantTables),
+    keyLookupTable: data.keyLookupTable,
+    rateLimitTable: data.rateLimitTable,
+    rateLimitInstanceId: data.rateLimitInstanceId,
+    responseCache: data.responseCache,
+    thread: hooks,
+  }).then(
     (started) => {
       plane = started;
       const publish = () => readiness.publish(!stopping && !unlisted && started.ready());

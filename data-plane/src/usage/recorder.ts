@@ -67,9 +67,9 @@ export const usageRecorderEnvShape = {
    */
   USAGE_REPLAY_WINDOW_MS: env.int(30_000, 0, 3_600_000),
   /**
-   * Cap on the rows kept for that replay (oldest batches go first). Each row costs about 0.5 KB of heap
-   * as written: 50,000 rows added 24 MiB to the bench's RSS with 100k keys (191.7 against 167.4 MiB with
-   * the replay off), so the default keeps ~5 MB; a gateway writing more rows per 30 s replays less.
+   * Cap on the rows kept for that replay (oldest batches go first), so the memory the replay holds is
+   * bounded whatever the traffic (per-row heap cost in docs/benchmarks.md); a gateway writing more rows
+   * per replay window replays less.
    */
   USAGE_REPLAY_MAX_ROWS: env.int(10_000, 0, 100_000_000),
 };
@@ -120,8 +120,8 @@ export interface UsageRecorderDeps {
 /**
  * One aggregate being counted. Latency buckets are allocated lazily: while every observation fell into one
  * bucket (`bucket`), `buckets` is null, which is most rows (an app seen once or twice in a minute). That
- * and indexing rows by scope rather than by a composed string key keep a row near 100 bytes instead of
- * ~450 (100,000 apps active in a minute: ~45 MiB -> ~15 MiB held until the next flush).
+ * and indexing rows by scope rather than by a composed string key keep a row a fraction of the size
+ * (figures in docs/benchmarks.md); rows are held until the next flush, one per active app and method.
  */
 interface Agg {
   minute: number;

@@ -337,7 +337,7 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await methods.getByRole("button", { name: "Requests" }).click();
     await page.evaluate(() => window.scrollTo(0, 0));
     await shot("usage");
-    // CONSOLE_DOCS_SCREENSHOT=1 refreshes the README's picture (docs/console-dashboard.png).
+    // CONSOLE_DOCS_SCREENSHOT=1 refreshes the picture in docs/console.md (docs/console-dashboard.png).
     if (process.env.CONSOLE_DOCS_SCREENSHOT)
       await page.screenshot({
         path: path.resolve(__dirname, "../../../../docs/console-dashboard.png"),

@@ -1,6 +1,6 @@
 import { type DataPlaneConfig, loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, type DataPlaneOverrides, startDataPlane } from "../../../data-plane/src/data-plane";
-import { serveMetrics } from "../../../data-plane/src/metrics/server";
+import { serveMetrics } from "../../../shared/src/metrics/server";
 import type { PlaneEvent } from "../../../shared/src/redis/records";
 import { eventually } from "../../helpers/eventually";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../helpers/redis";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { load, loadAll } from "js-yaml";
@@ -693,62 +693,121 @@ function checkTrustedProxies(objs: K8sObject[]): void {
   }
 }
 
-function checkServiceMonitor(objs: K8sObject[]): void {
-  const sm = find(objs, "ServiceMonitor", "data-plane");
-  assert.equal(sm.apiVersion, "monitoring.coreos.com/v1");
-  const dp = workload(objs, "data-plane");
-  const c = dp.pod.containers[0];
-  const { env } = resolveEnv(objs, GATEWAY_NS, c);
-  // /metrics is on METRICS_PORT, a container port of its own, reachable from Prometheus (not loopback).
-  const metricsPort = loadDataPlaneConfig(env).METRICS_PORT;
-  const named = (c.ports ?? []).find((p: K8sObject) => p.containerPort === metricsPort);
-  assert.ok(named, `data plane: METRICS_PORT ${metricsPort} is not a container port`);
-  assert.notEqual(
-    env.METRICS_HOST ?? "127.0.0.1",
-    "127.0.0.1",
-    "data plane: metrics bound to loopback in a pod",
-  );
-  const publicSvc = find(objs, "Service", "data-plane");
-  for (const p of publicSvc.spec.ports)
-    assert.ok(
-      p.targetPort !== named.name && p.targetPort !== metricsPort,
-      "the public data-plane Service exposes the metrics port",
+/** Secrets stood in by well-formed values, for parsing a process's configuration. */
+const STAND_IN_SECRETS = {
+  DATABASE_URL: "postgres://u@db.invalid/x",
+  REDIS_URL: "redis://redis.invalid:6379",
+  ADMIN_TOKEN: "x".repeat(32),
+  KEY_ENCRYPTION_SECRET: "y".repeat(32),
+};
+
+/**
+ * Each process's /metrics listener as its own configuration parses it (port, host variable), and the
+ * Service carrying its API, if it has one, which must not expose the metrics port.
+ */
+const SCRAPED: {
+  component: "data-plane" | "control-plane" | "worker";
+  port: (env: Record<string, string>) => number;
+  hostVar: string;
+  publicService?: string;
+}[] = [
+  {
+    component: "data-plane",
+    port: (env) => loadDataPlaneConfig(env).METRICS_PORT,
+    hostVar: "METRICS_HOST",
+    publicService: "data-plane",
+  },
+  {
+    component: "control-plane",
+    port: (env) => loadConfig({ ...env, ...STAND_IN_SECRETS }).controlPlaneMetrics.port,
+    hostVar: "CONTROL_PLANE_METRICS_HOST",
+    publicService: "control-plane",
+  },
+  {
+    component: "worker",
+    port: (env) => loadConfig({ ...env, ...STAND_IN_SECRETS }, { worker: true }).workerMetrics.port,
+    hostVar: "WORKER_METRICS_HOST",
+  },
+];
+
+/** One ServiceMonitor per process, each scraping its metrics port through its own `<component>-metrics` Service. */
+function checkServiceMonitors(objs: K8sObject[]): void {
+  for (const { component, port, hostVar, publicService } of SCRAPED) {
+    const sm = find(objs, "ServiceMonitor", component);
+    assert.equal(sm.apiVersion, "monitoring.coreos.com/v1");
+    const w = workload(objs, component);
+    const c = w.pod.containers[0];
+    const { env } = resolveEnv(objs, GATEWAY_NS, c);
+    // /metrics is on its own port, a container port of its own, reachable from Prometheus (not loopback).
+    const metricsPort = port(env);
+    const named = (c.ports ?? []).find((p: K8sObject) => p.containerPort === metricsPort);
+    assert.ok(named, `${component}: metrics port ${metricsPort} is not a container port`);
+    assert.notEqual(
+      env[hostVar] ?? "127.0.0.1",
+      "127.0.0.1",
+      `${component}: metrics bound to loopback in a pod`,
     );
-  const scraped = objs.filter(
-    (o) =>
-      o.kind === "Service" &&
-      o.metadata.namespace === GATEWAY_NS &&
-      selects(sm.spec.selector, o.metadata.labels),
-  );
-  assert.deepEqual(
-    scraped.map((o) => o.metadata.name),
-    ["data-plane-metrics"],
-    "the ServiceMonitor must select the data-plane-metrics Service only",
-  );
-  const svc = scraped[0]!;
-  assert.ok(
-    selects({ matchLabels: svc.spec.selector }, dp.labels),
-    "data-plane-metrics does not select the data plane",
-  );
-  assert.ok(
-    Array.isArray(sm.spec.endpoints) && sm.spec.endpoints.length > 0,
-    "ServiceMonitor without endpoints",
-  );
-  const allowed = new Set(["port", "path", "interval", "scrapeTimeout", "scheme"]);
-  for (const ep of sm.spec.endpoints) {
-    for (const k of Object.keys(ep)) assert.ok(allowed.has(k), `ServiceMonitor endpoint field ${k}`);
-    const port = svc.spec.ports.find((p: K8sObject) => p.name === ep.port);
-    assert.ok(port, `ServiceMonitor port ${ep.port} not on the Service`);
-    assert.ok(
-      port.targetPort === named.name || port.targetPort === metricsPort,
-      `ServiceMonitor port ${ep.port} does not reach METRICS_PORT`,
+    if (publicService !== undefined) {
+      for (const p of find(objs, "Service", publicService).spec.ports)
+        assert.ok(
+          p.targetPort !== named.name && p.targetPort !== metricsPort,
+          `the public ${publicService} Service exposes the metrics port`,
+        );
+    }
+    const scraped = objs.filter(
+      (o) =>
+        o.kind === "Service" &&
+        o.metadata.namespace === GATEWAY_NS &&
+        selects(sm.spec.selector, o.metadata.labels),
     );
-    assert.equal(ep.path, "/metrics");
-    assert.match(ep.interval, /^\d+s$/);
+    assert.deepEqual(
+      scraped.map((o) => o.metadata.name),
+      [`${component}-metrics`],
+      `the ServiceMonitor must select the ${component}-metrics Service only`,
+    );
+    const svc = scraped[0]!;
+    assert.ok(
+      selects({ matchLabels: svc.spec.selector }, w.labels),
+      `${component}-metrics does not select the ${component}`,
+    );
+    assert.ok(
+      Array.isArray(sm.spec.endpoints) && sm.spec.endpoints.length > 0,
+      `ServiceMonitor ${component} without endpoints`,
+    );
+    const allowed = new Set(["port", "path", "interval", "scrapeTimeout", "scheme"]);
+    for (const ep of sm.spec.endpoints) {
+      for (const k of Object.keys(ep)) assert.ok(allowed.has(k), `ServiceMonitor endpoint field ${k}`);
+      const p = svc.spec.ports.find((x: K8sObject) => x.name === ep.port);
+      assert.ok(p, `ServiceMonitor port ${ep.port} not on the Service`);
+      assert.ok(
+        p.targetPort === named.name || p.targetPort === metricsPort,
+        `ServiceMonitor ${component} port ${ep.port} does not reach its metrics port`,
+      );
+      assert.equal(ep.path, "/metrics");
+      assert.match(ep.interval, /^\d+s$/);
+    }
+    assert.deepEqual(Object.keys(sm.spec).sort(), ["endpoints", "selector"], "ServiceMonitor spec fields");
+    const ann = w.object.spec.template.metadata.annotations ?? {};
+    assert.equal(
+      ann["prometheus.io/port"],
+      String(metricsPort),
+      `${component}: prometheus.io/port is not its metrics port`,
+    );
   }
-  assert.deepEqual(Object.keys(sm.spec).sort(), ["endpoints", "selector"], "ServiceMonitor spec fields");
-  const ann = dp.object.spec.template.metadata.annotations ?? {};
-  assert.equal(ann["prometheus.io/port"], String(metricsPort), "prometheus.io/port is not METRICS_PORT");
+}
+
+/** The alert rules as a PrometheusRule: the groups of deploy/observability/prometheus/rules.yml, unchanged. */
+function checkPrometheusRule(objs: K8sObject[]): void {
+  const rule = find(objs, "PrometheusRule", "rpc-gateway");
+  assert.equal(rule.apiVersion, "monitoring.coreos.com/v1");
+  assert.deepEqual(Object.keys(rule.spec), ["groups"], "PrometheusRule spec fields");
+  const shipped = load(
+    readFileSync(path.join(root, "deploy/observability/prometheus/rules.yml"), "utf8"),
+  ) as K8sObject;
+  assert.ok(
+    isDeepStrictEqual(rule.spec.groups, shipped.groups),
+    "the PrometheusRule's groups differ from deploy/observability/prometheus/rules.yml",
+  );
 }
 
 function checkAll(objs: K8sObject[], v: Validators): void {
@@ -761,7 +820,8 @@ function checkAll(objs: K8sObject[], v: Validators): void {
   checkWorkerAndNodes(objs);
   checkNodePod(v);
   checkTrustedProxies(objs);
-  checkServiceMonitor(objs);
+  checkServiceMonitors(objs);
+  checkPrometheusRule(objs);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -798,6 +858,11 @@ describe("deploy/kubernetes (kustomize)", function () {
         "Job/migrate",
         "ServiceMonitor/data-plane",
         "Service/data-plane-metrics",
+        "ServiceMonitor/control-plane",
+        "Service/control-plane-metrics",
+        "ServiceMonitor/worker",
+        "Service/worker-metrics",
+        "PrometheusRule/rpc-gateway",
         "NetworkPolicy/dedicated-nodes-ingress",
         "NetworkPolicy/dedicated-nodes-egress",
       ]) {
@@ -1123,6 +1188,43 @@ describe("deploy/kubernetes (kustomize)", function () {
             "data-plane";
         },
         /must select the data-plane-metrics Service only/,
+      ],
+      [
+        "the worker's ServiceMonitor scraping nothing",
+        (o) => {
+          find(o, "ServiceMonitor", "worker").spec.selector.matchLabels["app.kubernetes.io/component"] =
+            "worker";
+        },
+        /must select the worker-metrics Service only/,
+      ],
+      [
+        "the metrics port on the control plane's API Service",
+        (o) => {
+          find(o, "Service", "control-plane").spec.ports.push({
+            name: "metrics",
+            port: 9465,
+            targetPort: "metrics",
+          });
+        },
+        /public control-plane Service exposes the metrics port/,
+      ],
+      [
+        "the worker's metrics left on loopback",
+        (o) => {
+          const env = workload(o, "worker").pod.containers[0].env;
+          env.splice(
+            env.findIndex((e: K8sObject) => e.name === "WORKER_METRICS_HOST"),
+            1,
+          );
+        },
+        /worker: metrics bound to loopback in a pod/,
+      ],
+      [
+        "an alert rule edited in the PrometheusRule only",
+        (o) => {
+          find(o, "PrometheusRule", "rpc-gateway").spec.groups[0].rules[0].expr = "vector(1)";
+        },
+        /differ from deploy\/observability\/prometheus\/rules.yml/,
       ],
       [
         "the metrics port on the public Service",

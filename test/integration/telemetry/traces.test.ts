@@ -143,7 +143,8 @@ describe("traces", function () {
       assert.equal(root.service, "rpc-gateway-data-plane");
       assert.equal(root.parentSpanId, "", "a request without traceparent starts a trace");
       assert.equal(root.attributes["http.response.status_code"], 200);
-      assert.equal(root.attributes["network.slug"], "eth");
+      assert.equal(root.attributes["gateway.network"], "eth");
+      assert.equal(root.attributes["rpc.system.name"], "jsonrpc");
       const trace = receiver.spans.filter((s) => s.traceId === root.traceId);
       const byName = new Map(trace.map((s) => [s.name, s]));
       for (const name of ["key.verify", "limits.admit", "cache.lookup", "upstream.call"]) {
@@ -151,8 +152,11 @@ describe("traces", function () {
         assert.ok(child, `${name} in ${[...byName.keys()].join(", ")}`);
         assert.equal(child.parentSpanId, root.spanId, `${name} is a child of the request's span`);
       }
-      assert.equal(byName.get("cache.lookup")!.attributes["cache.hit"], false);
-      assert.equal(byName.get("limits.admit")!.attributes["limits.admitted"], true);
+      assert.equal(byName.get("cache.lookup")!.attributes["gateway.cache.hit"], false);
+      assert.equal(byName.get("limits.admit")!.attributes["gateway.limits.admitted"], true);
+      assert.equal(byName.get("upstream.call")!.attributes["rpc.system.name"], "jsonrpc");
+      assert.equal(byName.get("upstream.call")!.attributes["gateway.category"], "Success");
+      assert.equal(root.attributes["rpc.response.status_code"], undefined, "a result is no error");
       // The upstream got the upstream span's context.
       const sent = stub.traceparents.filter((t) => t.body.includes('"eth_chainId"'));
       assert.equal(sent.length, 1, JSON.stringify(stub.traceparents));
@@ -329,7 +333,7 @@ describe("traces", function () {
         "limits.admit",
         "upstream.call",
       ]);
-      assert.equal(root.attributes["network.slug"], `node:${NODE_ID}`);
+      assert.equal(root.attributes["gateway.network"], `node:${NODE_ID}`);
       assert.equal(root.attributes["http.response.status_code"], 200);
       const upstream = receiver.spans.find((s) => s.traceId === NODE_TRACE && s.name === "upstream.call")!;
       const sent = stub.traceparents.filter((t) => t.body.includes('"stub_node_http"'));

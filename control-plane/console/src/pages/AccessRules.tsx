@@ -27,7 +27,7 @@ function capValue(text: string): number | null {
 }
 
 /**
- * An app's access rules (README "Access rules"): method allow- or deny-list, the app's own per-second and
+ * An app's access rules (docs/access-rules.md): method allow- or deny-list, the app's own per-second and
  * daily caps, allowed User-Agent patterns. OWNERs and ADMINs edit them; everyone else reads them.
  */
 export function AccessRulesCard({
@@ -190,7 +190,7 @@ export function AccessRulesCard({
 
 /**
  * The app's JWT public keys (at most 3) and whether every request must carry a JWT signed by one of them,
- * with the audience / subject it must name (README "JWT").
+ * with the audience / subject it must name (docs/jwt.md).
  */
 export function JwtCard({
   app,

@@ -38,7 +38,7 @@ const QUERY = `query($f: RequestLogFilter!, $first: Int, $after: String) {
     pageInfo { hasNextPage endCursor } } }`;
 
 /**
- * The request log: every error and a sample of successes (README "Request log"), newest first. The search
+ * The request log: every error and a sample of successes (docs/request-log.md), newest first. The search
  * box takes a requestId pasted from an error response and shows that request alone.
  */
 export function RequestLogPage() {

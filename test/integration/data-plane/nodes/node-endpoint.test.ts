@@ -258,9 +258,21 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
     const bad = await post(url(unsafeKey), "{nope");
     assert.equal(bad.status, 400);
     assert.equal(bad.json.error.code, -32700);
-    const o = await fetch(url(unsafeKey), { method: "OPTIONS", headers: { origin: "https://x.example" } });
+    const o = await fetch(url(unsafeKey), {
+      method: "OPTIONS",
+      headers: {
+        origin: "https://x.example",
+        "access-control-request-headers": "content-type, x-sdk-version",
+      },
+    });
     assert.equal(o.status, 204);
     assert.equal(o.headers.get("access-control-allow-origin"), "https://x.example");
+    // The headers the preflight asks for are allowed (data-plane/src/server/cors.ts).
+    assert.match(o.headers.get("access-control-allow-headers") ?? "", /, x-sdk-version$/);
+    // A client's own well-formed X-Request-Id is the answer's id on node endpoints too.
+    const mine = await post(url(unsafeKey), "{nope", { "x-request-id": "node-req-1" });
+    assert.equal(mine.headers.get("x-request-id"), "node-req-1");
+    assert.equal(mine.json.error.data.requestId, "node-req-1");
   });
 
   it("the forwarding core's finality-aware cache serves node endpoints too (blocks at or below finalized)", async () => {

@@ -18,6 +18,7 @@ export interface ThreadedPlane {
 export async function startThreadedPlane(
   prefix: string,
   env: Record<string, string> = {},
+  readyTimeoutMs = 30_000,
 ): Promise<ThreadedPlane> {
   const port = await freePort();
   const metricsPort = await freePort();
@@ -39,7 +40,7 @@ export async function startThreadedPlane(
     ready: async () =>
       (await fetch(`${base}/readyz`)).status === 200 &&
       (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status === 200,
-    timeoutMs: 30_000,
+    timeoutMs: readyTimeoutMs,
   });
   return { proc, port, base, metricsBase: `http://127.0.0.1:${metricsPort}` };
 }

@@ -14,7 +14,7 @@ import {
 } from "../../../../control-plane/src/workspaces/roles";
 import { generateApiKey } from "../../../../shared/src/crypto/api-key";
 
-const README = readFileSync(join(__dirname, "../../../../../README.md"), "utf8");
+const TEAMS_DOC = readFileSync(join(__dirname, "../../../../../docs/teams.md"), "utf8");
 
 /** The cells of a markdown table (alignment row dropped), trimmed. */
 function tableCells(markdown: string): string[][] {
@@ -84,10 +84,10 @@ describe("control-plane: the role table", () => {
     assert.equal(maskKey("short"), "********");
   });
 
-  it("is printed in the README's Teams and roles section, cell for cell", () => {
-    const at = README.indexOf("<!-- role-table -->");
-    assert.ok(at > 0, "README has <!-- role-table -->");
-    const rest = README.slice(at).split("\n").slice(1);
+  it("is printed in docs/teams.md, cell for cell", () => {
+    const at = TEAMS_DOC.indexOf("<!-- role-table -->");
+    assert.ok(at > 0, "docs/teams.md has <!-- role-table -->");
+    const rest = TEAMS_DOC.slice(at).split("\n").slice(1);
     const start = rest.findIndex((l) => l.trim().startsWith("|"));
     const end = rest.findIndex((l, i) => i > start && !l.trim().startsWith("|"));
     assert.deepEqual(tableCells(rest.slice(start, end).join("\n")), tableCells(roleTableMarkdown()));

@@ -282,7 +282,7 @@ describe("data-plane Safe-mode policy (dedicated nodes)", () => {
 describe("data-plane: methods that reach past the node, refused on every endpoint", () => {
   const FORK = [{ forking: { jsonRpcUrl: "http://127.0.0.1:1/", blockNumber: 1 } }];
 
-  it("Safe mode refuses debug_* whatever its spelling (as the README says)", () => {
+  it("Safe mode refuses debug_* whatever its spelling (as docs/dedicated-nodes.md says)", () => {
     const safe = new SafeModeMethodPolicy();
     for (const m of [
       "debug_traceTransaction",

@@ -188,22 +188,4 @@ describe("data-plane quota: ReconciledQuotaTracker (fake clock)", () => {
     const r = new NoopQuotaTracker().check("ws", plan(1));
     assert.ok(r.allowed);
   });
-
-  it("costs well under a microsecond per check + record", function () {
-    this.timeout(10_000);
-    const q = new ReconciledQuotaTracker({ store: new MemoryQuotaStore() });
-    const ids = Array.from({ length: 1000 }, (_, i) => `ws${i}`);
-    const limits = plan(1e12);
-    const n = 1_000_000;
-    for (let i = 0; i < 100_000; i++)
-      q.record(ids[i % 1000]!, q.check(ids[i % 1000]!, limits).allowed ? 1 : 0);
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) {
-      const id = ids[i % 1000]!;
-      if (q.check(id, limits).allowed) q.record(id, 1);
-    }
-    const nsPerOp = Number(process.hrtime.bigint() - t0) / n;
-    console.log(`      ReconciledQuotaTracker.check+record: ${nsPerOp.toFixed(0)} ns/op (1000 workspaces)`);
-    assert.ok(nsPerOp < 2_000, `${nsPerOp} ns/op`);
-  });
 });

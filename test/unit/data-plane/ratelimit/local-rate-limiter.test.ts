@@ -105,17 +105,4 @@ describe("data-plane ratelimit: LocalRateLimiter", () => {
     assert.equal(retryAfterSeconds(1001), 2);
     assert.equal(retryAfterSeconds(0), 1);
   });
-
-  it("costs well under a microsecond per check", function () {
-    this.timeout(10_000);
-    const rl = new LocalRateLimiter();
-    const ids = Array.from({ length: 1000 }, (_, i) => `app:${i}`);
-    const n = 2_000_000;
-    for (let i = 0; i < 100_000; i++) rl.check(ids[i % 1000]!, 1, 1e9);
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) rl.check(ids[i % 1000]!, 1, 1e9);
-    const nsPerOp = Number(process.hrtime.bigint() - t0) / n;
-    console.log(`      LocalRateLimiter.check: ${nsPerOp.toFixed(0)} ns/op (1000 identifiers)`);
-    assert.ok(nsPerOp < 2_000, `${nsPerOp} ns/op`);
-  });
 });

@@ -138,19 +138,4 @@ describe("data-plane ratelimit: RedisReconciledRateLimiter (fake Redis, fake clo
     await a.syncNow();
     assert.ok(a.check("app:k", 1, 50).allowed);
   });
-
-  it("costs well under a microsecond per check on the hot path", function () {
-    this.timeout(10_000);
-    const redis = new FakeRateLimitRedis();
-    const rl = new RedisReconciledRateLimiter({ redis: redis.client(), names, instanceId: "perf" });
-    const ids = Array.from({ length: 1000 }, (_, i) => `app:${i}`);
-    const n = 2_000_000;
-    for (let i = 0; i < 100_000; i++) rl.check(ids[i % 1000]!, 1, 1e9);
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) rl.check(ids[i % 1000]!, 1, 1e9);
-    const nsPerOp = Number(process.hrtime.bigint() - t0) / n;
-    console.log(`      RedisReconciledRateLimiter.check: ${nsPerOp.toFixed(0)} ns/op (1000 identifiers)`);
-    assert.ok(nsPerOp < 2_000, `${nsPerOp} ns/op`);
-    assert.equal(redis.calls, 0, "no Redis command on the hot path");
-  });
 });

@@ -131,7 +131,9 @@ describe("data-plane rpc json-scan", () => {
     assert.equal(scanState.escaped, true);
   });
 
-  it("mutated JSON (20,000 random edits of valid texts): accepted exactly when JSON.parse accepts", () => {
+  it("mutated JSON (20,000 random edits of valid texts): accepted exactly when JSON.parse accepts", function () {
+    // CPU-bound: a machine shared with other work takes longer, and that is no failure.
+    this.timeout(180_000);
     const rnd = prng(0x5ca9);
     let accepted = 0;
     for (let n = 0; n < 20_000; n++) {

@@ -11,7 +11,9 @@ import {
   endByCategories,
   endByCategory,
   endByStatus,
+  jsonRpcError,
   NO_TRACING,
+  tailErrorCode,
 } from "../../../../data-plane/src/telemetry/tracing";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import type { SamplerConfig } from "../../../../shared/src/telemetry/config";
@@ -115,13 +117,13 @@ describe("data-plane request tracing", () => {
     it("the root span carries every transport's attributes; children are its children", () => {
       const t = tracing().start("WS /{network}/rpc", "", performance.now(), "ws", "eth", "req-1")!;
       assert.ok(t);
-      t.step("limits.admit", performance.now(), { "limits.admitted": true });
+      t.step("limits.admit", performance.now(), { "gateway.limits.admitted": true });
       t.child("upstream.call", { "rpc.method": "eth_call" }).end({ "upstream.id": "a" });
       endByCategory(t, ErrorCategory.Success);
       const root = byName("WS /{network}/rpc");
       assert.deepEqual(
         {
-          network: root.attributes["network.slug"],
+          network: root.attributes["gateway.network"],
           transport: root.attributes["gateway.transport"],
           id: root.attributes["gateway.request_id"],
           category: root.attributes["gateway.category"],
@@ -218,6 +220,35 @@ describe("data-plane request tracing", () => {
       assert.equal(linked.links.length, 1);
       assert.equal(linked.links[0]!.context.spanId, sent.spanContext().spanId);
       assert.equal(linked.links[0]!.context.traceId, sent.spanContext().traceId);
+    });
+
+    it("an error answer: its JSON-RPC code as rpc.response.status_code and error.type, kept when the span fails", () => {
+      const t = tracing().start("POST /{network}/rpc", "", performance.now(), "http", "eth", "r")!;
+      t.set(jsonRpcError(-32603));
+      endByStatus(t, 502);
+      const root = byName("POST /{network}/rpc");
+      assert.equal(root.attributes["rpc.system.name"], "jsonrpc");
+      assert.equal(root.attributes["rpc.response.status_code"], "-32603");
+      assert.equal(root.attributes["error.type"], "-32603");
+      assert.equal(root.status.code, 2, "ERROR");
+    });
+
+    it("a failure without a JSON-RPC code: error.type names the failure", () => {
+      const t = tracing().start("POST /{network}/rpc", "", performance.now(), "http", "eth", "r")!;
+      t.child("upstream.call").end({}, "upstream_timeout");
+      endByStatus(t, 504);
+      assert.equal(byName("upstream.call").attributes["error.type"], "upstream_timeout");
+      assert.equal(byName("POST /{network}/rpc").attributes["error.type"], "HTTP 504");
+      assert.equal(byName("POST /{network}/rpc").attributes["rpc.response.status_code"], undefined);
+    });
+  });
+
+  describe("tailErrorCode", () => {
+    it("reads the code of an error answer's tail, and nothing from a result", () => {
+      assert.equal(tailErrorCode(',"error":{"code":-32000,"message":"header not found"}}'), -32000);
+      assert.equal(tailErrorCode(',"error":{"message":"x","code": 3,"data":{"code":9}}}'), 3);
+      assert.equal(tailErrorCode(',"result":{"code":1}}'), undefined);
+      assert.equal(tailErrorCode(',"error":{"message":"no code"}}'), undefined);
     });
   });
 });

@@ -16,6 +16,8 @@ function busyThread(scale: number, healthy: boolean, head: number, ewmaMs: numbe
   for (let i = 0; i < 10 * scale; i++) m.request("eth", "Success", 0.002 * (i % 7));
   m.request("eth", "Client Error", 0.3);
   m.request('we"ird\\net', "Success", 1.5);
+  m.methodLatency("eth", "eth_call", 0.004, 2 * scale);
+  m.methodLatency("eth", "x_unlisted", 0.2, 1);
   m.cache("eth", true);
   for (let i = 0; i < scale; i++) m.cache("eth", false);
   m.upstreamRequest("eth", "u1", "ok", 0.01 * scale);
@@ -67,7 +69,7 @@ describe("threads: /metrics of a process with several serving threads", () => {
     // Gauges: selectable only if on every thread, the highest head, the mean latency, Redis up on all.
     expect("rpcgw_upstream_healthy", { network: "eth", upstream: "u1" }, 0);
     expect("rpcgw_upstream_head_block", { network: "eth", upstream: "u1" }, 120);
-    expect("rpcgw_upstream_latency_ewma_ms", { network: "eth", upstream: "u1" }, 6);
+    expect("rpcgw_upstream_latency_ewma_seconds", { network: "eth", upstream: "u1" }, 0.006);
     expect("rpcgw_limits_redis_up", { component: "ratelimit" }, 1);
     // About the threads.
     expect("rpcgw_data_plane_threads", {}, 2);

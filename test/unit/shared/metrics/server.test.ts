@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { serveMetrics } from "../../../../data-plane/src/metrics/server";
 import { createLogger } from "../../../../shared/src/log/logger";
+import { serveMetrics } from "../../../../shared/src/metrics/server";
 
-describe("data plane: the /metrics listener (metrics/server.ts)", () => {
+describe("the /metrics listener (shared/src/metrics/server.ts)", () => {
   const logger = createLogger("test", "silent");
 
   it("GET /metrics renders; another path 404, another method 405; a failed render is 500 and it keeps serving", async () => {

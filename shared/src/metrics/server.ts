@@ -1,6 +1,6 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Logger } from "../../../shared/src/log/logger";
+import type { Logger } from "../log/logger";
 
 /** A scrape must arrive whole within this (a scraper sends one short GET). */
 const HEADERS_TIMEOUT_MS = 5_000;
@@ -12,10 +12,12 @@ export interface MetricsListener {
 }
 
 /**
- * `GET /metrics` (Prometheus text) on its own listener, METRICS_HOST:METRICS_PORT, never on the public port:
- * the series name every network, upstream and dedicated node, which tenants must not read. Owned by the
- * process entry (main.ts for one thread, the threads' main thread for several, which renders every thread's
- * series aggregated); anything else on this port is 404, a method other than GET/HEAD 405.
+ * `GET /metrics` (Prometheus text) on its own listener, never on a public port: the series name every
+ * network, upstream, dedicated node and GraphQL operation, which tenants must not read. Each process entry
+ * owns one: the data plane's on METRICS_HOST:METRICS_PORT (main.ts for one thread, the threads' main thread
+ * for several, which renders every thread's series aggregated), the control plane's on
+ * CONTROL_PLANE_METRICS_HOST:CONTROL_PLANE_METRICS_PORT, the worker's on WORKER_METRICS_HOST:WORKER_METRICS_PORT.
+ * Anything else on the port is 404, a method other than GET/HEAD 405.
  */
 export function serveMetrics(opts: {
   host: string;

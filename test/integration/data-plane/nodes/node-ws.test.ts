@@ -4,6 +4,7 @@ import { nodeUsageNetwork } from "../../../../data-plane/src/nodes/node-gateway"
 import type { UsageContext, UsageRecorder } from "../../../../data-plane/src/usage/recorder";
 import { hashApiKey } from "../../../../shared/src/crypto/api-key";
 import type { KeyRecord, NodeRecord } from "../../../../shared/src/redis/records";
+import { eventually } from "../../../helpers/eventually";
 import { TEST_REDIS_URL } from "../../../helpers/redis";
 import { type SubstrateTestNode, startSubstrateTestNode } from "../../../substrate-node";
 import { type Gateway, post, startGateway } from "../harness";
@@ -47,6 +48,7 @@ describe("data plane: dedicated node endpoint over WebSocket (Substrate test nod
     return c;
   };
   const keyPath = (key: string, id = NODE_ID) => `/nodes/${id}/${encodeURIComponent(key)}`;
+  const keyHttp = (key: string) => `${gw.base}${keyPath(key)}`;
   const putNode = async (over: Partial<NodeRecord> = {}) => {
     const rec: NodeRecord = {
       nodeId: NODE_ID,
@@ -75,6 +77,12 @@ describe("data plane: dedicated node endpoint over WebSocket (Substrate test nod
     safeKey = await gw.seeder.putKey(nodeKey("SAFE"));
     appKey = await gw.seeder.putKey();
     await putNode();
+    // Served over HTTP before the WebSocket tests start (the first test resets the usage rows).
+    await eventually(
+      async () =>
+        (await post(keyHttp(unsafeKey), { jsonrpc: "2.0", id: 1, method: "system_chain" })).status === 200,
+      "the node served",
+    );
   });
   afterEach(() => {
     for (const c of clients.splice(0)) c.terminate();

@@ -199,7 +199,9 @@ describe("data-plane request tracing", () => {
       t.end({});
       const ms = (d: [number, number]) => d[0] * 1e3 + d[1] / 1e6;
       const step = ms(byName("timed.step").duration);
-      assert.ok(step >= 2.29 && step < 100, `step ${step} ms`);
+      // At least the 2.3 ms spent (not rounded to whole milliseconds); no upper bound: a busy machine may
+      // deschedule this process mid-step.
+      assert.ok(step >= 2.29, `step ${step} ms`);
       assert.ok(ms(byName("timed").duration) >= step, "the root lasts at least as long as its step");
     });
 

@@ -60,6 +60,12 @@ export interface DataPlane {
   close(): Promise<void>;
   /** For diagnostics and tests. */
   readonly context: GatewayContext;
+  /**
+   * Plane events, and Redis reconnects (which stand for the events missed meanwhile), applied to the
+   * caches (keys, nodes, sockets) so far: a test waits for this to pass a count instead of sleeping after
+   * a publish. A network reload one of them starts may still be running.
+   */
+  eventsApplied(): number;
   /** WebSocket side: routes, sessions, shared upstream subscriptions (and `route()` for more endpoints). */
   readonly ws: WsGateway;
   /** Usage recorder (flushed by close() after the drain). */
@@ -356,11 +362,13 @@ export async function startDataPlane(
 
   // Set once the server exists; events before that have no sockets to act on.
   let wsGateway: WsGateway | undefined;
+  let eventsApplied = 0;
   state.on("event", (event) => {
     verifier.onEvent(event);
     nodeLookup.onEvent(event);
     wsGateway?.onEvent(event);
     if (event.type === "networks.update" || event.type === "resync") void reloadNetworks();
+    eventsApplied++;
   });
   state.on("reconnect", (marker) => {
     // Emitted once both connections are back and the subscription is live, with the marker read after
@@ -377,6 +385,7 @@ export async function startDataPlane(
       logger.warn("redis reconnected without its publication: keeping cached keys until the re-publish");
     }
     void reloadNetworks();
+    eventsApplied++;
   });
 
   await state.start();
@@ -457,6 +466,7 @@ export async function startDataPlane(
     port,
     ready,
     context,
+    eventsApplied: () => eventsApplied,
     ws,
     usage,
     stopListening: () => server.stopListening(),

@@ -5,6 +5,7 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import type { RedisNodeAddress } from "../../shared/src/redis/connect";
 import { keySlot } from "../../shared/src/redis/slots";
+import { eventually } from "./eventually";
 import { freePort } from "./ports";
 import { type StartedProcess, startProcess } from "./process";
 
@@ -231,11 +232,7 @@ export class TestRedisCluster {
   }
 
   private async until(what: string, done: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await done())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(50);
-    }
+    await eventually(done, what, timeoutMs, 50);
   }
 
   /**

@@ -2,14 +2,13 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import path from "node:path";
+import { eventually } from "../helpers/eventually";
 import { acceptsConnection, freePort } from "../helpers/ports";
 import { createTestDatabase, type TestDatabase } from "../helpers/postgres";
 import { type StartedProcess, startProcess } from "../helpers/process";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../helpers/redis";
 
 const root = path.resolve(__dirname, "../../..");
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function portOpen(port: number): Promise<boolean> {
   try {
@@ -161,23 +160,27 @@ describe("npm start (scripts/start.js)", function () {
       const dpPids = pidOf("data-plane");
       const victim = dpPids.at(-1)!;
       process.kill(victim, "SIGKILL");
-      const deadline = Date.now() + 20_000;
-      while (pidOf("data-plane").length === dpPids.length && Date.now() < deadline) await sleep(100);
+      // The supervisor notes the death, then starts the replacement after `delay`.
+      await eventually(
+        () => pidOf("data-plane").length > dpPids.length,
+        `the replacement of restart #${round} started`,
+        20_000,
+        100,
+      );
       assert.match(
-        proc.output(),
+        proc!.output(),
         new RegExp(
           `data-plane \\(pid ${victim}\\) died \\(signal SIGKILL\\); restarting in ${delay} ms \\(restart #${round}\\)`,
         ),
       );
       const fresh = pidOf("data-plane").at(-1)!;
       assert.notEqual(fresh, victim);
-      let back: Response | undefined;
-      while (Date.now() < deadline) {
-        back = await call(url).catch(() => undefined);
-        if (back?.status === 200) break;
-        await sleep(100);
-      }
-      assert.equal(back?.status, 200, `data plane not back after restart #${round}:\n${proc.output()}`);
+      await eventually(
+        async () => (await call(url).catch(() => undefined))?.status === 200,
+        `the data plane back after restart #${round}`,
+        20_000,
+        100,
+      );
     }
     // The others were not restarted.
     assert.deepEqual(pidOf("control-plane"), [cpPid]);

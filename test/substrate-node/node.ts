@@ -115,6 +115,8 @@ export interface SubstrateTestNode {
   fallBehind(n: number): void;
   /** Stops/resumes importing (a stalled node stays behind and keeps isSyncing true). */
   setSyncPaused(paused: boolean): void;
+  /** Rounds of the sync timer run so far (paused or not): a test waits for rounds, not for time. */
+  syncRounds(): number;
   setPeers(n: number): void;
   /** Replaces Staking::Validators (the declared candidates). Accepts 0x-hex or SS58 ids. */
   setValidatorCandidates(candidates: Array<string | ValidatorCandidate>): void;
@@ -550,7 +552,9 @@ export async function startSubstrateTestNode(
 
   const blockTimer = blockTimeMs > 0 ? setInterval(() => produceBlocks(1), blockTimeMs) : null;
   const SYNC_TICK_MS = 100;
+  let syncRounds = 0;
   const syncTimer = setInterval(() => {
+    syncRounds++;
     if (syncPaused || best >= networkHead) return;
     const step = Math.max(1, Math.round((syncRate * SYNC_TICK_MS) / 1000));
     importUpTo(Math.min(networkHead, best + step), false);
@@ -1076,6 +1080,7 @@ export async function startSubstrateTestNode(
     setSyncPaused(paused: boolean) {
       syncPaused = paused;
     },
+    syncRounds: () => syncRounds,
     setPeers(n: number) {
       peers = n;
     },

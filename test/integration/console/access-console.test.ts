@@ -3,6 +3,7 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { SignJWT } from "jose";
 import type { Page } from "playwright-core";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually, nextSecond } from "../../helpers/eventually";
 import type { Harness } from "../control-plane/harness";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 import {
@@ -21,8 +22,6 @@ import {
 
 const NETWORK = "local-evm";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 interface Rpc {
   status: number;
   // biome-ignore lint/suspicious/noExplicitAny: test convenience
@@ -36,16 +35,6 @@ async function rpc(url: string, method = "eth_chainId", headers: Record<string, 
     body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
   });
   return { status: res.status, body: await res.json() };
-}
-
-/** Polls until the data plane shows the change (rules reach it within a second). */
-async function eventually(what: string, fn: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await fn()) return;
-    await sleep(50);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
 }
 
 function pem(key: KeyObject): string {
@@ -115,19 +104,19 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     await form.getByRole("button", { name: "Save access rules" }).click();
     await form.getByRole("status").filter({ hasText: "Saved" }).waitFor();
     assert.equal(await page.locator('.field-error[data-field="methods"]').count(), 0);
-    await eventually("eth_blockNumber refused by the app's rules", async () => {
+    await eventually(async () => {
       const r = await rpc(endpoint, "eth_blockNumber");
       return r.status === 200 && r.body.error?.data?.reason === "method_not_allowed_by_app";
-    });
+    }, "eth_blockNumber refused by the app's rules");
     assert.equal((await rpc(endpoint, "eth_chainId")).body.result, "0x7a69");
     // An allow-list, from the same form: only the listed methods now.
     await form.locator('select[name="methodMode"]').selectOption("ALLOW");
     await form.locator('textarea[name="methods"]').fill("eth_chainId\nnet_*");
     await form.getByRole("button", { name: "Save access rules" }).click();
-    await eventually("allow-list applied", async () => {
+    await eventually(async () => {
       const r = await rpc(endpoint, "eth_gasPrice");
       return r.body.error?.data?.reason === "method_not_allowed_by_app";
-    });
+    }, "allow-list applied");
     assert.equal((await rpc(endpoint, "net_version")).status, 200);
     assert.equal((await rpc(endpoint, "net_version")).body.result, "31337");
     // The form shows what the server holds after a reload.
@@ -150,12 +139,12 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     await form.getByRole("button", { name: "Save access rules" }).click();
     await form.getByRole("status").filter({ hasText: "Saved" }).waitFor();
     const ua = { "user-agent": "MyWallet/1.0" };
-    await eventually("a foreign user agent refused", async () => {
+    await eventually(async () => {
       const r = await rpc(endpoint, "eth_chainId", { "user-agent": "curl/8" });
       return r.status === 403 && r.body.error.data.reason === "user_agent_not_allowed";
-    });
+    }, "a foreign user agent refused");
     // The app's 3/s: a burst of 8 gets 429 app_rate_limit for the rest.
-    await sleep(1000 - (Date.now() % 1000) + 50);
+    await nextSecond();
     const burst = await Promise.all(Array.from({ length: 8 }, () => rpc(endpoint, "eth_chainId", ua)));
     const ok = burst.filter((r) => r.status === 200).length;
     const capped = burst.filter((r) => r.status === 429 && r.body.error.data.reason === "app_rate_limit");
@@ -168,8 +157,8 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     await form.locator('textarea[name="userAgents"]').fill("");
     await form.getByRole("button", { name: "Save access rules" }).click();
     await eventually(
-      "rules cleared",
       async () => (await rpc(endpoint, "eth_chainId", { "user-agent": "curl/8" })).status === 200,
+      "rules cleared",
     );
   });
 
@@ -208,10 +197,10 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     await settings.locator('input[name="jwtAudience"]').fill("https://dapp.example");
     await settings.getByRole("button", { name: "Save JWT settings" }).click();
     await page.getByTestId("jwt-status").filter({ hasText: "Every request must carry" }).waitFor();
-    await eventually("no token refused", async () => {
+    await eventually(async () => {
       const r = await rpc(endpoint);
       return r.status === 401 && r.body.error.data.reason === "jwt_missing";
-    });
+    }, "no token refused");
     const token = await new SignJWT({ aud: "https://dapp.example" })
       .setProtectedHeader({ alg: "ES256", kid: "main" })
       .setExpirationTime("5m")

@@ -4,6 +4,7 @@ import type { Page } from "playwright-core";
 import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { ADMIN_TOKEN, type Harness } from "../control-plane/harness";
 import { ingestorFor, recorderFor } from "../control-plane/usage/helpers";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
@@ -22,8 +23,6 @@ const NETWORK = "local-evm";
 const EMAIL = `console-${Date.now()}@example.com`;
 const PASSWORD = "correct horse battery staple";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 async function rpc(url: string, headers: Record<string, string> = {}, method = "eth_chainId") {
   const res = await fetch(url, {
     method: "POST",
@@ -31,16 +30,6 @@ async function rpc(url: string, headers: Record<string, string> = {}, method = "
     body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
   });
   return { status: res.status, body: (await res.json()) as { result?: string; error?: { code: number } } };
-}
-
-/** Polls `fn` until it returns true (key and allowlist changes reach the data plane within a second). */
-async function eventually(what: string, fn: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await fn()) return;
-    await sleep(50);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
 }
 
 describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> anvil)", function () {
@@ -159,8 +148,8 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       endpoint,
     );
     const fresh = (await page.getByTestId("https-url").textContent())!;
-    await eventually("old key refused", async () => (await rpc(endpoint)).status === 401);
-    await eventually("new key served", async () => (await rpc(fresh)).status === 200);
+    await eventually(async () => (await rpc(endpoint)).status === 401, "old key refused");
+    await eventually(async () => (await rpc(fresh)).status === 200, "new key served");
     endpoint = fresh;
   });
 
@@ -174,10 +163,10 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await form.getByRole("button", { name: "Add" }).click();
     await page.locator("ul.allowlist", { hasText: "https://allowed.example" }).waitFor();
     assert.equal(await page.locator('.field-error[data-field="value"]').count(), 0);
-    await eventually("other origin refused", async () => {
+    await eventually(async () => {
       const r = await rpc(endpoint, { origin: "https://evil.example" });
       return r.status === 403 && r.body.error?.code === -32016;
-    });
+    }, "other origin refused");
     assert.equal((await rpc(endpoint, { origin: "https://allowed.example" })).status, 200);
     await shot("app-allowlist");
   });
@@ -597,13 +586,13 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       (sel) => (document.querySelector(sel) as HTMLSelectElement | null)?.value === "MEMBER",
       `select[aria-label="Role of ${ANA}"]`,
     );
-    await eventually("role stored", async () => {
+    await eventually(async () => {
       const m = await h.cp.dataSource.query(
         "SELECT m.role FROM memberships m JOIN accounts a ON a.id = m.account_id WHERE a.email = $1",
         [ANA],
       );
       return m[0]?.role === "MEMBER";
-    });
+    }, "role stored");
     await shot("members");
     // Ownership to Ana: the owner becomes ADMIN, and the page follows.
     await row(ANA).getByRole("button", { name: "Make owner" }).click();
@@ -646,7 +635,7 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
       return (window as unknown as { __rgInjected?: unknown }).__rgInjected;
     });
     assert.equal(ran, undefined, "an inline script ran");
-    await eventually("the violation reported", async () => (await policy.violations()).length > 0);
+    await eventually(async () => (await policy.violations()).length > 0, "the violation reported");
     assert.match((await policy.violations()).join("\n"), /^script-src-elem inline /m);
   });
 });

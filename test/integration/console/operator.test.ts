@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { ADMIN_TOKEN, type Harness } from "../control-plane/harness";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 import {
@@ -95,12 +96,12 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     await added.waitFor();
     await added.getByLabel("Weight", { exact: true }).fill("9");
     await added.getByRole("button", { name: "Save" }).click();
-    await eventually("weight 9 stored", async () => {
+    await eventually(async () => {
       const d = await h.ok(`{ networks { upstreams { httpUrl weight } } }`, {}, ADMIN_TOKEN);
       return d.networks[0].upstreams.some(
         (u: { httpUrl: string; weight: number }) => u.httpUrl === "http://127.0.0.1:9" && u.weight === 9,
       );
-    });
+    }, "weight 9 stored");
     await added.getByRole("button", { name: "Remove" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Remove" }).click();
     await added.waitFor({ state: "detached" });
@@ -137,8 +138,8 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     await form.getByLabel("Self-service").check();
     await form.getByRole("button", { name: "Save plan" }).click();
     await eventually(
-      "enterprise self-service",
       async () => (await ent.getByTestId("self-service").textContent()) === "yes",
+      "enterprise self-service",
     );
     const plans = await h.ok(`{ plans { name selfService } }`, {}, ADMIN_TOKEN);
     assert.equal(plans.plans.find((p: { name: string }) => p.name === "enterprise").selfService, true);
@@ -152,10 +153,10 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     assert.ok((await row.textContent())?.includes(tenantEmail));
     assert.match((await row.getByTestId("today").textContent()) ?? "", /^0 \/ [\d,]+$/);
     await row.getByLabel(`Plan of WS ${tenantEmail}`).selectOption("growth");
-    await eventually("tenant on growth", async () => {
+    await eventually(async () => {
       const d = await h.ok("{ workspace { plan { name } } }", {}, tenant.token);
       return d.workspace.plan.name === "growth";
-    });
+    }, "tenant on growth");
     await shot("operator-workspaces");
   });
 
@@ -174,12 +175,3 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
     await shot("operator-usage");
   });
 });
-
-async function eventually(what: string, fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
+import { eventually } from "../../helpers/eventually";
 import { createApp, type Harness } from "../control-plane/harness";
-import { post, sleep } from "../data-plane/harness";
+import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 import { type ConsoleBrowser, launchConsoleBrowser } from "./browser";
 import {
@@ -27,17 +28,18 @@ describe("console: request log (Chromium -> /console -> GraphQL requestLog; gate
 
   /** Waits until the GraphQL API lists `requestId` (the page is then tested against known data). */
   const ingested = async (requestId: string) => {
-    const t0 = Date.now();
-    while (Date.now() - t0 < 30_000) {
-      const d = await h.ok(
-        `query($f: RequestLogFilter!) { requestLog(filter: $f) { edges { node { requestId } } } }`,
-        { f: { requestId } },
-        token,
-      );
-      if (d.requestLog.edges.length > 0) return;
-      await sleep(50);
-    }
-    throw new Error(`${requestId} never reached the request log`);
+    await eventually(
+      async () =>
+        (
+          await h.ok(
+            `query($f: RequestLogFilter!) { requestLog(filter: $f) { edges { node { requestId } } } }`,
+            { f: { requestId } },
+            token,
+          )
+        ).requestLog.edges.length > 0,
+      `${requestId} in the request log`,
+      30_000,
+    );
   };
 
   before(async function () {

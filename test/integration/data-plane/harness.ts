@@ -1,6 +1,8 @@
 import { type DataPlaneConfig, loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, type DataPlaneOverrides, startDataPlane } from "../../../data-plane/src/data-plane";
 import { serveMetrics } from "../../../shared/src/metrics/server";
+import type { PlaneEvent } from "../../../shared/src/redis/records";
+import { eventually } from "../../helpers/eventually";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../helpers/redis";
 import { RedisSeeder } from "../../helpers/seed-redis";
 
@@ -13,6 +15,8 @@ export interface Gateway {
   metricsBase: string;
   config: DataPlaneConfig;
   port(): number;
+  /** Publishes a plane event and resolves once the plane has applied it (no sleep after a publish). */
+  publish(event: PlaneEvent): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -67,6 +71,11 @@ export async function startGateway(
     base: `http://127.0.0.1:${plane.port}`,
     metricsBase: `http://127.0.0.1:${metrics.port}`,
     port: () => plane.port,
+    async publish(event) {
+      const before = plane.eventsApplied();
+      await seeder.publish(event);
+      await eventually(() => plane.eventsApplied() > before, `the plane to apply ${event.type}`);
+    },
     async stop() {
       await plane.close();
       await metrics.close();

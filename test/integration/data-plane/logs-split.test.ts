@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
+import { eventually } from "../../helpers/eventually";
 import { ANVIL_DETERMINISTIC_ARGS, EMIT_TOPIC, LogHistory, word } from "../../helpers/evm-logs";
 import { evmNetwork } from "../../helpers/seed-redis";
-import { type Gateway, post, sleep, startGateway } from "./harness";
+import { type Gateway, post, startGateway } from "./harness";
 import { StubUpstream } from "./stub-upstream";
 import { TestWsClient } from "./ws/ws-client";
 
@@ -136,10 +137,10 @@ describe("data plane: eth_getLogs split across upstreams (real anvil)", function
       await s.putNetwork(evmNetwork("dflt", [up("e", empty)]));
       key = await s.putKey();
     });
-    const deadline = Date.now() + 10_000;
-    while (gw.plane.context.upstreams.get("eth")!.cacheHead() !== head && Date.now() < deadline)
-      await sleep(50);
-    assert.equal(gw.plane.context.upstreams.get("eth")!.cacheHead(), head, "the pool knows the head");
+    await eventually(
+      () => gw.plane.context.upstreams.get("eth")!.cacheHead() === head,
+      "the pool to know the head",
+    );
   });
 
   after(async () => {
@@ -405,16 +406,11 @@ describe("data plane: eth_getLogs split across upstreams (real anvil)", function
       logsChunkBlocks: 1000,
     });
     await gw.seeder.publish({ type: "networks.update" });
-    const deadline = Date.now() + 5_000;
-    let calls = 0;
-    while (Date.now() < deadline) {
+    await eventually(async () => {
       empty.reset();
       await post(url("dflt"), logs(2, { fromBlock: "0x0", toBlock: hex(4000) }));
-      calls = empty.count("eth_getLogs");
-      if (calls === 5) break;
-      await sleep(50);
-    }
-    assert.equal(calls, 5, "chunk 1000: five sub-calls");
+      return empty.count("eth_getLogs") === 5;
+    }, "chunk 1000: five sub-calls");
   });
 
   describe("with few heavy slots and a small response cap", () => {

@@ -7,9 +7,10 @@ import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { createLogger } from "../../../shared/src/log/logger";
 import type { KeyRecord } from "../../../shared/src/redis/records";
+import { eventually } from "../../helpers/eventually";
 import { createTestRedisNamespace, TEST_REDIS_URL } from "../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../helpers/seed-redis";
-import { type Gateway, post, sleep, startGateway } from "./harness";
+import { type Gateway, post, startGateway } from "./harness";
 import { StubUpstream } from "./stub-upstream";
 
 const chainId = { jsonrpc: "2.0", id: 1, method: "eth_chainId" };
@@ -52,18 +53,17 @@ describe("data plane state: Redis reconnects and failures", function () {
         .map((line) => /id=(\d+)/.exec(line)![1]!);
       assert.equal(ids.length, 2, clients);
       for (const id of ids) await admin.client("KILL", "ID", id);
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 403; i++) {
-        await sleep(100);
-        status = (await post(url, chainId, { origin: "https://evil.io" })).status;
-      }
-      assert.equal(status, 403, "cache not dropped after reconnect");
+      await eventually(
+        async () => (await post(url, chainId, { origin: "https://evil.io" })).status === 403,
+        "the cached key dropped after the reconnect",
+      );
       // The subscription is back: a revoke published now takes effect.
       await gw.seeder.deleteKey(key);
       await gw.seeder.publish({ type: "key.revoke", keyHash: hashApiKey(key) });
-      await sleep(300);
-      const r = await post(url, chainId, { origin: "https://good.io" });
-      assert.equal(r.status, 401);
+      await eventually(
+        async () => (await post(url, chainId, { origin: "https://good.io" })).status === 401,
+        "the revoke to take effect",
+      );
       assert.equal((await fetch(`${gw.base}/readyz`)).status, 200);
     } finally {
       admin.disconnect();
@@ -115,7 +115,12 @@ describe("data plane state: Redis reconnects and failures", function () {
       await gw.seeder.deleteKey(key);
     };
     const call = (k: string, slug = "eth") => post(`${gw.base}/${slug}/rpc?apikey=${k}`, chainId);
+    // The markers of the state's `reconnect` events: the plane's own listener was added first, so when
+    // one is recorded here the plane has acted on it.
+    const reconnects: (string | null)[] = [];
+    state.on("reconnect", (marker) => reconnects.push(marker));
     return {
+      reconnects,
       gw,
       state,
       admin,
@@ -140,10 +145,10 @@ describe("data plane state: Redis reconnects and failures", function () {
       await t.empty();
       await t.kill();
       // The command connection is back long before the subscriber: no marker, so everything is kept.
-      for (let i = 0; i < 50 && !(await t.connected(t.names.cmd)); i++) await sleep(20);
-      assert.ok(await t.connected(t.names.cmd), "command connection not back");
+      await eventually(() => t.connected(t.names.cmd), "the command connection back");
       assert.equal(await t.connected(t.names.sub), false, "the subscriber should still be away");
-      await sleep(200);
+      // Nothing re-syncs on the command connection alone: no reconnect was announced, and the key is kept.
+      assert.deepEqual(t.reconnects, [], "re-synced before the subscription was back");
       assert.equal((await t.call(t.key)).status, 200, "last known good state kept");
       // The control plane re-publishes now, without the old key and with a new network: its `resync`
       // reaches no one, since the subscriber is away.
@@ -153,15 +158,15 @@ describe("data plane state: Redis reconnects and failures", function () {
       await t.admin.set(t.state.names.publishedAt(), "m2");
       await t.gw.seeder.publish({ type: "resync" });
       // Once the subscription is back, the changed marker stands for the missed resync.
-      let old = 0;
-      let fresh2 = 0;
-      for (let i = 0; i < 100 && !(old === 401 && fresh2 === 200); i++) {
-        await sleep(50);
-        old = (await t.call(t.key)).status;
-        fresh2 = (await t.call(fresh, "eth2")).status;
-      }
-      assert.equal(old, 401, "the key dropped by the re-publish is still served from the cache");
-      assert.equal(fresh2, 200, "the network added by the re-publish is not served");
+      await eventually(() => t.reconnects.length > 0, "the reconnect once the subscriber is back");
+      await eventually(
+        async () => (await t.call(t.key)).status === 401,
+        "the key dropped by the re-publish no longer served from the cache",
+      );
+      await eventually(
+        async () => (await t.call(fresh, "eth2")).status === 200,
+        "the network added by the re-publish served",
+      );
       assert.equal((await fetch(`${t.gw.base}/readyz`)).status, 200);
     } finally {
       await t.stop();
@@ -174,30 +179,25 @@ describe("data plane state: Redis reconnects and failures", function () {
       assert.equal((await t.call(t.key)).status, 200); // cached
       await t.empty();
       await t.kill();
-      for (let i = 0; i < 50 && !(await t.connected(t.names.sub)); i++) await sleep(20);
-      assert.ok(await t.connected(t.names.sub), "subscriber not back");
-      // Until the command connection is back nothing can be checked: the cache is kept meanwhile...
-      await sleep(800);
+      await eventually(() => t.connected(t.names.sub), "the subscriber back");
+      // Until the command connection is back nothing can be checked: no reconnect is announced, and the
+      // cache is kept meanwhile...
+      assert.deepEqual(t.reconnects, [], "re-synced before the command connection was back");
       assert.equal(
         (await t.call(t.key)).status,
         200,
         "cached key dropped while the marker could not be read",
       );
-      for (let i = 0; i < 100 && !(await t.connected(t.names.cmd)); i++) await sleep(20);
-      assert.ok(await t.connected(t.names.cmd), "command connection not back");
-      // ...and after it, since Redis holds no publication.
-      await sleep(300);
+      // ...and after it (the plane has handled the reconnect once it is recorded), since Redis holds no
+      // publication.
+      await eventually(() => t.reconnects.length > 0, "the reconnect once the command connection is back");
+      assert.deepEqual(t.reconnects, [null], "the marker read after the reconnect");
       assert.equal((await t.call(t.key)).status, 200, "cached key dropped although Redis lost its data");
       // The re-publish (the key is gone) is then applied.
       await t.admin.set(t.state.names.publishedAt(), "m2");
       await t.gw.seeder.putNetwork(evmNetwork("eth", [{ id: "stub", httpUrl: stub.url }]));
       await t.gw.seeder.publish({ type: "resync" });
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 401; i++) {
-        await sleep(50);
-        status = (await t.call(t.key)).status;
-      }
-      assert.equal(status, 401);
+      await eventually(async () => (await t.call(t.key)).status === 401, "the re-publish applied");
     } finally {
       await t.stop();
     }

@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { Redis } from "ioredis";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { USAGE_STREAM_FIELD, type UsageBatch } from "../../../shared/src/usage/contract";
+import { eventually } from "../../helpers/eventually";
 import { freePort } from "../../helpers/ports";
 import { type StartedProcess, startProcess } from "../../helpers/process";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../helpers/redis";
@@ -57,14 +58,6 @@ function send(agent: http.Agent, port: number, path: string, body: string): Prom
     req.on("error", (err: NodeJS.ErrnoException) => done({ error: err.code ?? err.message }));
     req.end(body);
   });
-}
-
-async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 /** Sums the usage rows in the stream (each batchId once). */
@@ -149,7 +142,7 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
       assert.deepEqual(first, { status: 200, close: false });
       const exited = proc.stop(20_000);
       const p = proc;
-      await until(() => /shutting down: draining/.test(p.output()), "the shutting-down log line");
+      await eventually(() => /shutting down: draining/.test(p.output()), "the shutting-down log line");
       const late = await new Promise<{ status?: number; close?: boolean; text: string }>((done) => {
         const req = http.request(
           {
@@ -261,7 +254,12 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
           agents.push(agent);
           loops.push(loop(agent, 100 + c, 60 + 25 * c));
         }
-        await sleep(700);
+        // The signal comes under load: once more than 100 requests were served (counted, not timed).
+        await eventually(
+          () => outcomes.filter((o) => o.status === 200).length > 100,
+          "100 requests served before the signal",
+          30_000,
+        );
         signalled = true;
         const code = await proc.stop(20_000);
         assert.equal(code, 0, proc.output());
@@ -387,14 +385,21 @@ describe("durability: SIGTERM under load from keep-alive clients", function () {
         agents.push(agent);
         loops.push(loop(agent, 100 + i, 60 + 40 * i));
       }
-      await sleep(500);
+      // The signal comes under load: once more than 20 HTTP and 20 WebSocket calls were served.
+      await eventually(
+        () => outcomes.filter((o) => o.status === 200).length > 20 && wsOut.ok > 20,
+        "20 HTTP and 20 WebSocket calls served before the signal",
+        30_000,
+      );
       // Coalesced upstream with whatever WebSocket calls share its event-loop turn (they wait with it).
+      const slowAsked = stub.count("eth_getCode");
       const slow = c.call("eth_getCode", ["0x1", "latest"], 15_000);
-      await sleep(300);
+      // In flight at the signal: the node has it (and answers it 1 s later).
+      await eventually(() => stub.count("eth_getCode") > slowAsked, "the slow call at the node");
       signalled = true;
       const t0 = Date.now();
       const exited = p.stop(30_000);
-      await until(() => /shutting down: draining/.test(p.output()), "the shutting-down log line");
+      await eventually(() => /shutting down: draining/.test(p.output()), "the shutting-down log line");
       const code = await exited;
       const shutdownMs = Date.now() - t0;
       assert.equal(code, 0, p.output());

@@ -9,6 +9,7 @@ import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { keySlot } from "../../../shared/src/redis/slots";
 import { USAGE_STREAM_FIELD, type UsageBatch } from "../../../shared/src/usage/contract";
+import { eventually } from "../../helpers/eventually";
 import { freePort } from "../../helpers/ports";
 import { type StartedProcess, startProcess } from "../../helpers/process";
 import {
@@ -277,11 +278,10 @@ class Scenario {
     assert.equal((await send(this.url(this.key), call("lim_before"))).status, 200);
     assert.equal((await send(this.url(this.other), call("lim_before"))).status, 200);
     await this.steerSubscription();
-    const deadline = Date.now() + 5_000;
-    while ((await this.client.xlen(this.stream)) === 0) {
-      assert.ok(Date.now() < deadline, "no usage entry before the failover");
-      await sleep(25);
-    }
+    await eventually(
+      async () => (await this.client.xlen(this.stream)) > 0,
+      "a usage entry before the failover",
+    );
   }
 
   /**
@@ -291,17 +291,16 @@ class Scenario {
    */
   private async steerSubscription(): Promise<void> {
     const nodes = [...this.cluster.ports, ...this.cluster.replicaPorts];
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const subs = await subscriptions(nodes, this.ns.prefix);
-      if (subs.length === 1 && subs[0]!.port === this.victim) return;
-      assert.ok(
-        Date.now() < deadline,
-        `the subscription never landed on ${this.victim}: ${JSON.stringify(subs)}`,
-      );
-      if (subs.length === 1) await onNode(subs[0]!.port, (r) => r.client("KILL", "ID", subs[0]!.id));
-      await sleep(20);
-    }
+    await eventually(
+      async () => {
+        const subs = await subscriptions(nodes, this.ns.prefix);
+        if (subs.length === 1 && subs[0]!.port === this.victim) return true;
+        if (subs.length === 1) await onNode(subs[0]!.port, (r) => r.client("KILL", "ID", subs[0]!.id));
+        return false;
+      },
+      `the subscription to land on ${this.victim}`,
+      20_000,
+    );
   }
 
   /** Batch ids in the usage stream now. */
@@ -311,7 +310,8 @@ class Scenario {
 
   /**
    * Sends keyed requests (three loops on the cached key, one on fresh keys) while `failover` runs (it
-   * resolves with the promotion time) and for `recoveryMs` + 1.5 s after it; checks every answer.
+   * resolves with the promotion time) and after it, until 10 fresh-key requests went out `recoveryMs` past
+   * the promotion; checks every answer.
    */
   async throughFailover(
     what: string,
@@ -334,10 +334,18 @@ class Scenario {
       }
     };
     const load = Promise.all([cachedLoop(), cachedLoop(), cachedLoop(), freshLoop()]);
-    await sleep(500);
+    // The failure comes under load: once some answers are in (counted, not timed).
+    await eventually(() => outcomes.length >= 20, "20 answers before the failure");
     const startedAt = Date.now();
     const { promoted, at: promotedAt } = await failover();
-    stopAt = promotedAt + recoveryMs + 1_500;
+    // Load until `recoveryMs` after the promotion and then on, until 10 fresh-key requests were sent past
+    // it (counted, not timed: a loaded machine sends fewer per second).
+    await eventually(
+      () => outcomes.filter((o) => o.fresh && o.at >= promotedAt + recoveryMs).length >= 10,
+      "10 fresh-key requests past the recovery time",
+      recoveryMs + 30_000,
+    );
+    stopAt = Date.now();
     await load;
 
     const bad = outcomes.filter((o) => o.status !== 200);
@@ -375,14 +383,12 @@ class Scenario {
 
   /** Until both limits report reaching Redis. */
   async limitsHealthy(): Promise<void> {
-    const deadline = Date.now() + 5_000;
-    while (
-      !(await metric(this.metricsBase, 'rpcgw_limits_redis_up{component="ratelimit"} 1')) ||
-      !(await metric(this.metricsBase, 'rpcgw_limits_redis_up{component="quota"} 1'))
-    ) {
-      assert.ok(Date.now() < deadline, "the limits never reported Redis healthy after the failover");
-      await sleep(25);
-    }
+    await eventually(
+      async () =>
+        (await metric(this.metricsBase, 'rpcgw_limits_redis_up{component="ratelimit"} 1')) &&
+        (await metric(this.metricsBase, 'rpcgw_limits_redis_up{component="quota"} 1')),
+      "the limits to report Redis healthy after the failover",
+    );
   }
 
   /**
@@ -390,32 +396,26 @@ class Scenario {
    * (replicated, or written again by the recorder when it saw the stream's master change).
    */
   async usageContinues(sinceMs: number, before: Set<string>): Promise<void> {
-    const deadline = Date.now() + 5_000;
-    for (;;) {
+    await eventually(async () => {
       const rows = batches(await this.client.xrange(this.stream, String(sinceMs), "+")).flatMap(
         (b) => b.rows,
       );
-      if (rows.some((r) => r.appId === this.app && r.method === "lim_load")) break;
-      assert.ok(Date.now() < deadline, "no usage recorded after the failover");
-      await sleep(50);
-    }
+      return rows.some((r) => r.appId === this.app && r.method === "lim_load");
+    }, "usage recorded after the failover");
     const ids = await this.usageBatchIds();
     const missing = [...before].filter((id) => !ids.includes(id));
     assert.deepEqual(missing, [], "usage batches written before the failover are in the stream after it");
     console.log(`      usage: ${ids.length} entries, ${ids.length - new Set(ids).size} written again`);
   }
 
-  /** A revocation published now reaches the data plane within a second (as on a healthy cluster). */
+  /** A revocation published now reaches the data plane (as on a healthy cluster). */
   async revocationArrives(): Promise<void> {
     await this.seeder.deleteKey(this.key);
     await this.seeder.publish({ type: "key.revoke", keyHash: hashApiKey(this.key) });
-    const deadline = Date.now() + 1_000;
-    for (;;) {
-      const r = await send(this.url(this.key), call("lim_after"));
-      if (r.status === 401) break;
-      assert.ok(Date.now() < deadline, `the revocation never arrived (${r.status} ${r.reason})`);
-      await sleep(20);
-    }
+    await eventually(
+      async () => (await send(this.url(this.key), call("lim_after"))).status === 401,
+      "the revocation to arrive",
+    );
   }
 
   /**
@@ -497,14 +497,12 @@ describe("Redis Cluster failover: a master fails, its replica takes over, the da
       // The same for the daily quota, once the planted seconds are over.
       await sleep((second + 4) * 1000 - Date.now());
       await s.client.incrby(s.names.quotaDay(s.ws, utcDayKey(Date.now())), DAILY);
-      const quota = Date.now() + 3_000;
-      for (;;) {
+      await eventually(async () => {
         const r = await send(s.url(s.key), call("lim_after"));
-        if (r.status === 429 && r.reason === "daily_limit") break;
+        if (r.status === 429 && r.reason === "daily_limit") return true;
         assert.equal(r.status, 200, `${r.status} ${r.reason}`);
-        assert.ok(Date.now() < quota, "the daily quota was not enforced through Redis after the failover");
-        await sleep(20);
-      }
+        return false;
+      }, "the daily quota enforced through Redis after the failover");
       await s.usageContinues(promotedAt, before);
       // The subscription was on the victim: ioredis moved it when its connection closed.
       await s.revocationArrives();
@@ -525,6 +523,8 @@ describe("Redis Cluster failover: a master fails, its replica takes over, the da
           await cluster.freezeMaster(s.victim);
           // Revoked while the subscription sits on the frozen master: the event is lost with it.
           await s.revokeOther();
+          // No barrier can pass a frozen master: this only gives a delivered event time to show, and
+          // is a check of the setup (the failover's own checks follow), not of the behaviour.
           await sleep(200);
           assert.equal((await send(s.url(s.other), call("lim_other"))).status, 200, "the event was lost");
           return { promoted: await cluster.waitForFailover(s.victim), at: Date.now() };
@@ -536,20 +536,17 @@ describe("Redis Cluster failover: a master fails, its replica takes over, the da
       // Nothing closed the subscription's connection to the frozen victim: it moves when the slot-map
       // refresh drops the victim.
       const live = [...cluster.ports, ...cluster.replicaPorts].filter((p) => p !== s.victim);
-      const moved = promotedAt + RECOVERY_AFTER_FREEZE_MS;
-      while ((await subscriptions(live, s.ns.prefix)).length === 0) {
-        assert.ok(Date.now() < moved, "the subscription stayed on the frozen master");
-        await sleep(50);
-      }
+      await eventually(
+        async () => (await subscriptions(live, s.ns.prefix)).length > 0,
+        "the subscription to leave the frozen master",
+        Math.max(10_000, RECOVERY_AFTER_FREEZE_MS * 2),
+      );
       // The data plane re-synced when its subscription moved (cached keys dropped, as after a reconnect
       // on a single Redis), so the revocation it never heard of applies too.
-      const resynced = Date.now() + 3_000;
-      for (;;) {
-        const r = await send(s.url(s.other), call("lim_other"));
-        if (r.status === 401) break;
-        assert.ok(Date.now() < resynced, `a key revoked during the failover is still served (${r.status})`);
-        await sleep(50);
-      }
+      await eventually(
+        async () => (await send(s.url(s.other), call("lim_other"))).status === 401,
+        "a key revoked during the failover refused",
+      );
       await s.revocationArrives();
       await s.stopDataPlane();
     } finally {
@@ -581,11 +578,7 @@ describe("Redis Cluster failover: a master fails, its replica takes over, the da
     let restarts = 0;
     const watch = watchRedisRestarts(reading, () => restarts++);
     try {
-      const read = Date.now() + 5_000;
-      while (runIds.length === 0) {
-        assert.ok(Date.now() < read, "the run id was never read");
-        await sleep(20);
-      }
+      await eventually(() => runIds.length > 0, "the run id read");
       // As against a cluster in service, the client knows every replica: the promoted one is no new node.
       assert.equal(isCluster(conn) && conn.nodes("slave").length, 3);
       const victim = await cluster.masterOf(stream);
@@ -593,11 +586,7 @@ describe("Redis Cluster failover: a master fails, its replica takes over, the da
       const promoted = await cluster.waitForFailover(victim);
       // The recorder's next flush, on the new master.
       await conn.xadd(stream, "*", USAGE_STREAM_FIELD, "{}");
-      const seen = Date.now() + 3_000;
-      while (restarts === 0) {
-        assert.ok(Date.now() < seen, `the failover went unnoticed (run ids read: ${runIds.join(", ")})`);
-        await sleep(20);
-      }
+      await eventually(() => restarts > 0, "the failover noticed");
       assert.equal(restarts, 1);
       const now = await onNode(promoted, (r) => r.info("server"));
       assert.equal(runIds.at(-1), /run_id:(\w+)/.exec(now)![1], "the promoted replica's run id");

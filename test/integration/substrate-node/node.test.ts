@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
+import { eventually } from "../../helpers/eventually";
 import { freePort } from "../../helpers/ports";
 import { startProcess } from "../../helpers/process";
 import { type SubstrateTestNode, startSubstrateTestNode } from "../../substrate-node/node";
@@ -42,11 +43,7 @@ async function call(url: string, method: string, params?: unknown[]): Promise<Js
 }
 
 async function until(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await eventually(cond, "the condition", timeoutMs);
 }
 
 /** A WebSocket client that collects notifications per subscription id. */
@@ -305,7 +302,11 @@ describe("substrate test node (stand-in)", function () {
           id: 2,
         });
         const count = c.of(id).length;
-        await new Promise((r) => setTimeout(r, 350));
+        // Two blocks made after the unsubscribe; their notifications would have been sent before the
+        // answer to a request sent after them, on the same socket.
+        const unsubscribedAt = node.bestNumber();
+        await until(() => node.bestNumber() >= unsubscribedAt + 2);
+        await c.request("system_chain");
         assert.equal(c.of(id).length, count, "no notification after unsubscribe");
         assert.equal((await c.request("chain_unsubscribeNewHeads", [id])).result, false);
       } finally {
@@ -373,7 +374,11 @@ describe("substrate test node (stand-in)", function () {
         await call(node.httpUrl, "testnode_setSyncPaused", [true]);
         await call(node.httpUrl, "testnode_fallBehind", [500]);
         assert.equal((await call(node.httpUrl, "system_health")).isSyncing, true);
-        await new Promise((r) => setTimeout(r, 300));
+        // Three sync rounds pass without an import.
+        const pausedAt = node.bestNumber();
+        const rounds = node.syncRounds();
+        await until(() => node.syncRounds() >= rounds + 3);
+        assert.equal(node.bestNumber(), pausedAt, "paused: nothing imported");
         assert.equal((await call(node.httpUrl, "system_health")).isSyncing, true, "paused: stays behind");
         node.setSyncPaused(false);
         await until(() => !node.isSyncing());

@@ -1,22 +1,15 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { eventually } from "../../helpers/eventually";
 
 // Plain JS script module (not compiled): loaded from the source tree.
 const root = path.resolve(__dirname, "../../../..");
 // biome-ignore lint/suspicious/noExplicitAny: an untyped CommonJS script
 const { createSupervisor, stopTimeoutMs } = require(path.join(root, "scripts/supervise.js")) as any;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+const until = (check: () => boolean, what: string) => eventually(check, what);
 
 function supervisor() {
   const warnings: string[] = [];
@@ -55,7 +48,9 @@ describe("scripts/supervise (npm start's restart logic)", () => {
       await sup.stop();
     }
     const after = entry.restarts;
-    await sleep(150);
+    // Timers fire in order of expiry: a restart timer (restartMaxMs at most) set before stop() would
+    // have fired before this one.
+    await new Promise((r) => setTimeout(r, 40));
     assert.equal(entry.restarts, after, "no restart after stop");
   });
 
@@ -78,14 +73,16 @@ describe("scripts/supervise (npm start's restart logic)", () => {
   it("restarts a child that exits once per death, and stop() ends a running one with SIGTERM", async () => {
     const { sup, warnings } = supervisor();
     const flag = path.join(dir, "ran-once");
-    // Exits 3 on its first run, then stays up.
-    const script = `const fs=require("fs");if(!fs.existsSync(${JSON.stringify(flag)})){fs.writeFileSync(${JSON.stringify(flag)},"");process.exit(3)}setInterval(()=>{},1000)`;
+    const up = path.join(dir, "up");
+    // Exits 3 on its first run, then stays up (and says so in a file).
+    const script = `const fs=require("fs");if(!fs.existsSync(${JSON.stringify(flag)})){fs.writeFileSync(${JSON.stringify(flag)},"");process.exit(3)}fs.writeFileSync(${JSON.stringify(up)},"");setInterval(()=>{},1000)`;
     const entry = sup.run("flaky", process.execPath, ["-e", script], process.env);
     await until(
       () => entry.restarts === 1 && entry.child?.pid !== undefined && entry.timer === undefined,
       "the restart",
     );
-    await sleep(200);
+    // The second run is past its exit check: it stays up.
+    await until(() => existsSync(up), "the second run up");
     assert.equal(entry.restarts, 1, warnings.join("\n"));
     assert.match(warnings.join("\n"), /died \(exit code 3\); restarting in 20 ms \(restart #1\)/);
     const child = entry.child!;

@@ -4,6 +4,7 @@ import { applyRetention } from "../../../../control-plane/src/usage/usage.retent
 import { startWorker } from "../../../../control-plane/src/worker/worker";
 import { ErrorCategory } from "../../../../shared/src/jsonrpc/errors";
 import { USAGE_CONSUMER_GROUP, UsageBatch } from "../../../../shared/src/usage/contract";
+import { eventually } from "../../../helpers/eventually";
 import { describeOverRedis } from "../../../helpers/redis";
 import { Harness, startHarness } from "../harness";
 import { ingestorFor, recorderFor } from "./helpers";
@@ -102,7 +103,18 @@ describeOverRedis("control-plane: usage ingestion (stream -> Postgres)", (redis)
     const mid = await totals();
     assert.equal(mid.minute, 15, "3 entries of 5 committed");
     const b = ingestorFor(h, { consumerName: "survivor", claimIdleMs: 1, batch: 3 });
-    await new Promise((r) => setTimeout(r, 20));
+    // Claimable once idle for more than claimIdleMs, by Redis's count.
+    await eventually(async () => {
+      const pending = (await h.redis.xpending(
+        h.names.usageStream(),
+        USAGE_CONSUMER_GROUP,
+        "-",
+        "+",
+        10,
+        "dies",
+      )) as [string, string, number, number][];
+      return pending.length === 2 && pending.every(([, , idleMs]) => idleMs > 1);
+    }, "the dead consumer's entries idle");
     assert.equal(await b.drain(), 7, "2 claimed from the dead consumer + 5 new");
     assert.equal(b.ing.stats.duplicates, 1);
     assert.equal(b.ing.stats.applied, 6);
@@ -126,7 +138,16 @@ describeOverRedis("control-plane: usage ingestion (stream -> Postgres)", (redis)
     await a.drain();
     const b = ingestorFor(h, { consumerName: "live-b" });
     await b.drain();
-    await new Promise((r) => setTimeout(r, 30));
+    // Pruned once idle for more than 10 ms, by Redis's count.
+    await eventually(async () => {
+      const consumers = (await h.redis.xinfo(
+        "CONSUMERS",
+        h.names.usageStream(),
+        USAGE_CONSUMER_GROUP,
+      )) as unknown[][];
+      const old = consumers.find((c) => c[1] === "old-a");
+      return old !== undefined && Number(old[old.indexOf("idle") + 1]) > 10;
+    }, "old-a idle");
     assert.deepEqual(await b.ing.consumer.pruneIdleConsumers(10), ["old-a"]);
     const left = (await h.redis.xinfo(
       "CONSUMERS",
@@ -199,14 +220,11 @@ describeOverRedis("control-plane: usage ingestion (stream -> Postgres)", (redis)
     const w = await startWorker(config, undefined, { usage: { blockMs: 200 } });
     try {
       const total = await produce(2, 6, "dp-w");
-      const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline && (await totals()).minute < total)
-        await new Promise((r) => setTimeout(r, 50));
+      await eventually(async () => (await totals()).minute >= total, "the worker to ingest");
       assert.deepEqual(await totals(), { minute: total, hour: total, day: total });
     } finally {
-      const t = Date.now();
+      // A close that hung on the blocking read would fail by the test's timeout.
       await w.close();
-      assert.ok(Date.now() - t < 5_000, "close does not hang on the blocking read");
     }
   });
 

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { resolve } from "node:path";
 import type { RedisReconciledRateLimiter } from "../../../../data-plane/src/ratelimit/redis-rate-limiter";
+import { eventually, nextSecond } from "../../../helpers/eventually";
 import { freePort } from "../../../helpers/ports";
 import { type StartedProcess, startProcess } from "../../../helpers/process";
 import {
@@ -10,7 +11,7 @@ import {
   type TestRedisNamespace,
 } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
-import { type Gateway, post, sleep, startGateway } from "../harness";
+import { type Gateway, post, startGateway } from "../harness";
 import { TcpProxy } from "../ratelimit/tcp-proxy";
 import { batchOf, call, FakeClock, inSecond, LIMITS_ENV, RecordingUpstream, UsageReader } from "./fixtures";
 
@@ -66,21 +67,23 @@ describeOverRedis(
     }
 
     it("two instances sharing one key: each second's total within 10% of the limit; the daily count exact", async () => {
-      const limit = 200;
+      // High enough that the few requests admitted just before a second's end and counted by the
+      // upstream in the next second stay inside 10%; low enough for a loaded 2-core machine to offer more
+      // (at 200/s it offered less, and the test failed).
+      const limit = 100;
       let key = "";
       const a = await start(async (s) => {
         key = await s.putKey({ workspaceId: WS, plan: plan(limit) });
       });
       const b = await start(async () => {});
       // Both announce themselves (heartbeats every 500 ms) before the load starts.
-      const deadline = Date.now() + 3_000;
-      while (limiterOf(a).liveInstances < 2 || limiterOf(b).liveInstances < 2) {
-        assert.ok(Date.now() < deadline, "the two instances never saw each other");
-        await sleep(20);
-      }
+      await eventually(
+        () => limiterOf(a).liveInstances >= 2 && limiterOf(b).liveInstances >= 2,
+        "the two instances to see each other",
+      );
       up.watch = "lim_hammer";
       const urls = [a, b].map((g) => `${g.base}/eth/rpc?apikey=${key}`);
-      await sleep(1000 - (Date.now() % 1000));
+      await nextSecond();
       const first = Math.floor(Date.now() / 1000);
       const endMs = (first + 3) * 1000;
       let ok = 0;
@@ -161,13 +164,13 @@ describeOverRedis(
 
           await proxy.cut();
           const metricsUrl = `${g.metricsBase}/metrics`;
-          const down = Date.now() + 5_000;
-          for (;;) {
-            const m = await (await fetch(metricsUrl)).text();
-            if (m.includes('rpcgw_limits_redis_up{component="ratelimit"} 0')) break;
-            assert.ok(Date.now() < down, "the limiter never noticed Redis was gone");
-            await sleep(25);
-          }
+          await eventually(
+            async () =>
+              (await (await fetch(metricsUrl)).text()).includes(
+                'rpcgw_limits_redis_up{component="ratelimit"} 0',
+              ),
+            "the limiter to notice Redis was gone",
+          );
           for (let i = 0; i < 30; i++) {
             const r = await post(bigUrl, call("lim_out", i));
             assert.equal(r.status, 200, `during the outage: ${r.text}`);
@@ -184,17 +187,13 @@ describeOverRedis(
 
           await proxy.start();
           assert.equal(await usage.waitFor(WS, 56, clock.now(), 10_000), 56);
-          const back = Date.now() + 5_000;
-          for (;;) {
+          await eventually(async () => {
             const m = await (await fetch(metricsUrl)).text();
-            if (
+            return (
               m.includes('rpcgw_limits_redis_up{component="ratelimit"} 1') &&
               m.includes('rpcgw_limits_redis_up{component="quota"} 1')
-            )
-              break;
-            assert.ok(Date.now() < back, "the limits never reported Redis healthy again");
-            await sleep(25);
-          }
+            );
+          }, "the limits to report Redis healthy again");
         } finally {
           for (const x of gateways.splice(0)) await x.stop();
           await proxy.cut();

@@ -4,8 +4,9 @@ import { readWorkspaceUsage, type WorkspaceUsage } from "../../../../data-plane/
 import type { Clock } from "../../../../data-plane/src/ratelimit/clock";
 import type { RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
+import { eventually } from "../../../helpers/eventually";
 import { SINGLE_REDIS, type TestRedisTarget } from "../../../helpers/redis";
-import { type RpcResponse, sleep } from "../harness";
+import type { RpcResponse } from "../harness";
 
 /** Limits on, through real Redis; no response cache so every call is forwarded (and counted upstream). */
 export const LIMITS_ENV = {
@@ -101,14 +102,20 @@ export class UsageReader {
     workspaceId: string,
     expected: number,
     nowMs = Date.now(),
-    timeoutMs = 5_000,
+    timeoutMs = 10_000,
   ): Promise<number> {
-    const deadline = Date.now() + timeoutMs;
     let count = -1;
-    while (Date.now() < deadline) {
-      count = (await this.read(workspaceId, nowMs)).count;
-      if (count === expected) return count;
-      await sleep(25);
+    try {
+      await eventually(
+        async () => {
+          count = (await this.read(workspaceId, nowMs)).count;
+          return count === expected;
+        },
+        `the day count ${expected}`,
+        timeoutMs,
+      );
+    } catch {
+      // The caller asserts on the count, which names what was found.
     }
     return count;
   }

@@ -34,8 +34,7 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
       ...over,
     };
     await redis.set(gw.seeder.names.node(NODE_ID), JSON.stringify(rec));
-    await gw.seeder.publish({ type: "node.update", nodeId: NODE_ID });
-    await sleep(100);
+    await gw.publish({ type: "node.update", nodeId: NODE_ID });
   };
   const url = (key: string, id = NODE_ID) => `${gw.base}/nodes/${id}/${encodeURIComponent(key)}`;
   /**
@@ -137,8 +136,7 @@ describe("data plane: dedicated node endpoint /nodes/{nodeId}/{KEY}", function (
     r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
     assert.equal(r.status, 502);
     await redis.del(gw.seeder.names.node(NODE_ID));
-    await gw.seeder.publish({ type: "node.update", nodeId: NODE_ID });
-    await sleep(100);
+    await gw.publish({ type: "node.update", nodeId: NODE_ID });
     r = await post(url(unsafeKey), { jsonrpc: "2.0", id: 1, method: "eth_chainId" });
     assert.equal(r.status, 503);
     await putNode();

@@ -10,7 +10,6 @@ import { startProcess } from "../../../helpers/process";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../../control-plane/harness";
-import { sleep } from "../harness";
 import {
   type Answer,
   connectionOn,
@@ -47,27 +46,23 @@ function bothThreadsServed(before: Sample[], after: Sample[], what: string): Map
 }
 
 /**
- * Polls, on a connection served by each thread, until that thread answers `status`, failing after `ms`
- * from `t0`; returns when the slower thread got there (ms from `t0`).
+ * Asks, on a connection served by each thread, until that thread answers `status` (no bound on how long
+ * a change takes to spread beyond eventually()'s deadline: timings belong to the bench); returns when the
+ * slower thread got there (ms from `t0`, logged for information).
  */
 async function untilEveryThread(
   conns: readonly ThreadConnection[],
   path: string,
   status: number,
   t0: number,
-  ms: number,
 ): Promise<number> {
   const at = await Promise.all(
     conns.map(async (c) => {
-      let last: Answer | undefined;
-      while (performance.now() - t0 < ms) {
-        last = await c.post(path, chainId(1));
-        if (last.status === status) return performance.now() - t0;
-        await sleep(10);
-      }
-      throw new Error(
-        `thread ${c.thread} did not answer ${status} within ${ms} ms: ${last?.status} ${last?.text}`,
+      await eventually(
+        async () => (await c.post(path, chainId(1))).status === status,
+        `thread ${c.thread} to answer ${status}`,
       );
+      return performance.now() - t0;
     }),
   );
   return Math.max(...at);
@@ -201,7 +196,7 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
     assert.equal(gone.json.error.message, "filter not found");
   });
 
-  it("a key regenerated in the control plane: the old key is refused on every thread within 1 s, the new one served on both", async () => {
+  it("a key regenerated in the control plane: the old key is refused on every thread, the new one served on both", async () => {
     const oldPath = `/evm-anvil/rpc?apikey=${app.apiKey}`;
     // The old key cached on both threads first (the revocation must reach a cache, not a miss).
     for (const c of conns)
@@ -209,7 +204,7 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
 
     const t0 = performance.now();
     const r = await h.ok<{ regenerateApiKey: { apiKey: string } }>(REGEN, { id: app.id }, user.token);
-    const took = await untilEveryThread(conns, oldPath, 401, t0, 1_000);
+    const took = await untilEveryThread(conns, oldPath, 401, t0);
     const newPath = `/evm-anvil/rpc?apikey=${r.regenerateApiKey.apiKey}`;
     for (const c of conns)
       assert.equal((await c.post(newPath, chainId(2))).status, 200, `thread ${c.thread}`);
@@ -222,7 +217,7 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
     app = { id: app.id, apiKey: r.regenerateApiKey.apiKey };
   });
 
-  it("a network added in the control plane is served by every thread within 2 s", async () => {
+  it("a network added in the control plane is served by every thread", async () => {
     const path = `/evm-anvil-2/rpc?apikey=${app.apiKey}`;
     for (const c of conns) assert.equal((await c.post(path, chainId(1))).status, 404, "not yet");
     const t0 = performance.now();
@@ -233,14 +228,14 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
       { a: anvil.httpUrl },
       ADMIN_TOKEN,
     );
-    const took = await untilEveryThread(conns, path, 200, t0, 2_000);
+    const took = await untilEveryThread(conns, path, 200, t0);
     const before = await scrape(plane.metricsBase);
     assert.deepEqual(statuses(await postMany(plane.port, path, chainId, 40)), { 200: 40 });
     bothThreadsServed(before, await scrape(plane.metricsBase), "the new network");
     console.log(`      new network served on both threads ${took.toFixed(0)} ms after the mutation was sent`);
   });
 
-  it("a dedicated node's change (node.update) reaches every thread within 1 s", async () => {
+  it("a dedicated node's change (node.update) reaches every thread", async () => {
     const seeder = new RedisSeeder(h.ns.prefix);
     try {
       const key = await seeder.putKey({ kind: "node", appId: null, nodeId: NODE_ID, rpcMethods: "SAFE" });
@@ -259,14 +254,14 @@ describe("data plane with DATA_PLANE_THREADS=2: connections spread, /metrics sum
       const path = `/nodes/${NODE_ID}/${encodeURIComponent(key)}`;
       await putNode("SYNCING");
       // Both threads hold the SYNCING record (503 node_unavailable) before the change.
-      await untilEveryThread(conns, path, 503, performance.now(), 1_000);
+      await untilEveryThread(conns, path, 503, performance.now());
       for (const c of conns) {
         const a = await c.post(path, chainId(1));
         assert.equal(a.json.error.data.reason, "node_unavailable", `thread ${c.thread}`);
       }
       const t0 = performance.now();
       await putNode("SYNCED");
-      const took = await untilEveryThread(conns, path, 200, t0, 1_000);
+      const took = await untilEveryThread(conns, path, 200, t0);
       for (const c of conns) assert.equal((await c.post(path, chainId(7))).json.result, "0x7a69");
       assert.deepEqual(statuses(await postMany(plane.port, path, chainId, 40)), { 200: 40 });
       console.log(`      node served on both threads ${took.toFixed(0)} ms after node.update`);

@@ -15,6 +15,8 @@ export interface StubWsUpstream {
   subscriptions(): number;
   /** eth_subscribe calls received. */
   subscribeCalls(): number;
+  /** `test_slow` requests received (each is answered 300 ms later). */
+  slowCalls(): number;
   connections(): number;
   /** Emits one newHeads notification (with `padBytes` of filler in `extraData`). */
   emitHead(padBytes?: number): void;
@@ -35,6 +37,7 @@ export async function startStubWsUpstream(opts: { port?: number } = {}): Promise
   let head = 0x100;
   let subCounter = 0;
   let subscribeCalls = 0;
+  let slowCalls = 0;
   const subs = new Map<string, { ws: WebSocket; kind: string }>();
   const answer = (
     req: { id?: unknown; method?: unknown; params?: unknown },
@@ -86,8 +89,10 @@ export async function startStubWsUpstream(opts: { port?: number } = {}): Promise
       const text = Buffer.concat(chunks).toString();
       res.setHeader("content-type", "application/json");
       // `test_slow` answers after 300 ms (to hold a request in flight).
-      if (text.includes('"test_slow"')) setTimeout(() => res.end(handle(text, null)), 300);
-      else res.end(handle(text, null));
+      if (text.includes('"test_slow"')) {
+        slowCalls++;
+        setTimeout(() => res.end(handle(text, null)), 300);
+      } else res.end(handle(text, null));
     });
   });
   const wss = new WebSocketServer({ server });
@@ -135,6 +140,7 @@ export async function startStubWsUpstream(opts: { port?: number } = {}): Promise
     wsUrl: `ws://127.0.0.1:${port}`,
     subscriptions: () => subs.size,
     subscribeCalls: () => subscribeCalls,
+    slowCalls: () => slowCalls,
     connections: () => wss.clients.size,
     emitHead,
     emitHeadAt(number, hash) {

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import { ipBucket, parseIp } from "../../../../data-plane/src/allowlist/ip";
+import { eventually } from "../../../helpers/eventually";
 import { type Gateway, post, startGateway } from "../harness";
 import { FakeClock, inSecond } from "../limits/fixtures";
 import { type StubWsUpstream, startStubWsUpstream } from "./stub-ws-upstream";
-import { sleep, TestWsClient, wsNetwork } from "./ws-client";
+import { TestWsClient, wsNetwork } from "./ws-client";
 
 /** An upgrade attempt's outcome when refused: status, headers and the contract error body. */
 interface Refused {
@@ -109,9 +110,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
   afterEach(async () => {
     for (const c of clients.splice(0)) c.terminate();
     // Every test starts from no open sockets (and checks the counters get back there).
-    const deadline = Date.now() + 5000;
-    while (gw.plane.ws.openConnections() !== 0 && Date.now() < deadline) await sleep(20);
-    assert.equal(gw.plane.ws.openConnections(), 0, "connection counters back to 0");
+    await eventually(() => gw.plane.ws.openConnections() === 0, "connection counters back to 0");
     clock.advance(1000);
   });
 
@@ -119,14 +118,6 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
     await gw?.stop();
     await up?.close();
   });
-
-  const waitOpen = async (pred: () => boolean, what: string) => {
-    const deadline = Date.now() + 5000;
-    while (!pred()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(20);
-    }
-  };
 
   it("refuses the key's 4th socket before upgrading (429 ws_connection_limit, Retry-After) and counts exactly under a burst", async () => {
     // A burst of 8 upgrades with one key from 8 addresses (the first needs a Redis key lookup, so
@@ -173,7 +164,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
       // Abrupt: TCP dropped without a close frame, one of them mid-request.
       cs[0]!.sendRaw('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}');
       for (const c of cs) c.terminate();
-      await waitOpen(() => gw.plane.ws.openConnections() === 0, "counters at 0");
+      await eventually(() => gw.plane.ws.openConnections() === 0, "counters at 0");
       assert.equal(gw.plane.ws.openConnections({ key: "app:app-a" }), 0);
       assert.equal(gw.plane.ws.openConnections({ ip: "203.0.113.1" }), 0);
     }
@@ -181,7 +172,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
     const c = await open(`/eth/rpc?apikey=${keyA}`);
     c.close();
     await c.waitClosed();
-    await waitOpen(() => gw.plane.ws.openConnections() === 0, "counters at 0");
+    await eventually(() => gw.plane.ws.openConnections() === 0, "counters at 0");
     assert.equal(
       (await post(`${httpBase}/eth/rpc?apikey=${keyA}`, { jsonrpc: "2.0", id: 1, method: "eth_chainId" }))
         .status,
@@ -276,7 +267,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
     assert.equal(gw.plane.ws.tenantUpstreamSubscriptions("eth", "w:ws-a"), 2);
     // Closing abruptly releases the rest; the workspace can subscribe again.
     a1.terminate();
-    await waitOpen(
+    await eventually(
       () => gw.plane.ws.tenantUpstreamSubscriptions("eth", "w:ws-a") === 0,
       "workspace a released",
     );
@@ -285,7 +276,7 @@ describe("WebSocket caps: connections per key and per address, upstream subscrip
     assert.equal(gw.plane.ws.tenantUpstreamSubscriptions("eth", "w:ws-a"), 2);
     a2.terminate();
     b.terminate();
-    await waitOpen(
+    await eventually(
       () =>
         gw.plane.ws.hubs.get("eth")?.tenantCount() === 0 &&
         gw.plane.ws.upstreamSubscriptionCount("eth") === 0,

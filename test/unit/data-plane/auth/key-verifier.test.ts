@@ -123,18 +123,27 @@ describe("data-plane: CachingKeyVerifier", () => {
       // A kept entry past its cache lifetime is not served either.
       state.failing = false;
       const c = state.add(record("w3"));
-      const short = new CachingKeyVerifier({
-        state: state as unknown as PlaneState,
-        ttlMs: 30,
-        negativeTtlMs: 0,
-        maxEntries: 10,
-        logger: createLogger("test", "silent"),
-      });
+      const withTtl = (ttlMs: number) =>
+        new CachingKeyVerifier({
+          state: state as unknown as PlaneState,
+          ttlMs,
+          negativeTtlMs: 0,
+          maxEntries: 10,
+          logger: createLogger("test", "silent"),
+        });
+      // Within its lifetime (a minute: no machine is that slow), a kept entry is served...
+      const long = withTtl(60_000);
+      assert.ok((await verify(long, c)).ok);
+      long.revalidate();
+      state.failing = true;
+      assert.ok((await verify(long, c)).ok, "within its lifetime");
+      // ...past it (1 ms, waited for: a slower machine only makes it more past), it is not.
+      state.failing = false;
+      const short = withTtl(1);
       assert.ok((await verify(short, c)).ok);
       short.revalidate();
       state.failing = true;
-      assert.ok((await verify(short, c)).ok, "within its lifetime");
-      await new Promise((r) => setTimeout(r, 40));
+      await new Promise((r) => setTimeout(r, 5));
       const late = await verify(short, c);
       assert.ok(!late.ok && late.error.reason === "internal", late.ok ? "served" : late.error.reason);
     });

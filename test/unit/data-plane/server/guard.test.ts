@@ -4,6 +4,7 @@ import pino from "pino";
 import WebSocket from "ws";
 import { PromMetrics } from "../../../../data-plane/src/metrics/metrics";
 import { HandlerGuard } from "../../../../data-plane/src/server/guard";
+import { eventually } from "../../../helpers/eventually";
 
 /** A pino logger whose lines are kept in memory. */
 function memoryLogger() {
@@ -185,8 +186,10 @@ describe("data-plane/server/guard (HandlerGuard on a real uWS app)", () => {
     assert.equal(await reply, "ping");
     echo.close(1000);
     await new Promise((r) => echo.once("close", r));
-    for (let i = 0; i < 50 && (await exceptions(metrics, "test.ws.close")) === 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    await eventually(
+      async () => (await exceptions(metrics, "test.ws.close")) > 0,
+      "the close handler's exception counted",
+    );
     assert.equal(await exceptions(metrics, "test.ws.close"), 1);
     assert.equal(await (await fetch(`http://${base}/ok`)).text(), "ok");
   });

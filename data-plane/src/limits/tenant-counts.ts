@@ -58,7 +58,14 @@ export class LocalTenantCounts implements TenantCounts {
  */
 const SLOTS = 1 << 15;
 const ROWS = 2;
-const TABLE_BYTES = ROWS * SLOTS * 4;
+/**
+ * Lock words after the rows: `tryAdd` decides and adds under the lock of its id's row-0 slot (striped), so
+ * that racing threads are serialised per id. Without it, the two rows' adds interleave and each racer can
+ * read a minimum from before the other's add: both admitted past the cap.
+ */
+const LOCK_STRIPES = 256;
+const TABLE_INTS = ROWS * SLOTS + LOCK_STRIPES;
+const TABLE_BYTES = TABLE_INTS * 4;
 /** Ids whose slots a thread remembers (about 100 bytes each). */
 const SLOT_MEMO_MAX = 10_000;
 
@@ -83,7 +90,7 @@ export function localTenantCounts(): TenantCountSet {
 
 /** The tables of `shared` (from allocateTenantTables), as this thread's view of them. */
 export function sharedTenantCounts(shared: SharedArrayBuffer): TenantCountSet {
-  const at = (i: number) => new SharedTenantCounts(new Int32Array(shared, i * TABLE_BYTES, ROWS * SLOTS));
+  const at = (i: number) => new SharedTenantCounts(new Int32Array(shared, i * TABLE_BYTES, TABLE_INTS));
   return { inFlight: at(0), heavyInFlight: at(1), wsByKey: at(2), wsByIp: at(3) };
 }
 
@@ -93,9 +100,9 @@ export function sharedTenantCounts(shared: SharedArrayBuffer): TenantCountSet {
  * true count, and above it only when other tenants with counts share the id's slot in both rows (with
  * 1,000 tenants busy at once, about 1 in 1,000 ids): then the id is capped early, never late.
  *
- * `tryAdd` adds first and takes it back when the sum is over the cap, with atomic adds: two threads racing
- * for the last slot may both be refused, never both admitted (and a `get` meanwhile may count the refused
- * add for that moment). `add` after a `get` (the WebSocket caps,
+ * `tryAdd` reads the id's count and adds under a lock striped by its row-0 slot (every tryAdd of one id
+ * takes the same lock), so two threads racing for the last place cannot both be admitted; the critical
+ * section is two loads and two adds. `add` after a `get` (the WebSocket caps,
  * counted once the socket is open) may overshoot a cap by the upgrades other threads admit at that moment.
  * This thread's own counts are kept too, so that `size` and `sub` see only what this thread added.
  */
@@ -116,14 +123,19 @@ export class SharedTenantCounts implements TenantCounts {
     const s = this.slotsOf(id);
     const a = s & 0xffff;
     const b = SLOTS + (s >>> 16);
-    const before = Math.min(Atomics.add(t, a, n), Atomics.add(t, b, n));
-    if (before + n > cap && !(anyWhenIdle && before === 0)) {
-      Atomics.sub(t, a, n);
-      Atomics.sub(t, b, n);
-      return false;
+    const lock = ROWS * SLOTS + (a & (LOCK_STRIPES - 1));
+    while (Atomics.compareExchange(t, lock, 0, 1) !== 0) {
+      // Spin: the holder is between two loads and two adds on another thread.
     }
-    this.own.add(id, n);
-    return true;
+    const before = Math.min(Atomics.load(t, a), Atomics.load(t, b));
+    const admitted = before + n <= cap || (anyWhenIdle && before === 0);
+    if (admitted) {
+      Atomics.add(t, a, n);
+      Atomics.add(t, b, n);
+    }
+    Atomics.store(t, lock, 0);
+    if (admitted) this.own.add(id, n);
+    return admitted;
   }
 
   add(id: string, n: number): void {

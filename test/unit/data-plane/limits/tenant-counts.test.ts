@@ -78,6 +78,50 @@ describe("TenantCounts", () => {
       assert.ok(exact > 9_000, `only ${exact} of 10,000 exact`);
     });
 
+    it("threads racing for the one place of each of 100,000 new ids: never two holding one at once", async function () {
+      this.timeout(120_000);
+      const shared = allocateTenantTables();
+      const ROUNDS = 100_000;
+      /** Holders of each id right now, and the most seen at once, counted apart from the table. */
+      const holders = new SharedArrayBuffer(ROUNDS * 4);
+      const most = new SharedArrayBuffer(4);
+      const modulePath = require.resolve("../../../../data-plane/src/limits/tenant-counts");
+      const source = `
+        const { parentPort, workerData } = require("node:worker_threads");
+        const { sharedTenantCounts } = require(workerData.modulePath);
+        const c = sharedTenantCounts(workerData.shared).wsByKey;
+        const holders = new Int32Array(workerData.holders);
+        const most = new Int32Array(workerData.most);
+        let admitted = 0;
+        for (let r = 0; r < workerData.rounds; r++) {
+          const id = "app:" + r;
+          if (!c.tryAdd(id, 1, 1)) continue;
+          admitted++;
+          const held = Atomics.add(holders, r, 1) + 1;
+          if (held > Atomics.load(most, 0)) Atomics.store(most, 0, held);
+          Atomics.sub(holders, r, 1);
+          c.sub(id, 1);
+        }
+        parentPort.postMessage(admitted);
+      `;
+      const admitted = await Promise.all(
+        Array.from(
+          { length: 4 },
+          () =>
+            new Promise<number>((resolve, reject) => {
+              const w = new Worker(source, {
+                eval: true,
+                workerData: { shared, holders, most, modulePath, rounds: ROUNDS },
+              });
+              w.once("message", resolve);
+              w.once("error", reject);
+            }),
+        ),
+      );
+      assert.ok(admitted.every((n) => n > 0), JSON.stringify(admitted));
+      assert.equal(new Int32Array(most)[0], 1, "two threads held the one place of an id at once");
+    });
+
     it("four threads racing for 8 slots of one id: never more than 8 held at once, every slot given back", async () => {
       const shared = allocateTenantTables();
       /** Admitted holders right now, counted apart from the table (whose count a racing refusal may lift for a moment). */

@@ -1,1 +1,0 @@
-export * from "@btc-vision/uwebsockets.js";

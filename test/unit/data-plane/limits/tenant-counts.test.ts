@@ -118,7 +118,10 @@ describe("TenantCounts", () => {
             }),
         ),
       );
-      assert.ok(admitted.every((n) => n > 0), JSON.stringify(admitted));
+      assert.ok(
+        admitted.every((n) => n > 0),
+        JSON.stringify(admitted),
+      );
       assert.equal(new Int32Array(most)[0], 1, "two threads held the one place of an id at once");
     });
 

@@ -12,6 +12,7 @@ import {
 import { foundry } from "viem/chains";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { CountingProxy } from "../../helpers/counting-proxy";
+import { eventually } from "../../helpers/eventually";
 import { freePort } from "../../helpers/ports";
 import { evmNetwork } from "../../helpers/seed-redis";
 import { type Gateway, startGateway } from "./harness";
@@ -111,6 +112,18 @@ describe("real clients on the gateway's error paths (ethers v6, viem)", function
         plan: { ...big, name: "day", dailyRequestLimit: 1 },
       });
     });
+    // The down network's node fails every call: answers are 502 until its breaker opens, 503 from then on.
+    // Driven open here, so that the Node Error cases below meet one steady answer (whatever the health
+    // checks' timing).
+    const down = gw.plane.context.upstreams.get("down")!;
+    await eventually(async () => {
+      await fetch(`${gw.base}/down/rpc?apikey=${keys.ok}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
+      });
+      return down.describe().every((u) => u.breakerOpen);
+    }, "the down network's breaker open");
     proxy = await new CountingProxy(gw.base).start();
     // The daily key's one request of the day: every later one is refused until 00:00 UTC.
     const first = await fetch(`${gw.base}/eth/rpc?apikey=${keys.daily}`, {

@@ -83,7 +83,9 @@ describe("real clients on the gateway's error paths (ethers v6, viem)", function
   before(async () => {
     anvil = await startAnvil();
     const closed = await freePort();
-    gw = await startGateway({ RATE_LIMIT_MODE: "local", QUOTA_MODE: "local" }, async (s) => {
+    // Once open, the down node's breaker stays open for the whole file (no half-open call answered 502).
+    const env = { RATE_LIMIT_MODE: "local", QUOTA_MODE: "local", BREAKER_COOLDOWN_MS: "600000" };
+    gw = await startGateway(env, async (s) => {
       await s.putNetwork({
         ...evmNetwork("eth", [{ id: "anvil", httpUrl: anvil.httpUrl }]),
         maxLogsBlockRange: 10,

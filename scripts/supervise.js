@@ -35,7 +35,7 @@ function stopTimeoutMs(env = process.env) {
 function createSupervisor(opts) {
   const { cwd, log, warn, restartBaseMs, restartMaxMs, restartResetMs } = opts;
   const killAfterMs = opts.stopTimeoutMs;
-  /** { name, child, restarts, timer } per supervised process, in start order. */
+  /** { name, child, restarts, timer } per supervised process, in start order; `timer`: a pending restart. */
   const children = [];
   let stopping = false;
 
@@ -96,7 +96,10 @@ function createSupervisor(opts) {
     },
     async stop() {
       stopping = true;
-      for (const entry of children) clearTimeout(entry.timer);
+      for (const entry of children) {
+        clearTimeout(entry.timer);
+        entry.timer = undefined;
+      }
       // Reverse start order: the data plane drains first, anvil last.
       for (const { name, child } of [...children].reverse()) {
         if (child === undefined || child.pid === undefined) continue;

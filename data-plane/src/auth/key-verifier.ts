@@ -6,6 +6,7 @@ import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
 import type { CompiledAccess } from "../access/access-rules";
 import type { CompiledAllowlist } from "../allowlist/allowlist";
 import { InFlightMap } from "../memory/in-flight-map";
+import { type Clock, systemClock } from "../ratelimit/clock";
 import type { PlaneState } from "../state/redis-state";
 import { compactKeyRecord } from "./compact";
 import type { KeyLookupThrottle } from "./lookup-throttle";
@@ -60,6 +61,8 @@ export interface CachingKeyVerifierOptions {
   logger: Logger;
   /** Failed look-ups per client address (shared by the process's threads); none = not throttled. */
   throttle?: KeyLookupThrottle;
+  /** The wall clock of the cache lifetimes: a fake one in tests, where expiry is the subject. */
+  clock?: Clock;
 }
 
 /**
@@ -128,8 +131,10 @@ export class CachingKeyVerifier implements KeyVerifier {
    */
   private readonly stale = new Map<string, CachedKey>();
   private staleUntilMs = 0;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: CachingKeyVerifierOptions) {
+    this.clock = opts.clock ?? systemClock;
     this.frontMax = Math.min(FRONT_MAX, opts.maxEntries);
     this.positive = new TtlLru(opts.maxEntries, (e) => e.cachedUntilMs, {
       at: (e) => e.bumpedAtMs,
@@ -147,15 +152,15 @@ export class CachingKeyVerifier implements KeyVerifier {
     client?: () => string | undefined,
   ): VerifyResult | Promise<VerifyResult> {
     // Cache lifetimes run on the wall clock, not on `nowMs` (the key's own expiry is checked against that).
-    const clock = Date.now();
+    const wallMs = this.clock.now();
     const known = this.front.get(apiKey);
     if (known !== undefined) {
-      if (known.cachedUntilMs > clock) {
+      if (known.cachedUntilMs > wallMs) {
         // Keeps the entry's recency in the hash-keyed LRU (at most once per BUMP_INTERVAL_MS, as its hits
         // there do); puts it back if that LRU evicted it meanwhile.
         if (
-          clock - known.bumpedAtMs >= BUMP_INTERVAL_MS &&
-          this.positive.get(known.hash, clock) === undefined
+          wallMs - known.bumpedAtMs >= BUMP_INTERVAL_MS &&
+          this.positive.get(known.hash, wallMs) === undefined
         ) {
           this.positive.set(known.hash, known);
         }
@@ -167,12 +172,12 @@ export class CachingKeyVerifier implements KeyVerifier {
     // hash, a cache entry or a Redis read, so a flood of made-up keys costs Redis nothing.
     if (malformedApiKey(apiKey)) return UNKNOWN;
     const hash = oneShotHash("sha256", apiKey, "hex");
-    const hit = this.positive.get(hash, clock);
+    const hit = this.positive.get(hash, wallMs);
     if (hit !== undefined) {
       this.remember(apiKey, hit);
       return checkExpiry(hit, nowMs);
     }
-    if (this.negative?.has(hash, clock)) return UNKNOWN;
+    if (this.negative?.has(hash, wallMs)) return UNKNOWN;
     let p = this.pending.get(hash);
     if (p === undefined) {
       // A Redis read is next: an address that presented too many unknown keys is refused before it.
@@ -214,11 +219,11 @@ export class CachingKeyVerifier implements KeyVerifier {
       // Read: what Redis says now replaces what was kept (stale entries of another generation included).
       this.stale.delete(hash);
       if (record === null) {
-        if (gen === this.generation) this.negative?.set(hash, Date.now() + this.opts.negativeTtlMs);
+        if (gen === this.generation) this.negative?.set(hash, this.clock.now() + this.opts.negativeTtlMs);
         return UNKNOWN;
       }
       const compact = compactKeyRecord(record);
-      const now = Date.now();
+      const now = this.clock.now();
       const entry = new CachedKey(
         hash,
         compact.record,
@@ -242,7 +247,7 @@ export class CachingKeyVerifier implements KeyVerifier {
   /** The entry `revalidate` kept for `hash` while it is still within its cache lifetime. */
   private staleEntry(hash: string): CachedKey | undefined {
     if (this.stale.size === 0) return undefined;
-    const now = Date.now();
+    const now = this.clock.now();
     if (now >= this.staleUntilMs) {
       this.stale.clear();
       return undefined;
@@ -302,7 +307,7 @@ export class CachingKeyVerifier implements KeyVerifier {
    * holding some keys' records is still failing over to its replica, and those keys were working.
    */
   revalidate(): void {
-    const now = Date.now();
+    const now = this.clock.now();
     const keep = (e: CachedKey) => {
       if (e.cachedUntilMs <= now) return;
       this.stale.set(e.hash, e);

@@ -48,11 +48,11 @@ function ethersBodyError(e: AnyError): { code: number; message: string; data: Re
  * milliseconds); wait it out at most `maxRetries` times, and give up at once when it is longer than
  * `maxWaitS` (a daily or monthly quota: retrying before its reset cannot succeed).
  */
-function retryAfterSeconds(maxRetries: number, maxWaitS: number) {
+function retryAfterSeconds(maxRetries: number, maxWaitS: number, wait: (ms: number) => Promise<void>) {
   return async (_req: FetchRequest, resp: FetchResponse, attempt: number): Promise<boolean> => {
     const seconds = Number(resp.headers["retry-after"]);
     if (!Number.isInteger(seconds) || seconds > maxWaitS || attempt >= maxRetries) return false;
-    await new Promise((r) => setTimeout(r, seconds * 1000));
+    await wait(seconds * 1000);
     return true;
   };
 }
@@ -227,10 +227,18 @@ describe("real clients on the gateway's error paths (ethers v6, viem)", function
   });
 
   describe("ethers v6, configured as docs/clients.md recommends", () => {
+    /** The waits the retry policy asked for (ms): recorded, not slept (docs/clients.md sleeps them). */
+    const waits: number[] = [];
+    const recordWait = async (ms: number) => {
+      waits.push(ms);
+    };
+    beforeEach(() => {
+      waits.length = 0;
+    });
     const provider = (path: string, key: string) => {
       const req = new FetchRequest(`${proxy.base}${path}`);
       req.setHeader("apikey", key);
-      req.retryFunc = retryAfterSeconds(1, 10);
+      req.retryFunc = retryAfterSeconds(1, 10, recordWait);
       return new JsonRpcProvider(req, Network.from(31337), { staticNetwork: true });
     };
 
@@ -254,6 +262,7 @@ describe("real clients on the gateway's error paths (ethers v6, viem)", function
       assert.equal(e.shortMessage, "server response 429 Too Many Requests");
       assert.equal(ethersBodyError(e).data.reason, "rate_limit");
       assert.deepEqual(sent(), [429, 429]);
+      assert.deepEqual(waits, [1000], "Retry-After: 1 waited as one second, once");
     });
 
     // (In the last 10 s of a UTC day the reset is nearer than the 10 s cap: these two cases would retry.)
@@ -265,6 +274,7 @@ describe("real clients on the gateway's error paths (ethers v6, viem)", function
       assert.equal(err.data.reason, "daily_limit");
       assert.ok(Number(proxy.exchanges[0]!.retryAfter) > 0);
       assert.deepEqual(sent(), [429]);
+      assert.deepEqual(waits, [], "a wait past the cap is not waited");
     });
   });
 

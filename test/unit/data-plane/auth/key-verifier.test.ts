@@ -123,28 +123,28 @@ describe("data-plane: CachingKeyVerifier", () => {
       // A kept entry past its cache lifetime is not served either.
       state.failing = false;
       const c = state.add(record("w3"));
-      const withTtl = (ttlMs: number) =>
-        new CachingKeyVerifier({
+      const clock = { ms: Date.now(), now: () => clock.ms };
+      /** A verifier whose entry for `c` was kept by `revalidate` `afterMs` ago, with Redis unreadable. */
+      const keptFor = async (afterMs: number) => {
+        state.failing = false;
+        const v = new CachingKeyVerifier({
           state: state as unknown as PlaneState,
-          ttlMs,
+          ttlMs: 1_000,
           negativeTtlMs: 0,
           maxEntries: 10,
           logger: createLogger("test", "silent"),
+          clock,
         });
-      // Within its lifetime (a minute: no machine is that slow), a kept entry is served...
-      const long = withTtl(60_000);
-      assert.ok((await verify(long, c)).ok);
-      long.revalidate();
-      state.failing = true;
-      assert.ok((await verify(long, c)).ok, "within its lifetime");
-      // ...past it (1 ms, waited for: a slower machine only makes it more past), it is not.
-      state.failing = false;
-      const short = withTtl(1);
-      assert.ok((await verify(short, c)).ok);
-      short.revalidate();
-      state.failing = true;
-      await new Promise((r) => setTimeout(r, 5));
-      const late = await verify(short, c);
+        assert.ok((await verify(v, c)).ok);
+        v.revalidate();
+        state.failing = true;
+        clock.ms += afterMs;
+        return v;
+      };
+      // In the last millisecond of its lifetime, a kept entry is served...
+      assert.ok((await verify(await keptFor(999), c)).ok, "within its lifetime");
+      // ...at its end, it is not.
+      const late = await verify(await keptFor(1_000), c);
       assert.ok(!late.ok && late.error.reason === "internal", late.ok ? "served" : late.error.reason);
     });
   });

@@ -1,7 +1,7 @@
 import { LRUCache } from "lru-cache";
-import { InFlightMap } from "../memory/in-flight-map";
 import type { CallResult, Reply } from "../upstream/reply";
 import { Doorkeeper } from "./doorkeeper";
+import { MergedLoads } from "./merged-loads";
 
 /** Cached answers to single calls, bounded by bytes, plus sharing of identical in-flight calls. */
 export interface ResponseCache {
@@ -42,9 +42,7 @@ export type CacheAdmission = "first" | "second";
 export class LruResponseCache implements ResponseCache {
   readonly enabled = true;
   private readonly lru: LRUCache<string, Reply>;
-  private readonly inFlight = new InFlightMap<string, Promise<CallResult>>();
-  /** The traceparents of the in-flight calls of sampled requests (only those: unsampled ones add nothing). */
-  private readonly inFlightTraces = new Map<string, string>();
+  private readonly loads = new MergedLoads();
   /**
    * Keys set with a TTL, in the order they expire (one TTL per call site, so insertion order), as
    * parallel arrays from `expiryHead`. lru-cache only drops an expired entry when it is read or evicted
@@ -124,28 +122,11 @@ export class LruResponseCache implements ResponseCache {
   }
 
   merge(key: string, load: () => Promise<CallResult>, traceparent?: string): Promise<CallResult> {
-    const existing = this.inFlight.get(key);
-    if (existing !== undefined) return existing;
-    const p = load().then(
-      (r) => {
-        this.inFlight.delete(key);
-        if (traceparent !== undefined) this.inFlightTraces.delete(key);
-        return r;
-      },
-      (err: unknown) => {
-        this.inFlight.delete(key);
-        if (traceparent !== undefined) this.inFlightTraces.delete(key);
-        throw err;
-      },
-    );
-    this.inFlight.set(key, p);
-    if (traceparent !== undefined) this.inFlightTraces.set(key, traceparent);
-    return p;
+    return this.loads.merge(key, load, traceparent);
   }
 
   joining(key: string): string | undefined {
-    if (this.inFlight.get(key) === undefined) return undefined;
-    return this.inFlightTraces.get(key) ?? "";
+    return this.loads.joining(key);
   }
 
   clear(): void {

@@ -1,7 +1,7 @@
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
-import { InFlightMap } from "../memory/in-flight-map";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import { Doorkeeper } from "./doorkeeper";
+import { MergedLoads } from "./merged-loads";
 import type { CacheAdmission, ResponseCache } from "./response-cache";
 import { type Claim, SharedFlights } from "./shared-flights";
 import { allocateStore, keyHash, SharedStore } from "./shared-store";
@@ -82,8 +82,7 @@ export class SharedResponseCache implements ResponseCache {
   private readonly flights: SharedFlights;
   private readonly doorkeeper: Doorkeeper | undefined;
   private readonly mergeWaitMs: number;
-  private readonly inFlight = new InFlightMap<string, Promise<CallResult>>();
-  private readonly inFlightTraces = new Map<string, string>();
+  private readonly loads = new MergedLoads();
   private readonly leading = new Map<string, Lead>();
   private readonly kept = new Map<string, Kept>();
   private keptBytes = 0;
@@ -159,27 +158,12 @@ export class SharedResponseCache implements ResponseCache {
   }
 
   merge(key: string, load: () => Promise<CallResult>, traceparent?: string): Promise<CallResult> {
-    const existing = this.inFlight.get(key);
-    if (existing !== undefined) return existing;
-    const p = this.acrossThreads(key, load).then(
-      (r) => {
-        this.inFlight.delete(key);
-        if (traceparent !== undefined) this.inFlightTraces.delete(key);
-        return r;
-      },
-      (err: unknown) => {
-        this.inFlight.delete(key);
-        if (traceparent !== undefined) this.inFlightTraces.delete(key);
-        throw err;
-      },
-    );
-    this.inFlight.set(key, p);
-    if (traceparent !== undefined) this.inFlightTraces.set(key, traceparent);
-    return p;
+    return this.loads.merge(key, () => this.acrossThreads(key, load), traceparent);
   }
 
   joining(key: string): string | undefined {
-    if (this.inFlight.get(key) !== undefined) return this.inFlightTraces.get(key) ?? "";
+    const here = this.loads.joining(key);
+    if (here !== undefined) return here;
     // In flight on another thread: merged, with no span of this thread's to link to.
     return this.flights.inFlight(keyHash(key)) ? "" : undefined;
   }

@@ -14,6 +14,20 @@ export const PlanLimitsSchema = z.object({
   dailyRequestLimit: z.number().int().positive(),
   /** Response units per workspace per UTC month; null = no monthly limit. */
   monthlyRequestLimit: z.number().int().positive().nullable(),
+  /**
+   * Compute-unit limits (each request object costs its method's weight, see MethodCostsSchema): per second
+   * per workspace, per UTC day and per UTC month. null or absent = no limit in compute units (the seed's
+   * plans count requests only). Optional so records published before compute units existed still parse.
+   */
+  computeUnitsPerSecond: z.number().int().positive().nullable().optional(),
+  dailyComputeUnitLimit: z.number().int().positive().nullable().optional(),
+  monthlyComputeUnitLimit: z.number().int().positive().nullable().optional(),
+  /**
+   * Calls in flight per app key, and heavy calls (debug_*, trace_*, wide eth_getLogs) in flight per key.
+   * null or absent = the data plane's configured default (MAX_IN_FLIGHT_PER_KEY, MAX_HEAVY_IN_FLIGHT_PER_KEY).
+   */
+  maxInFlightPerKey: z.number().int().positive().nullable().optional(),
+  maxHeavyInFlightPerKey: z.number().int().positive().nullable().optional(),
 });
 export type PlanLimits = z.infer<typeof PlanLimitsSchema>;
 
@@ -145,6 +159,17 @@ export const UpstreamRecordSchema = z.object({
 });
 export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
 
+/**
+ * A network's method weights in compute units, resolved by the control plane (the platform default table
+ * overlaid with the network's own overrides): `methods[name]` for a listed method, `defaultUnits` for any
+ * other. Weights are whole numbers >= 0 (0 = free).
+ */
+export const MethodCostsSchema = z.object({
+  defaultUnits: z.number().int().min(0),
+  methods: z.record(z.string(), z.number().int().min(0)),
+});
+export type MethodCosts = z.infer<typeof MethodCostsSchema>;
+
 /** Default of a network's maxLogsBlockRange (the Postgres column default too). */
 export const DEFAULT_MAX_LOGS_BLOCK_RANGE = 10_000;
 
@@ -168,6 +193,8 @@ export const NetworkRecordSchema = z.object({
    * logsChunkBlocks()).
    */
   logsChunkBlocks: z.number().int().min(0).optional(),
+  /** Method weights in compute units. Absent (records published before compute units existed): every method costs 1. */
+  methodCosts: MethodCostsSchema.optional(),
 });
 export type NetworkRecord = z.infer<typeof NetworkRecordSchema>;
 

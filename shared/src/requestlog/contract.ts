@@ -46,6 +46,8 @@ export const RequestLogRecordSchema = z.object({
   item: z.number().int().min(0).max(100_000),
   /** Client address truncated to /24 (IPv4) or /48 (IPv6); null when unknown. */
   clientIp: z.string().max(60).nullable(),
+  /** Compute units this request object was charged (its method's weight); absent from older data planes. */
+  computeUnits: z.number().int().nonnegative().optional(),
 });
 export type RequestLogRecord = z.infer<typeof RequestLogRecordSchema>;
 

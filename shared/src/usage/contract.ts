@@ -284,6 +284,11 @@ export const UsageRowSchema = z.object({
   method: z.string().min(1).max(128),
   category: z.enum(USAGE_CATEGORIES),
   count: z.number().int().positive(),
+  /**
+   * Compute units of those `count` request objects (the method's weight each, NetworkRecord.methodCosts).
+   * Absent (rows from data planes older than compute units): `count` (a weight of 1).
+   */
+  computeUnits: z.number().int().nonnegative().optional(),
   latencySumMs: z.number().nonnegative(),
   /** BUCKET_COUNT counts, one per LATENCY_BUCKET_BOUNDS_MS entry. */
   buckets: z.array(z.number().int().nonnegative()).length(BUCKET_COUNT),

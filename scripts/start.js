@@ -12,6 +12,7 @@ const { spawnSync } = require("node:child_process");
 const { randomBytes } = require("node:crypto");
 const { existsSync } = require("node:fs");
 const path = require("node:path");
+const { buildNative } = require("./build-native");
 const { createSupervisor, msEnv, stopTimeoutMs } = require("./supervise");
 
 const root = path.resolve(__dirname, "..");
@@ -26,6 +27,11 @@ function warn(msg) {
 }
 
 function build() {
+  // The C batch scan first, as `npm run build` and the image do: the data plane then runs what production runs.
+  log("building the C batch scan (node-gyp)…");
+  const native = buildNative();
+  if (native.built) log("C batch scan built: the data plane uses it");
+  else warn(`note: ${native.reason}`);
   log("building (tsc)…");
   const tsc = path.join(root, "node_modules", ".bin", "tsc");
   const r = spawnSync(tsc, ["-p", "tsconfig.json"], { cwd: root, stdio: "inherit" });
@@ -37,6 +43,24 @@ function build() {
     stdio: "inherit",
   });
   if (v.status !== 0) throw new Error("console build failed");
+}
+
+/**
+ * The demo's anvil: @foundry-rs/anvil-linux-amd64 is an optional dependency (npm installs it on linux-x64
+ * only), else `anvil` from Foundry on PATH. Neither: say what to do instead of a resolver stack trace.
+ */
+function anvilBinary() {
+  try {
+    return require.resolve("@foundry-rs/anvil-linux-amd64/bin/anvil");
+  } catch {}
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (dir !== "" && existsSync(path.join(dir, "anvil"))) return path.join(dir, "anvil");
+  }
+  throw new Error(
+    "the demo network needs anvil, and there is none: @foundry-rs/anvil-linux-amd64 (an optional dependency) " +
+      `installs on linux-x64 only (this is ${process.platform}-${process.arch}) and no \`anvil\` is on PATH. ` +
+      "Install Foundry's anvil, or set DEMO_UPSTREAM_URL to an EVM node's JSON-RPC URL.",
+  );
 }
 
 async function ensureDatabase(url) {
@@ -134,7 +158,7 @@ async function main() {
     upstream = `http://127.0.0.1:${anvilPort}`;
     run(
       "anvil",
-      require.resolve("@foundry-rs/anvil-linux-amd64/bin/anvil"),
+      anvilBinary(),
       ["--host", "127.0.0.1", "--port", anvilPort, "--block-time", "2", "--silent"],
       env,
     );

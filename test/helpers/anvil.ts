@@ -1,9 +1,23 @@
+import { existsSync } from "node:fs";
+import { delimiter, join } from "node:path";
 import { freePort } from "./ports";
 import { type StartedProcess, startProcess } from "./process";
 
-/** Path to the anvil binary shipped by the npm package `@foundry-rs/anvil-linux-amd64`. */
+/**
+ * Path to the anvil binary shipped by `@foundry-rs/anvil-linux-amd64`, an optional dependency that npm
+ * installs on linux-x64 only; elsewhere `anvil` from Foundry on PATH.
+ */
 export function anvilBinary(): string {
-  return require.resolve("@foundry-rs/anvil-linux-amd64/bin/anvil");
+  try {
+    return require.resolve("@foundry-rs/anvil-linux-amd64/bin/anvil");
+  } catch {}
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir !== "" && existsSync(join(dir, "anvil"))) return join(dir, "anvil");
+  }
+  throw new Error(
+    "the tests need anvil: @foundry-rs/anvil-linux-amd64 (an optional dependency) installs on linux-x64 only " +
+      `(this is ${process.platform}-${process.arch}) and no \`anvil\` is on PATH; install Foundry's anvil`,
+  );
 }
 
 export interface Anvil extends StartedProcess {

@@ -63,6 +63,8 @@ describe("npm start (scripts/start.js)", function () {
     const key = /API key:\s+(\S+)/.exec(out)?.[1];
     const url = /local-evm HTTPS: (\S+)/.exec(out)?.[1];
     assert.ok(key && url, `banner incomplete:\n${out}`);
+    // The data plane runs what production runs: the C batch scan that the build made (it warns otherwise).
+    assert.doesNotMatch(out, /batch scan addon not loaded/);
     assert.ok(url.startsWith(`http://127.0.0.1:${ports.dp}/local-evm/rpc?apikey=`));
 
     const call = (u: string) =>

@@ -231,7 +231,7 @@ export class HttpServer implements ExchangeTracker {
       return;
     }
     const started = performance.now();
-    const pool = this.ctx.upstreams.get(req.getParameter(0));
+    const pool = this.ctx.upstreams.get(req.getParameter(0) ?? "");
     if (pool === undefined) {
       // Unknown network: counted (no app, method "other") under the network "unknown".
       this.refusePlain(res, req, GatewayError.NotFound, UNKNOWN_NETWORK, "", started);

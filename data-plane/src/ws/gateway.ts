@@ -86,7 +86,7 @@ export class WsGateway {
         idleTimeout: c.WS_IDLE_TIMEOUT_S,
         sendPingsAutomatically: true,
         maxBackpressure: c.WS_MAX_BUFFERED_BYTES * 2 + 64 * 1024,
-        closeOnBackpressureLimit: 0,
+        closeOnBackpressureLimit: false,
         upgrade: (res, req, context) =>
           this.upgrades.upgrade(res, req, context, paramCount, authorize, spanName),
         open: (ws) => this.sessions.onOpen(ws),

@@ -130,7 +130,7 @@ export class WsUpgrades {
     const secProtocol = req.getHeader("sec-websocket-protocol");
     const secExtensions = req.getHeader("sec-websocket-extensions");
     const params: string[] = [];
-    for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i));
+    for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? "");
     const forwardedFor = req.getHeader("x-forwarded-for");
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString("latin1");
     const info: UpgradeInfo = {

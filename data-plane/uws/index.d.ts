@@ -1,0 +1,1 @@
+export * from "@btc-vision/uwebsockets.js";

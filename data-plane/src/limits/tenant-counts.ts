@@ -102,9 +102,8 @@ export function sharedTenantCounts(shared: SharedArrayBuffer): TenantCountSet {
  *
  * `tryAdd` reads the id's count and adds under a lock striped by its row-0 slot (every tryAdd of one id
  * takes the same lock), so two threads racing for the last place cannot both be admitted; the critical
- * section is two loads and two adds. `add` after a `get` (the WebSocket caps,
- * counted once the socket is open) may overshoot a cap by the upgrades other threads admit at that moment.
- * This thread's own counts are kept too, so that `size` and `sub` see only what this thread added.
+ * section is two loads and two adds. `add` after a `get` may overshoot a cap by what other threads admit at
+ * that moment; the caps use `tryAdd`. This thread's own counts are kept too, so that `size` and `sub` see only what this thread added.
  */
 export class SharedTenantCounts implements TenantCounts {
   private readonly own = new LocalTenantCounts();

@@ -99,6 +99,8 @@ export class WsSession {
   connKey: string | undefined;
   /** Holds places in the gateway's connection caps (taken at the upgrade, cleared by the one release). */
   counted = false;
+  /** uWS called `open` for it (before any `close`). */
+  opened = false;
   /** Request objects being answered. */
   inFlight = 0;
   closed = false;

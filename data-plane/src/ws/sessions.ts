@@ -27,9 +27,9 @@ export class WsSessions {
   /**
    * Open sockets per key identity and per client-address bucket, in this process: every serving thread
    * counts into the same tables (limits/tenant-counts.ts; not shared through Redis: each data-plane process
-   * enforces the caps on its own sockets). Raised at the upgrade, which uWS opens synchronously inside
-   * `res.upgrade`, so the check and the count cannot interleave with another upgrade of this thread;
-   * lowered once in `onClose`.
+   * enforces the caps on its own sockets). Raised at the upgrade, before `res.upgrade` (one check-and-add
+   * per cap), and lowered once, when uWS calls `close` for that socket, whether it called `open` before,
+   * after or not at all: a place is held exactly from the upgrade's decision to the socket's close.
    */
   readonly openByKey: TenantCounts;
   readonly openByIp: TenantCounts;
@@ -52,15 +52,12 @@ export class WsSessions {
 
   onOpen(ws: uWS.WebSocket<UserData>): void {
     const s = ws.getUserData().session;
+    // A socket uWS already reported closed is not brought back (its handle is invalid, its places are
+    // back). Places are never taken here: the upgrade took them (reservePlaces), `close` gives them back.
+    if (s.closed) return;
+    s.opened = true;
     s.ws = ws;
     this.all.add(s);
-    // Counted at the upgrade (reservePlaces), released once in onClose; counted here only when the
-    // places were given back because the socket had not opened within upgrade().
-    if (!s.counted) {
-      s.counted = true;
-      this.openByIp.add(s.ipBucket, 1);
-      if (s.connKey !== undefined) this.openByKey.add(s.connKey, 1);
-    }
     const hash = s.key?.hash;
     if (hash !== undefined) {
       let set = this.byKeyHash.get(hash);

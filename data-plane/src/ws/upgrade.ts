@@ -191,12 +191,21 @@ export class WsUpgrades {
       session.spanName = spanName;
       session.traceparent = info.traceparent;
       this.sessions.meta.set(session, { info, authorize });
-      res.cork(() => {
+      // The places stay taken until uWS calls `close` for this socket, whether that comes after `open`,
+      // before it or instead of it (sessions.ts): nothing here guesses from the order of the handlers.
+      try {
+        // Not within res.cork(). In the handler uWS has the socket corked already; after an await, uWS
+        // 20.57's HttpResponse.cork() mistakes the socket upgraded within its callback for the HTTP
+        // response it was (the allocation is resized in place), reads the response's state from memory
+        // that is now the WebSocket's and can close the socket right after `open` (1006), while the client
+        // holds a 101 (uNetworking/uWebSockets#1929). Uncorked, uWS writes the 101 at once and prints a
+        // warning about the write (docs/runtime.md).
         res.upgrade({ session }, secKey, secProtocol, secExtensions, context);
-      });
-      // uWS opens the socket within upgrade(); one that did not open (the client went away) gives its
-      // places back (should it open later after all, onOpen counts it then).
-      if (session.ws === undefined && !session.closed) this.sessions.releasePlaces(session);
+      } catch (err) {
+        // Not upgraded (the response was no longer valid): no socket will close, so the places go back.
+        if (!session.opened && !session.closed) this.sessions.releasePlaces(session);
+        throw err;
+      }
     };
     let d: ReturnType<Authorize>;
     try {

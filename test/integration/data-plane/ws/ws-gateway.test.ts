@@ -50,6 +50,18 @@ describe("WebSocket endpoint (stub upstreams)", function () {
   const upstreamSubs = () => gw.plane.ws.upstreamSubscriptionCount("eth");
 
   describe("auth at upgrade", () => {
+    it("keeps a socket upgraded after its key was looked up (not cached) open: each of 40 fresh keys answers at once", async () => {
+      // A key seen for the first time is looked up before the upgrade, which then completes outside uWS's
+      // handler (see ws/upgrade.ts on why that upgrade is not corked).
+      for (let i = 0; i < 40; i++) {
+        const fresh = await gw.seeder.putKey();
+        const c = await open(`/eth/rpc?apikey=${fresh}`);
+        const answer = await c.call("eth_chainId");
+        assert.equal(answer.result, "0x7a69", `key ${i}: ${JSON.stringify(answer)}`);
+        assert.equal(c.closeCode, undefined, `key ${i}: closed ${c.closeCode} right after the upgrade`);
+      }
+    });
+
     it("refuses a missing key with 401 and the contract error body", async () => {
       const err = await TestWsClient.open(`${wsBase}/eth/rpc`).then(
         () => assert.fail("upgraded"),

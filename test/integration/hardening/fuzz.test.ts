@@ -43,12 +43,13 @@ const RSS_GROWTH_BOUND_BYTES = 48 * 1024 * 1024;
 /** A case not answered or closed by then waits in the background (its pool slot goes to the next case). */
 const QUICK_MS = 300;
 /**
- * uWS 20.30 does not answer some malformed requests (a bare CR / LF or NUL in a header, a header line
- * without a colon, a space or tab in the target, an unknown HTTP version, binary garbage): its parser
- * waits for more bytes until its HTTP idle timeout (10 s, closed on the next 4 s timer tick) drops the
- * connection. Such a case must still be closed within this.
+ * uWS does not answer some malformed requests (a bare CR / LF or NUL in a header, a header line without a
+ * colon, a space or tab in the target, an unknown HTTP version, binary garbage, only empty lines): its
+ * parser waits for more bytes until its HTTP idle timeout drops the connection. uWS 20.57 (Node 24) keeps
+ * an HTTP socket that has not completed a request for 30 s, closed on the next 4 s timer tick (20.30 kept
+ * it for 10 s). Such a case must still be closed within this.
  */
-const STALL_LIMIT_MS = 20_000;
+const STALL_LIMIT_MS = 45_000;
 
 /**
  * Statuses the data plane may answer: its error table, its successes, and uWS's own refusals of

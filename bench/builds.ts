@@ -10,8 +10,9 @@
  *   node dist/bench/builds.js /tmp/base/dist/data-plane/src/main.js
  *
  * Both gateways get the environment bench/gateway.ts gives every gateway. Environment: BENCH_DURATION_S
- * (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS, BENCH_REPEATS (5), REDIS_URL. Needs wrk
- * and nginx (Debian packages). Writes `bench/out/builds.json`.
+ * (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS, BENCH_REPEATS (5), REDIS_URL,
+ * BENCH_BASE_NODE (the node binary for the other build when it needs another Node; default this one).
+ * Needs wrk and nginx (Debian packages). Writes `bench/out/builds.json`.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -97,11 +98,13 @@ async function main(): Promise<void> {
       ["this", undefined],
       ["base", baseMain],
     ] as const) {
-      const gw = await startGateway({ redisUrl: o.redisUrl, prefix: redis.prefix, main: m });
+      // BENCH_BASE_NODE: the other build runs on another Node (e.g. Node 20 against this checkout's 24).
+      const node = t === "base" ? process.env.BENCH_BASE_NODE || undefined : undefined;
+      const gw = await startGateway({ redisUrl: o.redisUrl, prefix: redis.prefix, main: m, node });
       stops.push(() => gw.proc.stop());
       urls[t] = `${gw.baseUrl}${path}`;
       pids[t] = gw.proc.pid;
-      log(`gateway ${t} (${m ?? "this checkout"}) pid ${gw.proc.pid}`);
+      log(`gateway ${t} (${m ?? "this checkout"}${node ? ` on ${node}` : ""}) pid ${gw.proc.pid}`);
     }
 
     const targets: Target[] = ["nginx", "this", "base"];

@@ -112,6 +112,8 @@ export async function startGateway(o: {
   cpus?: string;
   /** Another build's `dist/data-plane/src/main.js` (bench/builds.ts); default GATEWAY_MAIN. */
   main?: string;
+  /** The node binary to run it with (bench/builds.ts: another Node version); default this process's. */
+  node?: string;
 }): Promise<Gateway> {
   const main = o.main ?? GATEWAY_MAIN;
   if (!existsSync(main)) throw new Error(`gateway not built: ${main} is missing`);
@@ -120,8 +122,8 @@ export async function startGateway(o: {
   const baseUrl = `http://127.0.0.1:${port}`;
   const args = [...(o.nodeArgs ?? []), main];
   // taskset execs node in place: the PID is the gateway's (stopped by PID as before).
-  const [cmd, argv] =
-    o.cpus === undefined ? [process.execPath, args] : ["taskset", ["-c", o.cpus, process.execPath, ...args]];
+  const node = o.node ?? process.execPath;
+  const [cmd, argv] = o.cpus === undefined ? [node, args] : ["taskset", ["-c", o.cpus, node, ...args]];
   const proc = await startProcess(cmd, argv, {
     env: {
       DATA_PLANE_PORT: String(port),

@@ -185,6 +185,20 @@ export class RedisNames {
   }
 
   /**
+   * String counter: compute units a workspace used on one UTC day (each request object its method's weight,
+   * NetworkRecord.methodCosts), kept beside `quotaDay` in the same slot. The control plane reads it for
+   * `today.computeUnits` and the compute-unit `quota.threshold` events.
+   */
+  quotaComputeUnitsDay(workspaceId: string, dayKey: string): string {
+    return `${this.prefix}quota:{${workspaceId}}:cu:d:${dayKey}`;
+  }
+
+  /** String counter: compute units a workspace used in one UTC month (`monthKey` = `YYYY-MM`). */
+  quotaComputeUnitsMonth(workspaceId: string, monthKey: string): string {
+    return `${this.prefix}quota:{${workspaceId}}:cu:m:${monthKey}`;
+  }
+
+  /**
    * String: the last quota flush sequence number one data-plane instance applied for a workspace, so a
    * flush retried after an ambiguous failure (timeout) is applied once, not twice.
    */
@@ -228,11 +242,19 @@ export class RedisNames {
 
   /**
    * String (SET NX, expires after 2 days): the worker emitted `quota.threshold` at `percent` of the daily
-   * limit for this workspace on `dayKey` (`utcDayKey`). Makes "once per UTC day per threshold" hold across
-   * worker restarts and several workers.
+   * limit for this workspace on `dayKey` (`utcDayKey`), in `unit` (requests, or compute units for plans with a
+   * daily compute-unit limit). Makes "once per UTC day per threshold and unit" hold across worker restarts
+   * and several workers.
    */
-  webhookQuotaMarker(workspaceId: string, dayKey: string, percent: number): string {
-    return `${this.prefix}webhook:quota:{${workspaceId}}:${dayKey}:${percent}`;
+  webhookQuotaMarker(
+    workspaceId: string,
+    dayKey: string,
+    percent: number,
+    unit: "requests" | "computeUnits" = "requests",
+  ): string {
+    // The request marker keeps its original name, so a worker upgraded mid-day does not fire again.
+    const u = unit === "requests" ? "" : ":cu";
+    return `${this.prefix}webhook:quota:{${workspaceId}}${u}:${dayKey}:${percent}`;
   }
 
   /**

@@ -185,25 +185,30 @@ export class RedisNames {
   }
 
   /**
-   * String counter: compute units a workspace used on one UTC day (each request object its method's weight,
-   * NetworkRecord.methodCosts), kept beside `quotaDay` in the same slot. The control plane reads it for
-   * `today.computeUnits` and the compute-unit `quota.threshold` events.
-   */
-  quotaComputeUnitsDay(workspaceId: string, dayKey: string): string {
-    return `${this.prefix}quota:{${workspaceId}}:cu:d:${dayKey}`;
-  }
-
-  /** String counter: compute units a workspace used in one UTC month (`monthKey` = `YYYY-MM`). */
-  quotaComputeUnitsMonth(workspaceId: string, monthKey: string): string {
-    return `${this.prefix}quota:{${workspaceId}}:cu:m:${monthKey}`;
-  }
-
-  /**
    * String: the last quota flush sequence number one data-plane instance applied for a workspace, so a
    * flush retried after an ambiguous failure (timeout) is applied once, not twice.
    */
   quotaFlushSeq(workspaceId: string, instanceId: string): string {
     return `${this.prefix}quota:{${workspaceId}}:seq:${instanceId}`;
+  }
+
+  /**
+   * String counter: compute units a workspace used on one UTC day (the weights of its served request
+   * objects, NetworkRecord.methodCosts), kept while its plan sets `dailyComputeUnitLimit` or
+   * `monthlyComputeUnitLimit`. Same workspace tag as quotaDay.
+   */
+  computeUnitQuotaDay(workspaceId: string, dayKey: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:d:${dayKey}`;
+  }
+
+  /** String counter: the same workspace's compute units in one UTC month. */
+  computeUnitQuotaMonth(workspaceId: string, monthKey: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:m:${monthKey}`;
+  }
+
+  /** String: the last compute-unit quota flush one data-plane instance applied (as quotaFlushSeq). */
+  computeUnitQuotaFlushSeq(workspaceId: string, instanceId: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:seq:${instanceId}`;
   }
 
   /**

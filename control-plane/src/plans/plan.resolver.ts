@@ -2,6 +2,9 @@ import { IsOptional, Max, MaxLength, Min } from "class-validator";
 import { Arg, Ctx, Field, InputType, Int, Mutation, Query, Resolver } from "type-graphql";
 import { GqlContext } from "../graphql/context";
 import { Plan } from "./plan.entity";
+import { MAX_IN_FLIGHT_CAP } from "./plan.service";
+
+const CAP_INPUT_DOC = `1..${MAX_IN_FLIGHT_CAP}; null = the data plane's default; omitted: null for a new plan, unchanged for an existing one.`;
 
 @InputType()
 export class PlanInput {
@@ -34,6 +37,18 @@ export class PlanInput {
   @Min(0)
   @Max(1000)
   maxApps?: number | null;
+
+  @Field(() => Int, { nullable: true, description: CAP_INPUT_DOC })
+  @IsOptional()
+  @Min(1)
+  @Max(MAX_IN_FLIGHT_CAP)
+  maxInFlightPerKey?: number | null;
+
+  @Field(() => Int, { nullable: true, description: CAP_INPUT_DOC })
+  @IsOptional()
+  @Min(1)
+  @Max(MAX_IN_FLIGHT_CAP)
+  maxHeavyInFlightPerKey?: number | null;
 
   @Field(() => Boolean, {
     nullable: true,

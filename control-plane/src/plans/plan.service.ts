@@ -9,6 +9,8 @@ import { Plan } from "./plan.entity";
 
 export const PLAN_NAME_RE = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const MAX_LIMIT = 1e15;
+/** Largest per-key in-flight cap (the data plane's MAX_IN_FLIGHT_PER_KEY takes at most this too). */
+export const MAX_IN_FLIGHT_CAP = 1_000_000;
 
 export interface PlanInputData {
   name: string;
@@ -18,6 +20,12 @@ export interface PlanInputData {
   maxDedicatedNodes?: number | null;
   /** Null / omitted: no plan limit on apps (MAX_APPS_PER_WORKSPACE still applies). */
   maxApps?: number | null;
+  /**
+   * The per-key concurrency caps: null = the data plane's default (MAX_IN_FLIGHT_PER_KEY /
+   * MAX_HEAVY_IN_FLIGHT_PER_KEY); omitted = unchanged (null for a new plan).
+   */
+  maxInFlightPerKey?: number | null;
+  maxHeavyInFlightPerKey?: number | null;
   /** Omitted / null: false for a new plan (private unless said otherwise), unchanged for an existing one. */
   selfService?: boolean | null;
 }
@@ -87,6 +95,11 @@ export class PlanService {
     if (maxApps !== null && (!Number.isInteger(maxApps) || maxApps < 0 || maxApps > MAX_APPS_PER_WORKSPACE)) {
       throw badInput("maxApps", `maxApps must be 0..${MAX_APPS_PER_WORKSPACE} or null`);
     }
+    for (const field of ["maxInFlightPerKey", "maxHeavyInFlightPerKey"] as const) {
+      const v = input[field];
+      if (v != null && (!Number.isInteger(v) || v < 1 || v > MAX_IN_FLIGHT_CAP))
+        throw badInput(field, `${field} must be 1..${MAX_IN_FLIGHT_CAP} or null (the data plane's default)`);
+    }
     const plan = await this.ds.transaction(async (m) => {
       const repo = m.getRepository(Plan);
       const existing = await repo.findOne({
@@ -99,6 +112,10 @@ export class PlanService {
       row.monthlyRequestLimit = input.monthlyRequestLimit ?? null;
       row.maxDedicatedNodes = maxNodes;
       row.maxApps = maxApps;
+      if (input.maxInFlightPerKey !== undefined) row.maxInFlightPerKey = input.maxInFlightPerKey;
+      else if (!existing) row.maxInFlightPerKey = null;
+      if (input.maxHeavyInFlightPerKey !== undefined) row.maxHeavyInFlightPerKey = input.maxHeavyInFlightPerKey;
+      else if (!existing) row.maxHeavyInFlightPerKey = null;
       if (input.selfService != null) row.selfService = input.selfService;
       else if (!existing) row.selfService = false;
       return repo.save(row);

@@ -17,28 +17,32 @@ import {
 } from "../../../shared/src/redis/records";
 import { SlotTransactions } from "../../../shared/src/redis/slot-transactions";
 
-interface LiveKeyRow {
+/** A plan's columns as every published record carries them (PlanLimits), from `plans p`. */
+interface PlanRow {
+  plan_name: string;
+  daily_request_limit: string;
+  requests_per_second: number;
+  monthly_request_limit: string | null;
+  max_in_flight_per_key: number | null;
+  max_heavy_in_flight_per_key: number | null;
+}
+
+const PLAN_COLUMNS = `p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit,
+         p.max_in_flight_per_key, p.max_heavy_in_flight_per_key`;
+
+interface LiveKeyRow extends PlanRow {
   key_hash: string;
   expires_at: Date | null;
   app_id: string;
   workspace_id: string;
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
 }
 
-interface WorkspacePlanRow {
+interface WorkspacePlanRow extends PlanRow {
   workspace_id: string;
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
 }
 
 const LIVE_KEYS_SQL = `
-  SELECT k.key_hash, k.expires_at, a.id AS app_id, a.workspace_id,
-         p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit
+  SELECT k.key_hash, k.expires_at, a.id AS app_id, a.workspace_id, ${PLAN_COLUMNS}
   FROM api_keys k
   JOIN apps a ON a.id = k.app_id
   JOIN workspaces w ON w.id = a.workspace_id
@@ -48,15 +52,14 @@ const LIVE_KEYS_SQL = `
 /** Live dedicated-node keys (a node's key works until the node is being deleted). */
 const NODE_KEYS_SQL = `
   SELECT n.id AS node_id, n.key_hash, n.rpc_methods, n.workspace_id, n.status, n.internal_http_url,
-         n.internal_ws_url, nw.protocol, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
-         p.monthly_request_limit
+         n.internal_ws_url, nw.protocol, ${PLAN_COLUMNS}
   FROM dedicated_nodes n
   JOIN networks nw ON nw.id = n.network_id
   JOIN workspaces w ON w.id = n.workspace_id
   JOIN plans p ON p.id = w.plan_id
   WHERE n.status NOT IN ('DELETING', 'DELETED')`;
 
-interface NodeKeyRow {
+interface NodeKeyRow extends PlanRow {
   node_id: string;
   key_hash: string;
   rpc_methods: "SAFE" | "UNSAFE";
@@ -65,23 +68,16 @@ interface NodeKeyRow {
   internal_http_url: string | null;
   internal_ws_url: string | null;
   protocol: "EVM" | "SUBSTRATE";
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
 }
 
-function planLimits(row: {
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
-}): PlanLimits {
+function planLimits(row: PlanRow): PlanLimits {
   return {
     name: row.plan_name,
     dailyRequestLimit: Number(row.daily_request_limit),
     requestsPerSecond: row.requests_per_second,
     monthlyRequestLimit: row.monthly_request_limit === null ? null : Number(row.monthly_request_limit),
+    maxInFlightPerKey: row.max_in_flight_per_key,
+    maxHeavyInFlightPerKey: row.max_heavy_in_flight_per_key,
   };
 }
 
@@ -462,8 +458,7 @@ export class PublicationService {
 
   private async loadWorkspacePlans(where: string, params: unknown[]): Promise<WorkspaceRecord[]> {
     const rows: WorkspacePlanRow[] = await this.dataSource.query(
-      `SELECT w.id AS workspace_id, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
-              p.monthly_request_limit
+      `SELECT w.id AS workspace_id, ${PLAN_COLUMNS}
        FROM workspaces w JOIN plans p ON p.id = w.plan_id WHERE ${where}`,
       params,
     );
@@ -501,8 +496,7 @@ export class PublicationService {
 
   private async buildPlans(): Promise<Map<string, PlanLimits>> {
     const rows: WorkspacePlanRow[] = await this.dataSource.query(
-      `SELECT '' AS workspace_id, name AS plan_name, daily_request_limit, requests_per_second,
-              monthly_request_limit FROM plans`,
+      `SELECT '' AS workspace_id, ${PLAN_COLUMNS} FROM plans p`,
     );
     return new Map(rows.map((r) => [r.plan_name, planLimits(r)]));
   }

@@ -17,7 +17,9 @@ export type AdmissionRefusal = Pick<
  * LimitsGate, whose windows are shared by the process's threads). `cost` is the request objects of the
  * message (a batch of 30 costs 30, notifications and invalid elements included); a refusal answers the
  * whole message and consumes nothing. Sets the request's rate decision (X-RateLimit-*) and, once admitted,
- * its concurrency-cap tenant and the app's method rules. Synchronous, never throws.
+ * its concurrency-cap tenant (a key's: the caps of its plan, memoized on the verified key, so a plan change
+ * applies with the re-published record; the public endpoint's: the default caps) and the app's method
+ * rules. Synchronous, never throws.
  *
  * `method`: the single call's method (undefined for a batch), for the trace.
  */
@@ -36,11 +38,15 @@ export function admit(
     trace.set(method === undefined ? { "gateway.batch.size": cost } : { "rpc.method": method });
   }
   if (!a.ok) return a;
-  if (key === undefined) req.flightId = `ip:${req.ipBucket ?? "unknown"}`;
-  else if (key.record.kind === "node") req.flightId = nodeIdentifier(key);
+  const flights = req.deps.flights;
+  if (key === undefined) req.flight = flights.flight(`ip:${req.ipBucket ?? "unknown"}`);
   else {
-    req.flightId = keyIdentifier(key);
-    req.rules = key.access?.methods;
+    const node = key.record.kind === "node";
+    req.flight = key.flight ??= flights.planFlight(
+      node ? nodeIdentifier(key) : keyIdentifier(key),
+      key.record.plan,
+    );
+    if (!node) req.rules = key.access?.methods;
   }
   return undefined;
 }

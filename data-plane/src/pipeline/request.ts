@@ -16,6 +16,7 @@ import {
   planUnits,
   refusalJson,
 } from "../forward/forward";
+import type { Flight } from "../limits/concurrency";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
@@ -25,6 +26,9 @@ import type { NetworkPool } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import { type AccountSinks, RequestAccount, type Transport } from "./account";
 import { type AdmissionRefusal, admit, type LimitsEndpoint } from "./admit";
+
+/** A request's tenant before admission sets it (never used to forward). */
+const NO_FLIGHT: Flight = Object.freeze({ id: "", max: 0, maxHeavy: 0 });
 
 /** What a pipeline step returns: a promise only when it has to wait (key lookup, upstream call). */
 export type Pending = Promise<void> | void;
@@ -76,8 +80,8 @@ export abstract class PipelineRequest extends RequestAccount {
   policy: MethodPolicy;
   /** The app's own method rules (access rules), if any. */
   rules: MethodRules | undefined = undefined;
-  /** The concurrency caps' tenant: the key's limit id, else `ip:{bucket}` (set at admission). */
-  flightId = "";
+  /** The concurrency caps' tenant and its caps: the key's (its plan's), else `ip:{bucket}` (set at admission). */
+  flight: Flight = NO_FLIGHT;
   /** Public endpoint: the client's address bucket (the per-second identity); undefined with a key. */
   ipBucket: string | undefined = undefined;
   /** The endpoint's stage between admission and forwarding; undefined = forward to `pool` as it is. */
@@ -150,7 +154,7 @@ export abstract class PipelineRequest extends RequestAccount {
 
   /** A single call through the forwarding core, answered by `answerCall`. */
   forwardSingle(call: RpcCall): Pending {
-    const out = forwardCall(this.deps, this.pool!, this.policy, this.flightId, call, this.rules, this.trace);
+    const out = forwardCall(this.deps, this.pool!, this.policy, this.flight, call, this.rules, this.trace);
     return out instanceof Promise ? out.then((o) => this.answerCall(call, o)) : this.answerCall(call, out);
   }
 
@@ -210,7 +214,7 @@ export abstract class PipelineRequest extends RequestAccount {
     const done = await forwardPlan(
       this.deps,
       pool,
-      this.flightId,
+      this.flight,
       plan,
       this.requestId,
       verbatim,

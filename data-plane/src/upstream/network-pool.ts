@@ -238,6 +238,11 @@ export class NetworkPool {
     return this.exchanges.verbatim(text, calls, traceparent);
   }
 
+  /** Upstream exchanges callBatch starts for `calls` (see BatchRouter.exchangesFor). */
+  exchangesFor(calls: readonly OutgoingCall[]): number {
+    return this.batches.exchangesFor(calls);
+  }
+
   /** Whether callBatch handles any of `calls` on its own (see BatchRouter.sendsApart). */
   sendsApart(calls: readonly OutgoingCall[]): boolean {
     return this.batches.sendsApart(calls);

@@ -247,7 +247,7 @@ export class WsMessages {
     }
     if (plan.forward.length > 0) {
       pending.push(
-        forwardPlan(req.deps, pool, req.flightId, plan, requestId, text, req.trace).then((done) => {
+        forwardPlan(req.deps, pool, req.flight, plan, requestId, text, req.trace).then((done) => {
           if (done.overCap === undefined) return;
           // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
           const reason = GatewayError.ConcurrencyLimit.reason;

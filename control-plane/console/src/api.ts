@@ -173,6 +173,10 @@ export interface Plan {
   requestsPerSecond: number;
   monthlyRequestLimit: number | null;
   maxDedicatedNodes: number;
+  maxApps: number | null;
+  /** Calls / heavy calls in flight per key; null = the data plane's default. */
+  maxInFlightPerKey: number | null;
+  maxHeavyInFlightPerKey: number | null;
   /** The owner may switch to it in the console; other plans are assigned by the operator. */
   selfService: boolean;
 }

@@ -141,9 +141,38 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
       async () => (await ent.getByTestId("self-service").textContent()) === "yes",
       "enterprise self-service",
     );
-    const plans = await h.ok(`{ plans { name selfService } }`, {}, ADMIN_TOKEN);
+    const plans = await h.ok(`{ plans { name selfService maxApps } }`, {}, ADMIN_TOKEN);
     assert.equal(plans.plans.find((p: { name: string }) => p.name === "enterprise").selfService, true);
     await shot("operator-plans");
+  });
+
+  it("plans: the concurrency caps per key are shown and edited (empty = the data plane's default)", async () => {
+    const growth = page.locator('tr[data-plan="growth"]');
+    assert.equal(await growth.getByTestId("in-flight").textContent(), "500 (32)");
+    await growth.getByRole("button", { name: "Edit" }).click();
+    const form = page.getByRole("form", { name: "Plan" });
+    assert.equal(await form.getByLabel("Calls in flight per key", { exact: true }).inputValue(), "500");
+    await form.getByLabel("Calls in flight per key", { exact: true }).fill("0");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await form.locator('[data-field="maxInFlightPerKey"]').waitFor();
+    await form.getByLabel("Calls in flight per key", { exact: true }).fill("750");
+    await form.getByLabel("Heavy calls in flight per key").fill("");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await eventually(
+      async () => (await growth.getByTestId("in-flight").textContent()) === "750 (default)",
+      "growth's caps shown",
+    );
+    const d = await h.ok(
+      `{ plans { name maxApps maxInFlightPerKey maxHeavyInFlightPerKey } }`,
+      {},
+      ADMIN_TOKEN,
+    );
+    assert.deepEqual(
+      d.plans.find((p: { name: string }) => p.name === "growth"),
+      { name: "growth", maxApps: 100, maxInFlightPerKey: 750, maxHeavyInFlightPerKey: null },
+      "saved, and the form kept the plan's maxApps",
+    );
+    await shot("operator-plans-caps");
   });
 
   it("workspaces: plan, members and today's usage against the limit; changes the plan", async () => {

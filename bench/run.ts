@@ -16,6 +16,7 @@
  * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
  * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
  * BENCH_JWT_REPEATS (3; 0 skips the JWT section),
+ * BENCH_INDEXER (0 skips the indexer section, bench/indexer.ts, which has its own BENCH_INDEXER_* settings),
  * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts),
  * BENCH_REQUEST_LOG (0 skips the request-log cost section, bench/request-log.ts),
  * BENCH_TRACING (0 skips the tracing cost section, bench/tracing.ts).
@@ -29,13 +30,21 @@ import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
 import { type FinalityBenchResult, runFinalityBench } from "./finality";
-import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
+import {
+  BENCH_GATEWAY_CHANGES,
+  BENCH_NETWORK,
+  BenchRedis,
+  type Gateway,
+  processMemory,
+  startGateway,
+} from "./gateway";
 import {
   type HedgingBenchResult,
   hedgingOptionsFromEnv,
   printHedgingBench,
   runHedgingBench,
 } from "./hedging";
+import { type IndexerBenchResult, runIndexerBench } from "./indexer";
 import { type JwtBenchResult, runJwtBench } from "./jwt";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
@@ -270,6 +279,7 @@ async function main(): Promise<void> {
       const gw = gateway;
       stops.push(() => gw.proc.stop());
       log(`gateway on ${gateway.port}, pid ${gateway.proc.pid}, redis prefix ${redis.prefix}`);
+      log(`gateway settings changed from the data plane's defaults: ${BENCH_GATEWAY_CHANGES}`);
     } catch (e) {
       log(`gateway not started: skipped (${(e as Error).message.split("\n")[0]})`);
       skipped.push(`gateway (${(e as Error).message.split("\n")[0]})`);
@@ -547,6 +557,24 @@ async function main(): Promise<void> {
       skipped.push("jwt: BENCH_JWT_REPEATS=0");
     }
 
+    // 11. An indexer's 50 concurrent batches of 100 through one key on the growth plan as seeded
+    // (bench/indexer.ts, its own stub and gateway). BENCH_INDEXER=0 skips it.
+    let indexer: IndexerBenchResult | null = null;
+    if (process.env.BENCH_INDEXER !== "0") {
+      await stopAll();
+      log("");
+      indexer = await runIndexerBench({
+        redisUrl: cfg.redisUrl,
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        batches: envInt("BENCH_INDEXER_BATCHES", 50),
+        size: envInt("BENCH_INDEXER_SIZE", 100),
+        nodeMs: envInt("BENCH_INDEXER_NODE_MS", 20),
+      });
+    } else {
+      skipped.push("indexer: BENCH_INDEXER=0");
+    }
+
     // 12. DATA_PLANE_THREADS=1 against =2, pinned with taskset (bench/threads.ts). Its own stub and gateways.
     let threads: ThreadsBenchResult | null = null;
     if (process.env.BENCH_THREAD_SCALING !== "0" && tool === "wrk") {
@@ -642,6 +670,7 @@ async function main(): Promise<void> {
       hedging,
       degraded,
       jwt,
+      indexer,
       threads,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
@@ -686,6 +715,10 @@ async function main(): Promise<void> {
         /** Request log on (1% sample) / off, cache-miss req/s (bench/request-log.ts). */
         requestLogOnVsOff: requestLog?.onVsOff ?? null,
         tracingOnVsOff: tracing?.onVsOff ?? null,
+        /** Indexer (50 concurrent batches of 100, one key): share of batches refused on growth as seeded. */
+        indexerGrowthRefusedShare: indexer?.growth.refusedShare ?? null,
+        /** The same with growth's caps and the per-second limit lifted: share refused (concurrency). */
+        indexerCapsOnlyRefusedShare: indexer?.growthCapsOnly.refusedShare ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);

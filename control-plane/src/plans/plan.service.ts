@@ -114,7 +114,8 @@ export class PlanService {
       row.maxApps = maxApps;
       if (input.maxInFlightPerKey !== undefined) row.maxInFlightPerKey = input.maxInFlightPerKey;
       else if (!existing) row.maxInFlightPerKey = null;
-      if (input.maxHeavyInFlightPerKey !== undefined) row.maxHeavyInFlightPerKey = input.maxHeavyInFlightPerKey;
+      if (input.maxHeavyInFlightPerKey !== undefined)
+        row.maxHeavyInFlightPerKey = input.maxHeavyInFlightPerKey;
       else if (!existing) row.maxHeavyInFlightPerKey = null;
       if (input.selfService != null) row.selfService = input.selfService;
       else if (!existing) row.selfService = false;

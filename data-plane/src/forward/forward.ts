@@ -3,7 +3,12 @@ import { maxLogsBlockRange } from "../../../shared/src/redis/records";
 import type { MethodRules } from "../access/access-rules";
 import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
 import type { ResponseCache } from "../cache/response-cache";
-import { Acquired, concurrencyRefusalMessage, type ConcurrencyLimiter, type Flight } from "../limits/concurrency";
+import {
+  Acquired,
+  type ConcurrencyLimiter,
+  concurrencyRefusalMessage,
+  type Flight,
+} from "../limits/concurrency";
 import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import type { Metrics } from "../metrics/metrics";
 import { type MethodPolicy, readsParams } from "../policy/method-policy";

@@ -211,15 +211,7 @@ export abstract class PipelineRequest extends RequestAccount {
     const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, policy, rules));
     const keeps = this.stage?.keepsAnswer;
     if (verbatim !== undefined && keeps !== undefined && plan.forward.some(keeps)) verbatim = undefined;
-    const done = await forwardPlan(
-      this.deps,
-      pool,
-      this.flight,
-      plan,
-      this.requestId,
-      verbatim,
-      this.trace,
-    );
+    const done = await forwardPlan(this.deps, pool, this.flight, plan, this.requestId, verbatim, this.trace);
     if (this.gone) return;
     if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
     const after = this.stage?.afterCall;

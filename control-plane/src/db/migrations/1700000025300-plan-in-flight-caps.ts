@@ -27,6 +27,8 @@ export class PlanInFlightCaps1700000025300 implements MigrationInterface {
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE plans DROP COLUMN max_heavy_in_flight_per_key, DROP COLUMN max_in_flight_per_key`);
+    await q.query(
+      `ALTER TABLE plans DROP COLUMN max_heavy_in_flight_per_key, DROP COLUMN max_in_flight_per_key`,
+    );
   }
 }

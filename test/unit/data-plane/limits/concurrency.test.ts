@@ -103,10 +103,11 @@ describe("data plane: per-key concurrency limiter", () => {
     const l = new ConcurrencyLimiter(200, 16);
     const plan = { name: "p", requestsPerSecond: 1, dailyRequestLimit: 1, monthlyRequestLimit: null };
     assert.deepEqual(l.planFlight("app:a", plan), { id: "app:a", max: 200, maxHeavy: 16 });
-    assert.deepEqual(
-      l.planFlight("app:a", { ...plan, maxInFlightPerKey: null, maxHeavyInFlightPerKey: 4 }),
-      { id: "app:a", max: 200, maxHeavy: 4 },
-    );
+    assert.deepEqual(l.planFlight("app:a", { ...plan, maxInFlightPerKey: null, maxHeavyInFlightPerKey: 4 }), {
+      id: "app:a",
+      max: 200,
+      maxHeavy: 4,
+    });
     assert.deepEqual(l.flight("ip:1.2.3.4"), { id: "ip:1.2.3.4", max: 200, maxHeavy: 16 });
     const small = l.planFlight("app:a", { ...plan, maxInFlightPerKey: 2, maxHeavyInFlightPerKey: 1 });
     assert.equal(l.acquireFor(small, 1, 1), Ok);

@@ -123,6 +123,13 @@ export async function startGateway(o: {
   main?: string;
 }): Promise<Gateway> {
   const main = o.main ?? GATEWAY_MAIN;
+  // A section's own settings are named in the output (why: in the section's source), so no figure is read
+  // as the defaults' when it is not.
+  const changed = Object.entries(o.env ?? {}).filter(([k]) => k !== "LOG_LEVEL");
+  if (changed.length > 0)
+    process.stdout.write(
+      `  gateway settings of this section: ${changed.map(([k, v]) => `${k}=${v}`).join(", ")}\n`,
+    );
   if (!existsSync(main)) throw new Error(`gateway not built: ${main} is missing`);
   const port = await freePort();
   const metricsPort = await freePort();

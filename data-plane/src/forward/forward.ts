@@ -123,8 +123,8 @@ export type CallOutcome =
 /**
  * The single-call entry: method policy, the app's method rules (`rules`) and range check, the cache (with in-flight merge of identical
  * calls), one of the tenant's in-flight slots (`flight`: the key's tenant and caps, or the client
- * address's) while the upstream call runs, then the answer stored and its head hint observed. A promise only when
- * it has to wait for an upstream.
+ * address's) while the upstream call runs, then the answer stored and its head hint observed. A promise
+ * only when it has to wait for an upstream.
  *
  * `trace`: a sampled request's trace (data-plane/src/telemetry), which gets the cache lookup and the
  * upstream exchange as child spans, and the upstream request its traceparent. Undefined (not sampled,
@@ -255,9 +255,9 @@ const NOTHING_FORWARDED: PlanOutcome = Object.freeze({ results: [] });
 /**
  * The batch entry, after planBatch: forwards the plan's elements together (NetworkPool.callBatch spreads
  * them over upstreams and reassembles them in order), holding the tenant's slots while they run (one
- * per upstream exchange, see batchSlots), and settles their answers into the plan. A batch is never answered from the cache. `text`: the client's
- * body (or its UTF-8 bytes), given only when the parser found it may go upstream as it is
- * (ParseResult `verbatim`, forward/verbatim.ts).
+ * per upstream exchange, see batchSlots), and settles their answers into the plan. A batch is never
+ * answered from the cache. `text`: the client's body (or its UTF-8 bytes), given only when the parser
+ * found it may go upstream as it is (ParseResult `verbatim`, forward/verbatim.ts).
  */
 export async function forwardPlan(
   deps: ForwardDeps,

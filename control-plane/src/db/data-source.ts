@@ -32,6 +32,7 @@ import { AccountOperator1700000017600 } from "./migrations/1700000017600-account
 import { PlanMaxApps1700000018300 } from "./migrations/1700000018300-plan-max-apps";
 import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
 import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
+import { Billing1700000025400 } from "./migrations/1700000025400-billing";
 
 export const ENTITIES = [
   Account,
@@ -71,6 +72,7 @@ export const MIGRATIONS = [
   PlanMaxApps1700000018300,
   RequestLogMethodLength1700000024210,
   TokenExpiry1700000024400,
+  Billing1700000025400,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

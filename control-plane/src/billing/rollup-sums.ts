@@ -1,10 +1,10 @@
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 
 /**
- * Compute units of a group of usage rollup rows. Until the rollups carry compute units every request
- * object weighs 1 (what the usage contract says of rows without `computeUnits`).
+ * Compute units of a group of usage rollup rows (`compute_units`, migration 1700000025200: rows from data
+ * planes older than compute units carry their request count, a weight of 1).
  */
-const COMPUTE_UNITS_SUM = "sum(count)";
+const COMPUTE_UNITS_SUM = "sum(compute_units)";
 const REFUSED = `category = '${ErrorCategory.TooManyRequests}'`;
 
 /**

@@ -19,6 +19,7 @@ export const STATEMENT_CSV_COLUMNS = [
   "refused_requests",
   "refused_compute_units",
   "daily_request_limit",
+  "daily_compute_unit_limit",
   "over_limit",
 ] as const;
 
@@ -84,6 +85,7 @@ export function statementCsv(s: UsageStatement): string {
         to: p.to.toISOString(),
         plan: p.name,
         daily_request_limit: p.dailyRequestLimit,
+        daily_compute_unit_limit: p.dailyComputeUnitLimit,
       }),
     );
   }
@@ -95,6 +97,7 @@ export function statementCsv(s: UsageStatement): string {
         date: d.date,
         ...amounts(d),
         daily_request_limit: d.dailyRequestLimit,
+        daily_compute_unit_limit: d.dailyComputeUnitLimit,
         over_limit: d.overLimit,
       }),
     );

@@ -2,11 +2,12 @@ import { DataSource } from "typeorm";
 import { RequestContext } from "../auth/context";
 import { badInput, isUuid } from "../common/errors";
 import { requirePlatformOperator } from "../operator/operator.service";
+import { PLAN_DAILY_CU_LIMIT_SQL, PLAN_MONTHLY_CU_LIMIT_SQL } from "../plans/plan-limits.sql";
 import { NIL_UUID } from "../usage/usage.sql";
 import { Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { daysOfMonth, parseStatementMonth, StatementMonth } from "./month";
-import { add, amountsOf, BILLING_SUMS, zero } from "./rollup-sums";
+import { add, amountsOf, BILLING_SUMS, type BillingAmounts, zero } from "./rollup-sums";
 import {
   StatementAmounts,
   StatementAppTotal,
@@ -36,6 +37,8 @@ interface PlanRow {
   name: string;
   daily: number;
   monthly: number | null;
+  daily_cu: number | null;
+  monthly_cu: number | null;
   rps: number;
   started_at: Date;
   ended_at: Date | null;
@@ -103,7 +106,8 @@ export class StatementService {
     // Periods of zero length (two changes in one instant) were never in force.
     const plans: PlanRow[] = await this.ds.query(
       `SELECT pp.workspace_id, pp.plan_id, p.name, p.daily_request_limit::float8 AS daily,
-              p.monthly_request_limit::float8 AS monthly, p.requests_per_second AS rps, pp.started_at, pp.ended_at
+              p.monthly_request_limit::float8 AS monthly, p.requests_per_second AS rps,
+              ${PLAN_DAILY_CU_LIMIT_SQL} AS daily_cu, ${PLAN_MONTHLY_CU_LIMIT_SQL} AS monthly_cu, pp.started_at, pp.ended_at
        FROM workspace_plan_periods pp JOIN plans p ON p.id = pp.plan_id
        WHERE pp.workspace_id = ANY($1::uuid[]) AND pp.started_at < $3
          AND (pp.ended_at IS NULL OR (pp.ended_at > $2 AND pp.ended_at > pp.started_at))
@@ -151,6 +155,23 @@ function groupBy<T>(rows: T[], key: (r: T) => string): Map<string, T[]> {
   return out;
 }
 
+/** A day's amounts while a statement is assembled, and what its daily quota counted. */
+interface DayTally {
+  date: string;
+  amounts: BillingAmounts;
+  /** Served request objects and compute units on app keys (dedicated-node traffic is not in the quota). */
+  quotaRequests: number;
+  quotaComputeUnits: number;
+}
+
+function dayTally(date: string): DayTally {
+  return { date, amounts: zero(), quotaRequests: 0, quotaComputeUnits: 0 };
+}
+
+function lowest(current: number | null, v: number): number {
+  return current === null ? v : Math.min(current, v);
+}
+
 /** One statement from its workspace's rows (pure: unit-tested on its own). */
 export function assemble(input: {
   workspaceId: string;
@@ -173,10 +194,8 @@ export function assemble(input: {
   const lines = new Map<string, StatementLine>();
   const apps = new Map<string, StatementAppTotal>();
   const networks = new Map<string, StatementNetworkTotal>();
-  const days = new Map<string, StatementDay & { quotaServed: number }>();
-  for (const date of input.dates) {
-    days.set(date, { ...zero(), date, dailyRequestLimit: null, overLimit: false, quotaServed: 0 });
-  }
+  const days = new Map<string, DayTally>();
+  for (const date of input.dates) days.set(date, dayTally(date));
   for (const r of input.usage) {
     const a = amountsOf(r);
     const appId = r.app_id === NIL_UUID ? null : (r.app_id as string);
@@ -207,12 +226,15 @@ export function assemble(input: {
     let day = days.get(r.day);
     if (!day) {
       // A day past "now" (clock skew between the rollups' writer and this process): still counted.
-      day = { ...zero(), date: r.day, dailyRequestLimit: null, overLimit: false, quotaServed: 0 };
+      day = dayTally(r.day);
       days.set(r.day, day);
     }
-    add(day, a);
+    add(day.amounts, a);
     // The daily quota counts app-key traffic only (dedicated-node endpoints have their own limits).
-    if (appId !== null) day.quotaServed += a.servedRequests;
+    if (appId !== null) {
+      day.quotaRequests += a.servedRequests;
+      day.quotaComputeUnits += a.servedComputeUnits;
+    }
   }
   s.plans = input.plans.map((p) => {
     const period = new StatementPlanPeriod();
@@ -224,20 +246,31 @@ export function assemble(input: {
     period.dailyRequestLimit = Number(p.daily);
     period.monthlyRequestLimit = p.monthly === null ? null : Number(p.monthly);
     period.requestsPerSecond = Number(p.rps);
+    period.dailyComputeUnitLimit = p.daily_cu === null ? null : Number(p.daily_cu);
+    period.monthlyComputeUnitLimit = p.monthly_cu === null ? null : Number(p.monthly_cu);
     return period;
   });
   const out: StatementDay[] = [];
-  for (const { quotaServed, ...d } of [...days.values()].sort((x, y) => x.date.localeCompare(y.date))) {
-    const start = Date.parse(`${d.date}T00:00:00Z`);
-    let limit: number | null = null;
+  for (const t of [...days.values()].sort((x, y) => x.date.localeCompare(y.date))) {
+    const start = Date.parse(`${t.date}T00:00:00Z`);
+    // The strictest limit of each unit among the plans in force at any moment of the day.
+    let requests: number | null = null;
+    let computeUnits: number | null = null;
     for (const p of input.plans) {
       const from = new Date(p.started_at).getTime();
       const to = p.ended_at === null ? Number.POSITIVE_INFINITY : new Date(p.ended_at).getTime();
-      if (from < start + DAY && to > start)
-        limit = limit === null ? Number(p.daily) : Math.min(limit, Number(p.daily));
+      if (from >= start + DAY || to <= start) continue;
+      requests = lowest(requests, Number(p.daily));
+      if (p.daily_cu !== null) computeUnits = lowest(computeUnits, Number(p.daily_cu));
     }
-    const day = Object.assign(new StatementDay(), d, { dailyRequestLimit: limit });
-    day.overLimit = limit !== null && quotaServed >= limit;
+    const day = Object.assign(new StatementDay(), t.amounts, {
+      date: t.date,
+      dailyRequestLimit: requests,
+      dailyComputeUnitLimit: computeUnits,
+      overLimit:
+        (requests !== null && t.quotaRequests >= requests) ||
+        (computeUnits !== null && t.quotaComputeUnits >= computeUnits),
+    });
     out.push(day);
   }
   s.days = out;

@@ -67,9 +67,15 @@ export class StatementDay extends StatementAmounts {
       "The lowest daily request limit among the plans in force that day (null: no plan recorded that day).",
   })
   dailyRequestLimit: number | null;
+  @Field(() => Float, {
+    nullable: true,
+    description:
+      "The lowest daily compute-unit limit among the plans in force that day (null: none of them limits compute units).",
+  })
+  dailyComputeUnitLimit: number | null;
   @Field({
     description:
-      "The workspace reached its daily limit: the day's served requests on app keys (what the daily quota counts) reached `dailyRequestLimit`.",
+      "The workspace reached its daily limit: the day's served requests on app keys (what the daily quota counts) reached `dailyRequestLimit`, or their compute units reached `dailyComputeUnitLimit`.",
   })
   overLimit: boolean;
 }
@@ -90,6 +96,16 @@ export class StatementPlanPeriod {
   monthlyRequestLimit: number | null;
   @Field(() => Int, { description: "The plan's requests per second (current setting)." })
   requestsPerSecond: number;
+  @Field(() => Float, {
+    nullable: true,
+    description: "The plan's daily compute-unit limit (current setting).",
+  })
+  dailyComputeUnitLimit: number | null;
+  @Field(() => Float, {
+    nullable: true,
+    description: "The plan's monthly compute-unit limit (current setting).",
+  })
+  monthlyComputeUnitLimit: number | null;
 }
 
 @ObjectType("UsageStatement", {

@@ -32,6 +32,8 @@ import { AccountOperator1700000017600 } from "./migrations/1700000017600-account
 import { PlanMaxApps1700000018300 } from "./migrations/1700000018300-plan-max-apps";
 import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
 import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
+import { UsageComputeUnits1700000025200 } from "./migrations/1700000025200-usage-compute-units";
+import { RequestLogComputeUnits1700000025210 } from "./migrations/1700000025210-request-log-compute-units";
 import { Billing1700000025400 } from "./migrations/1700000025400-billing";
 
 export const ENTITIES = [
@@ -72,6 +74,8 @@ export const MIGRATIONS = [
   PlanMaxApps1700000018300,
   RequestLogMethodLength1700000024210,
   TokenExpiry1700000024400,
+  UsageComputeUnits1700000025200,
+  RequestLogComputeUnits1700000025210,
   Billing1700000025400,
 ];
 

@@ -193,6 +193,25 @@ export class RedisNames {
   }
 
   /**
+   * String counter: compute units a workspace used on one UTC day (the weights of its served request
+   * objects, NetworkRecord.methodCosts), kept while its plan sets `dailyComputeUnitLimit` or
+   * `monthlyComputeUnitLimit`. Same workspace tag as quotaDay.
+   */
+  computeUnitQuotaDay(workspaceId: string, dayKey: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:d:${dayKey}`;
+  }
+
+  /** String counter: the same workspace's compute units in one UTC month. */
+  computeUnitQuotaMonth(workspaceId: string, monthKey: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:m:${monthKey}`;
+  }
+
+  /** String: the last compute-unit quota flush one data-plane instance applied (as quotaFlushSeq). */
+  computeUnitQuotaFlushSeq(workspaceId: string, instanceId: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:seq:${instanceId}`;
+  }
+
+  /**
    * String counter: response units one app used on one UTC day, kept only for apps whose access rules set
    * a daily cap (`AccessRecord.requestsPerDay`). Tagged on the app: one flush touches one slot.
    */
@@ -228,11 +247,19 @@ export class RedisNames {
 
   /**
    * String (SET NX, expires after 2 days): the worker emitted `quota.threshold` at `percent` of the daily
-   * limit for this workspace on `dayKey` (`utcDayKey`). Makes "once per UTC day per threshold" hold across
-   * worker restarts and several workers.
+   * limit for this workspace on `dayKey` (`utcDayKey`), in `unit` (requests, or compute units for plans with a
+   * daily compute-unit limit). Makes "once per UTC day per threshold and unit" hold across worker restarts
+   * and several workers.
    */
-  webhookQuotaMarker(workspaceId: string, dayKey: string, percent: number): string {
-    return `${this.prefix}webhook:quota:{${workspaceId}}:${dayKey}:${percent}`;
+  webhookQuotaMarker(
+    workspaceId: string,
+    dayKey: string,
+    percent: number,
+    unit: "requests" | "computeUnits" = "requests",
+  ): string {
+    // The request marker keeps its original name, so a worker upgraded mid-day does not fire again.
+    const u = unit === "requests" ? "" : ":cu";
+    return `${this.prefix}webhook:quota:{${workspaceId}}${u}:${dayKey}:${percent}`;
   }
 
   /**

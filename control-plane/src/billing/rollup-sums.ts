@@ -60,3 +60,13 @@ export function amountsOf(r: Record<string, unknown>): BillingAmounts {
     servedComputeUnits: computeUnits - refusedComputeUnits,
   };
 }
+
+/** The entry of `key` in `map`, made (and stored) by `make` when there is none. */
+export function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let v = map.get(key);
+  if (v === undefined) {
+    v = make();
+    map.set(key, v);
+  }
+  return v;
+}

@@ -7,7 +7,7 @@ import { NIL_UUID } from "../usage/usage.sql";
 import { Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import { daysOfMonth, parseStatementMonth, StatementMonth } from "./month";
-import { add, amountsOf, BILLING_SUMS, type BillingAmounts, zero } from "./rollup-sums";
+import { add, amountsOf, BILLING_SUMS, type BillingAmounts, entry, zero } from "./rollup-sums";
 import {
   StatementAmounts,
   StatementAppTotal,
@@ -146,12 +146,7 @@ export class StatementService {
 
 function groupBy<T>(rows: T[], key: (r: T) => string): Map<string, T[]> {
   const out = new Map<string, T[]>();
-  for (const r of rows) {
-    const k = key(r);
-    let list = out.get(k);
-    if (!list) out.set(k, (list = []));
-    list.push(r);
-  }
+  for (const r of rows) entry(out, key(r), () => [] as T[]).push(r);
   return out;
 }
 
@@ -201,34 +196,23 @@ export function assemble(input: {
     const appId = r.app_id === NIL_UUID ? null : (r.app_id as string);
     const appName = appId === null ? null : (input.appNames.get(appId) ?? "(deleted app)");
     const lineKey = `${r.app_id}|${r.network}|${r.method}`;
-    let line = lines.get(lineKey);
-    if (!line) {
-      line = Object.assign(new StatementLine(), zero(), {
-        appId,
-        appName,
-        network: r.network,
-        method: r.method,
-      });
-      lines.set(lineKey, line);
-    }
+    const line = entry(lines, lineKey, () =>
+      Object.assign(new StatementLine(), zero(), { appId, appName, network: r.network, method: r.method }),
+    );
     add(line, a);
-    let app = apps.get(r.app_id);
-    if (!app) apps.set(r.app_id, (app = Object.assign(new StatementAppTotal(), zero(), { appId, appName })));
-    add(app, a);
-    let net = networks.get(r.network);
-    if (!net)
-      networks.set(
-        r.network,
-        (net = Object.assign(new StatementNetworkTotal(), zero(), { network: r.network })),
-      );
-    add(net, a);
+    add(
+      entry(apps, r.app_id, () => Object.assign(new StatementAppTotal(), zero(), { appId, appName })),
+      a,
+    );
+    add(
+      entry(networks, r.network, () =>
+        Object.assign(new StatementNetworkTotal(), zero(), { network: r.network }),
+      ),
+      a,
+    );
     add(s, a);
-    let day = days.get(r.day);
-    if (!day) {
-      // A day past "now" (clock skew between the rollups' writer and this process): still counted.
-      day = dayTally(r.day);
-      days.set(r.day, day);
-    }
+    // A day past "now" (clock skew between the rollups' writer and this process) is still counted.
+    const day = entry(days, r.day, () => dayTally(r.day));
     add(day.amounts, a);
     // The daily quota counts app-key traffic only (dedicated-node endpoints have their own limits).
     if (appId !== null) {

@@ -4,7 +4,7 @@ import { utcDayKey, utcDayStartMs } from "../../../shared/src/quota/day";
 import { NIL_UUID } from "../usage/usage.sql";
 import { newWebhookEventId, recordDeliveries, type WebhookQueue } from "../webhooks/webhook.queue";
 import { type UsageDailyAmounts, type UsageDailyData, WebhookEventType } from "../webhooks/webhook.types";
-import { add, amountsOf, BILLING_SUMS, type BillingAmounts, zero } from "./rollup-sums";
+import { add, amountsOf, BILLING_SUMS, type BillingAmounts, entry, zero } from "./rollup-sums";
 
 const DAY = 86_400_000;
 const DAY_RE = /^\d{4}-\d{2}-\d{2}$/;
@@ -59,15 +59,13 @@ export function usageDailyData(day: string, rows: Row[], appNames: Map<string, s
   for (const r of rows) {
     const a = amountsOf(r);
     add(total, a);
-    let app = apps.get(r.app_id);
-    if (!app) apps.set(r.app_id, (app = { amounts: zero(), networks: new Map() }));
+    const app = entry(apps, r.app_id as string, () => ({
+      amounts: zero(),
+      networks: new Map<string, BillingAmounts>(),
+    }));
     add(app.amounts, a);
-    let an = app.networks.get(r.network);
-    if (!an) app.networks.set(r.network, (an = zero()));
-    add(an, a);
-    let n = networks.get(r.network);
-    if (!n) networks.set(r.network, (n = zero()));
-    add(n, a);
+    add(entry(app.networks, r.network as string, zero), a);
+    add(entry(networks, r.network as string, zero), a);
   }
   const from = Date.parse(`${day}T00:00:00Z`);
   return {

@@ -21,10 +21,10 @@ interface Statement extends Amounts {
   csv: string;
 }
 
-const AMOUNTS = "requests computeUnits refusedRequests servedRequests servedComputeUnits";
-const STATEMENT = `workspaceName month complete ${AMOUNTS} daysOverLimit
-  plans { name from to dailyRequestLimit }
-  lines { appId appName network method ${AMOUNTS} } csv`;
+/** One literal (no nested constants): test/unit/control-plane/graphql/limits.test.ts reads it from here. */
+const STATEMENT = `workspaceName month complete requests computeUnits refusedRequests servedRequests servedComputeUnits
+  daysOverLimit plans { name from to dailyRequestLimit }
+  lines { appId appName network method requests computeUnits refusedRequests servedRequests servedComputeUnits } csv`;
 
 /** The current UTC month, `YYYY-MM`: statements are per UTC month. */
 function currentMonth(): string {

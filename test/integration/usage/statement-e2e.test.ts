@@ -24,6 +24,14 @@ const ZERO = "0x0000000000000000000000000000000000000000";
 /** What the test sent and what the gateway answered, per app x network x method. */
 class Sent {
   readonly lines = new Map<string, { requests: number; refused: number }>();
+  /** Compute units the served answers said they cost (X-Compute-Units), and whether every one said. */
+  servedComputeUnits = 0;
+  everyServedPriced = true;
+  priced(status: number, header: string | null): void {
+    if (status === 429) return;
+    if (header === null) this.everyServedPriced = false;
+    else this.servedComputeUnits += Number(header);
+  }
   add(app: string, network: string, method: string, n: number, refused: boolean): void {
     const k = `${app}|${network}|${method}`;
     const l = this.lines.get(k) ?? { requests: 0, refused: 0 };
@@ -123,6 +131,7 @@ describe("billing end to end: the statement adds up (data plane -> Redis -> work
       const r = await post(url(net, key), { jsonrpc: "2.0", id: 1, method, ...(params ? { params } : {}) });
       assert.ok(r.status === 200 || r.status === 429, `${method}: ${r.status} ${r.text}`);
       sent.add(app, net, method, 1, r.status === 429);
+      if (app !== bApp.id) sent.priced(r.status, r.headers.get("x-compute-units"));
       return r;
     };
     const batch = async (app: string, key: string, net: string, method: string, n: number) => {
@@ -130,6 +139,7 @@ describe("billing end to end: the statement adds up (data plane -> Redis -> work
       const r = await post(url(net, key), body);
       assert.ok(r.status === 200 || r.status === 429, `batch ${method}: ${r.status} ${r.text}`);
       sent.add(app, net, method, n, r.status === 429);
+      sent.priced(r.status, r.headers.get("x-compute-units"));
       return r;
     };
     for (let i = 0; i < 5; i++)
@@ -146,6 +156,7 @@ describe("billing end to end: the statement adds up (data plane -> Redis -> work
     );
     assert.equal(balances.json.length, 10);
     sent.add(alpha.id, "evm-anvil", "eth_getBalance", 10, false);
+    sent.priced(balances.status, balances.headers.get("x-compute-units"));
     for (let i = 0; i < 4; i++) await one(beta.id, beta.apiKey, "evm-stub", "eth_getBalance", [ZERO]);
     // An upstream error is still a response object: served, counted by the quota.
     for (let i = 0; i < 2; i++)
@@ -233,6 +244,10 @@ describe("billing end to end: the statement adds up (data plane -> Redis -> work
         table,
       );
     }
+    // Compute units against what the answers said they cost; a gateway that prices no method (no
+    // X-Compute-Units header) weighs every request object 1.
+    if (sent.everyServedPriced) assert.equal(s.servedComputeUnits, sent.servedComputeUnits);
+    else assert.equal(s.computeUnits, s.requests);
     // Every line's compute units add up to the total (and each is its rollup's).
     assert.equal(
       s.lines.reduce((t: number, l: Json) => t + l.computeUnits, 0),

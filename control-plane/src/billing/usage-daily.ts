@@ -1,3 +1,4 @@
+import { UnrecoverableError } from "bullmq";
 import type { DataSource } from "typeorm";
 import type { WebhookEventPayload } from "../../../shared/src/queue/names";
 import { utcDayKey, utcDayStartMs } from "../../../shared/src/quota/day";
@@ -171,4 +172,22 @@ export async function emitUsageDaily(
   );
   for (const p of pending) await deps.queue.addDelivery(p.id);
   return { day, emitted };
+}
+
+/**
+ * One run of the `usage-daily` job: `day` given, that finished UTC day (anything else fails the job for
+ * good, no retries); else the previous day once `delayMs` has passed since 00:00 UTC (nothing before).
+ */
+export async function usageDailyPass(
+  deps: { ds: DataSource; queue: WebhookQueue },
+  delayMs: number,
+  day: string | undefined,
+  nowMs: number,
+): Promise<UsageDailyResult> {
+  if (day !== undefined && !validPastDay(day, nowMs)) {
+    throw new UnrecoverableError(`usage-daily: day must be a UTC day before today as YYYY-MM-DD, got ${day}`);
+  }
+  const target = day ?? dueDay(nowMs, delayMs);
+  if (target === null) return { day: null, emitted: 0 };
+  return emitUsageDaily(deps, target, nowMs);
 }

@@ -11,7 +11,7 @@ import {
 import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
-import { dueDay, emitUsageDaily, type UsageDailyResult, validPastDay } from "../billing/usage-daily";
+import { type UsageDailyResult, usageDailyPass } from "../billing/usage-daily";
 import { poisonedJobs, webhookAttempts, webhookDeliveries } from "../common/metrics";
 import type { WebhookSettings } from "../config";
 import { checkQuotaThresholds } from "./quota-threshold";
@@ -227,20 +227,9 @@ export class WebhookOperations {
     );
   }
 
-  /**
-   * One `usage.daily` pass (billing/usage-daily.ts): `day` given, that finished UTC day; else the previous
-   * day once WEBHOOK_USAGE_DAILY_DELAY_MS has passed since 00:00 UTC (nothing before). `nowMs`: the clock
-   * (tests pass a fake one).
-   */
-  async usageDaily(day?: string, nowMs: number = Date.now()): Promise<UsageDailyResult> {
-    if (day !== undefined && !validPastDay(day, nowMs)) {
-      throw new UnrecoverableError(
-        `usage-daily: day must be a UTC day before today as YYYY-MM-DD, got ${day}`,
-      );
-    }
-    const target = day ?? dueDay(nowMs, this.cfg.usageDailyDelayMs);
-    if (target === null) return { day: null, emitted: 0 };
-    return emitUsageDaily({ ds: this.ds, queue: this.queue }, target, nowMs);
+  /** One `usage.daily` pass (billing/usage-daily.ts `usageDailyPass`); `nowMs`: the clock (tests fake it). */
+  usageDaily(day?: string, nowMs: number = Date.now()): Promise<UsageDailyResult> {
+    return usageDailyPass({ ds: this.ds, queue: this.queue }, this.cfg.usageDailyDelayMs, day, nowMs);
   }
 
   /**

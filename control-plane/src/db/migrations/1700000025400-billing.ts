@@ -8,8 +8,9 @@ import { MigrationInterface, QueryRunner } from "typeorm";
  * `plan_id`), so every path that changes a plan (changePlan, setWorkspacePlan, sign-up, a CLI, plain SQL)
  * is recorded without each one remembering to. `clock_timestamp()`, not `now()`: two transactions changing
  * one workspace's plan are serialised by the row lock, and the later one must close the earlier one's
- * period after it started, whichever transaction began first. Backfilled with each workspace's current
- * plan from its creation (earlier changes were not kept).
+ * period after it started, whichever transaction began first; the closed period ends at the instant the
+ * new one starts. Backfilled with each workspace's current plan from its creation (earlier changes were
+ * not kept).
  *
  * `usage_daily_events`: one row per workspace and UTC day whose `usage.daily` event was recorded; the
  * primary key is what makes the event once-only across job re-runs and several workers.
@@ -36,16 +37,17 @@ export class Billing1700000025400 implements MigrationInterface {
     );
     await q.query(`
       CREATE FUNCTION record_workspace_plan_period() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        at timestamptz := clock_timestamp();
       BEGIN
         IF TG_OP = 'UPDATE' THEN
           IF NEW.plan_id IS NOT DISTINCT FROM OLD.plan_id THEN
             RETURN NEW;
           END IF;
-          UPDATE workspace_plan_periods SET ended_at = clock_timestamp()
+          UPDATE workspace_plan_periods SET ended_at = at
           WHERE workspace_id = NEW.id AND ended_at IS NULL;
         END IF;
-        INSERT INTO workspace_plan_periods (workspace_id, plan_id, started_at)
-        VALUES (NEW.id, NEW.plan_id, clock_timestamp());
+        INSERT INTO workspace_plan_periods (workspace_id, plan_id, started_at) VALUES (NEW.id, NEW.plan_id, at);
         RETURN NEW;
       END
       $$`);

@@ -143,6 +143,11 @@ describe("billing: monthly usage statements (recorder -> stream -> ingestion -> 
       assert.equal(res.errors?.[0]?.extensions?.field, "month", m);
       assert.match(res.errors![0]!.message, re, m);
     }
+    // A huge value: refused with its first characters only, and the server keeps answering.
+    const huge = await h.gql(Q, { m: `2026-11${"'; DROP TABLE usage_day; --".repeat(20_000)}` }, a.token);
+    assert.equal(code(huge), "BAD_USER_INPUT");
+    assert.ok(huge.errors![0]!.message.length < 200, huge.errors![0]!.message.slice(0, 300));
+    assert.equal((await h.ok(Q, { m: current }, a.token)).usageStatement.month, current);
     // The operator's page validates the same way.
     const op = await h.gql(`query { usageStatements(month: "2026-13") { month } }`, {}, ADMIN_TOKEN);
     assert.equal(code(op), "BAD_USER_INPUT");
@@ -172,7 +177,11 @@ describe("billing: monthly usage statements (recorder -> stream -> ingestion -> 
         ["tiny", true],
       ],
     );
-    assert.ok(rows[0]!.ended_at.getTime() <= rows[1]!.started_at.getTime());
+    assert.equal(
+      rows[0]!.ended_at.getTime(),
+      rows[1]!.started_at.getTime(),
+      "the old period ends as the new one starts",
+    );
     const s = (await h.ok(Q, { m: current }, a.token)).usageStatement;
     assert.deepEqual(
       s.plans.map((p: Json) => [p.name, p.dailyRequestLimit]),

@@ -9,6 +9,7 @@ import { AppService } from "./apps/app.service";
 import { AuthService } from "./auth/auth.service";
 import { LoginRateLimiter, type LoginThrottleOptions } from "./auth/login-rate-limit";
 import { SignUpRateLimiter } from "./auth/signup-rate-limit";
+import { StatementService } from "./billing/statement.service";
 import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
 import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
@@ -37,6 +38,7 @@ export interface Services {
   plans: PlanService;
   publication: PublicationService;
   usage: UsageService;
+  statements: StatementService;
   requestLog: RequestLogService;
   nodes: NodeService;
   webhooks: WebhookService;
@@ -95,6 +97,7 @@ export function createServices(
       maxRangeDays: config.usageMaxRangeDays,
       maxSeriesPoints: config.usageMaxSeriesPoints,
     }),
+    statements: new StatementService(ds, workspaces),
     requestLog: new RequestLogService(ds, workspaces),
     nodes: new NodeService(
       ds,

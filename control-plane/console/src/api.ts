@@ -221,6 +221,7 @@ export const ROLE_CAN = {
   manageWebhooks: ["OWNER", "ADMIN"],
   manageMembers: ["OWNER", "ADMIN"],
   managePlan: ["OWNER"],
+  readBilling: ["OWNER", "ADMIN"],
   transferOwnership: ["OWNER"],
 } as const satisfies Record<string, readonly WorkspaceRole[]>;
 

@@ -35,6 +35,7 @@ import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expir
 import { UsageComputeUnits1700000025200 } from "./migrations/1700000025200-usage-compute-units";
 import { RequestLogComputeUnits1700000025210 } from "./migrations/1700000025210-request-log-compute-units";
 import { PlanInFlightCaps1700000025300 } from "./migrations/1700000025300-plan-in-flight-caps";
+import { Billing1700000025400 } from "./migrations/1700000025400-billing";
 
 export const ENTITIES = [
   Account,
@@ -77,6 +78,7 @@ export const MIGRATIONS = [
   UsageComputeUnits1700000025200,
   RequestLogComputeUnits1700000025210,
   PlanInFlightCaps1700000025300,
+  Billing1700000025400,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

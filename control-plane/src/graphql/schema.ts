@@ -4,6 +4,7 @@ import { AccessResolver } from "../access/access.resolver";
 import { AllowlistResolver } from "../allowlist/allowlist.resolver";
 import { AppResolver } from "../apps/app.resolver";
 import { AuthResolver } from "../auth/auth.resolver";
+import { StatementResolver } from "../billing/statement.resolver";
 import { NetworkResolver } from "../networks/network.resolver";
 import { NodeResolver } from "../nodes/node.resolver";
 import { NodeStatusResolver } from "../nodes/node-status.resolver";
@@ -31,6 +32,7 @@ export const RESOLVERS = [
   UsageResolver,
   RequestLogResolver,
   WorkspaceUsageResolver,
+  StatementResolver,
   NodeResolver,
   NodeStatusResolver,
   WebhookEndpointResolver,

@@ -6,6 +6,7 @@ import { AllowlistEntry } from "../allowlist/allowlist-entry.entity";
 import { ApiKey } from "../apps/api-key.entity";
 import { App } from "../apps/app.entity";
 import { AccessToken } from "../auth/access-token.entity";
+import { MethodCost } from "../compute-units/method-cost.entity";
 import { Network } from "../networks/network.entity";
 import { Upstream } from "../networks/upstream.entity";
 import { DedicatedNode } from "../nodes/node.entity";
@@ -32,6 +33,7 @@ import { AccountOperator1700000017600 } from "./migrations/1700000017600-account
 import { PlanMaxApps1700000018300 } from "./migrations/1700000018300-plan-max-apps";
 import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
 import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
+import { ComputeUnits1700000025100 } from "./migrations/1700000025100-compute-units";
 
 export const ENTITIES = [
   Account,
@@ -47,6 +49,7 @@ export const ENTITIES = [
   AppJwtKey,
   Network,
   Upstream,
+  MethodCost,
   DedicatedNode,
   DedicatedNodeEvent,
   WebhookEndpoint,
@@ -71,6 +74,7 @@ export const MIGRATIONS = [
   PlanMaxApps1700000018300,
   RequestLogMethodLength1700000024210,
   TokenExpiry1700000024400,
+  ComputeUnits1700000025100,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -16,8 +16,10 @@ import {
   WorkspaceRecord,
 } from "../../../shared/src/redis/records";
 import { SlotTransactions } from "../../../shared/src/redis/slot-transactions";
+import { MethodCost } from "../compute-units/method-cost.entity";
+import { resolveMethodCosts } from "../compute-units/resolve";
 
-interface LiveKeyRow {
+interface LiveKeyRow extends PlanCuRow {
   key_hash: string;
   expires_at: Date | null;
   app_id: string;
@@ -28,7 +30,7 @@ interface LiveKeyRow {
   monthly_request_limit: string | null;
 }
 
-interface WorkspacePlanRow {
+interface WorkspacePlanRow extends PlanCuRow {
   workspace_id: string;
   plan_name: string;
   daily_request_limit: string;
@@ -36,9 +38,20 @@ interface WorkspacePlanRow {
   monthly_request_limit: string | null;
 }
 
+/** The plan's compute-unit limits, in every query that builds PlanLimits (alias `p` for plans). */
+const PLAN_CU_COLUMNS = `p.compute_units_per_second, p.daily_compute_unit_limit, p.monthly_compute_unit_limit`;
+
+/** The plan columns of those rows beyond requests (node-postgres returns bigint as a string). */
+interface PlanCuRow {
+  compute_units_per_second: number | null;
+  daily_compute_unit_limit: string | null;
+  monthly_compute_unit_limit: string | null;
+}
+
 const LIVE_KEYS_SQL = `
   SELECT k.key_hash, k.expires_at, a.id AS app_id, a.workspace_id,
-         p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit
+         p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit,
+         ${PLAN_CU_COLUMNS}
   FROM api_keys k
   JOIN apps a ON a.id = k.app_id
   JOIN workspaces w ON w.id = a.workspace_id
@@ -49,14 +62,14 @@ const LIVE_KEYS_SQL = `
 const NODE_KEYS_SQL = `
   SELECT n.id AS node_id, n.key_hash, n.rpc_methods, n.workspace_id, n.status, n.internal_http_url,
          n.internal_ws_url, nw.protocol, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
-         p.monthly_request_limit
+         p.monthly_request_limit, ${PLAN_CU_COLUMNS}
   FROM dedicated_nodes n
   JOIN networks nw ON nw.id = n.network_id
   JOIN workspaces w ON w.id = n.workspace_id
   JOIN plans p ON p.id = w.plan_id
   WHERE n.status NOT IN ('DELETING', 'DELETED')`;
 
-interface NodeKeyRow {
+interface NodeKeyRow extends PlanCuRow {
   node_id: string;
   key_hash: string;
   rpc_methods: "SAFE" | "UNSAFE";
@@ -71,17 +84,23 @@ interface NodeKeyRow {
   monthly_request_limit: string | null;
 }
 
-function planLimits(row: {
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
-}): PlanLimits {
+function planLimits(
+  row: {
+    plan_name: string;
+    daily_request_limit: string;
+    requests_per_second: number;
+    monthly_request_limit: string | null;
+  } & PlanCuRow,
+): PlanLimits {
+  const num = (v: string | null) => (v === null ? null : Number(v));
   return {
     name: row.plan_name,
     dailyRequestLimit: Number(row.daily_request_limit),
     requestsPerSecond: row.requests_per_second,
-    monthlyRequestLimit: row.monthly_request_limit === null ? null : Number(row.monthly_request_limit),
+    monthlyRequestLimit: num(row.monthly_request_limit),
+    computeUnitsPerSecond: row.compute_units_per_second,
+    dailyComputeUnitLimit: num(row.daily_compute_unit_limit),
+    monthlyComputeUnitLimit: num(row.monthly_compute_unit_limit),
   };
 }
 
@@ -285,13 +304,15 @@ export class PublicationService {
       method_mode: "ALLOW" | "DENY";
       methods: string[];
       requests_per_second: number | null;
+      compute_units_per_second: number | null;
       requests_per_day: number | null;
       user_agents: string[];
       jwt_required: boolean;
       jwt_audience: string | null;
       jwt_subject: string | null;
     }[] = await this.dataSource.query(
-      `SELECT app_id, method_mode, methods, requests_per_second, requests_per_day, user_agents, jwt_required,
+      `SELECT app_id, method_mode, methods, requests_per_second, compute_units_per_second, requests_per_day,
+              user_agents, jwt_required,
               jwt_audience, jwt_subject
        FROM app_access_rules WHERE app_id = ANY($1::uuid[])`,
       [appIds],
@@ -310,6 +331,8 @@ export class PublicationService {
         methods: r.methods,
         requestsPerSecond: r.requests_per_second,
         requestsPerDay: r.requests_per_day,
+        // Absent when unset: records of apps without the cap stay as they were.
+        ...(r.compute_units_per_second === null ? {} : { computeUnitsPerSecond: r.compute_units_per_second }),
         userAgents: r.user_agents,
         jwt: r.jwt_required
           ? {
@@ -463,6 +486,7 @@ export class PublicationService {
   private async loadWorkspacePlans(where: string, params: unknown[]): Promise<WorkspaceRecord[]> {
     const rows: WorkspacePlanRow[] = await this.dataSource.query(
       `SELECT w.id AS workspace_id, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
+              ${PLAN_CU_COLUMNS},
               p.monthly_request_limit
        FROM workspaces w JOIN plans p ON p.id = w.plan_id WHERE ${where}`,
       params,
@@ -501,8 +525,8 @@ export class PublicationService {
 
   private async buildPlans(): Promise<Map<string, PlanLimits>> {
     const rows: WorkspacePlanRow[] = await this.dataSource.query(
-      `SELECT '' AS workspace_id, name AS plan_name, daily_request_limit, requests_per_second,
-              monthly_request_limit FROM plans`,
+      `SELECT '' AS workspace_id, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
+              p.monthly_request_limit, ${PLAN_CU_COLUMNS} FROM plans p`,
     );
     return new Map(rows.map((r) => [r.plan_name, planLimits(r)]));
   }
@@ -540,6 +564,8 @@ export class PublicationService {
       `SELECT id, network_id, http_url, ws_url, weight, archive_mode, method_families, max_requests_per_second
        FROM upstreams ORDER BY created_at, id`,
     );
+    const costs = await this.dataSource.getRepository(MethodCost).find({ order: { method: "ASC" } });
+    const platformCosts = costs.filter((c) => c.networkId === null);
     return nets.map((n) =>
       NetworkRecordSchema.parse({
         slug: n.slug,
@@ -549,6 +575,10 @@ export class PublicationService {
         allowDebug: n.allow_debug,
         maxLogsBlockRange: n.max_logs_block_range,
         logsChunkBlocks: n.logs_chunk_blocks,
+        methodCosts: resolveMethodCosts(
+          platformCosts,
+          costs.filter((c) => c.networkId === n.id),
+        ),
         upstreams: ups
           .filter((u) => u.network_id === n.id)
           .map((u) => ({

@@ -59,7 +59,10 @@ function bounded<V>(table: Map<string, V>, key: string, value: V): V {
 }
 
 function sharedPlan(p: PlanLimits): PlanLimits {
-  const k = `${p.name}\u0000${p.requestsPerSecond}\u0000${p.dailyRequestLimit}\u0000${p.monthlyRequestLimit}`;
+  const cu = p.computeUnitsPerSecond ?? null;
+  const cuDay = p.dailyComputeUnitLimit ?? null;
+  const cuMonth = p.monthlyComputeUnitLimit ?? null;
+  const k = `${p.name}\u0000${p.requestsPerSecond}\u0000${p.dailyRequestLimit}\u0000${p.monthlyRequestLimit}\u0000${cu}\u0000${cuDay}\u0000${cuMonth}`;
   return (
     plans.get(k) ??
     bounded(
@@ -70,6 +73,9 @@ function sharedPlan(p: PlanLimits): PlanLimits {
         requestsPerSecond: p.requestsPerSecond,
         dailyRequestLimit: p.dailyRequestLimit,
         monthlyRequestLimit: p.monthlyRequestLimit,
+        computeUnitsPerSecond: cu,
+        dailyComputeUnitLimit: cuDay,
+        monthlyComputeUnitLimit: cuMonth,
       }),
     )
   );

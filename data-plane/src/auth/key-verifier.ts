@@ -21,6 +21,8 @@ export interface VerifiedKey {
   readonly access?: CompiledAccess;
   /** The rate limiter's identifier, memoized by `keyIdentifier` / `nodeIdentifier` (a string built per request would be hashed per request). */
   limitId?: string;
+  /** The app's compute-unit cap identifier, memoized by `keyComputeIdentifier`. */
+  computeLimitId?: string;
 }
 
 export type VerifiedOk = { ok: true; key: VerifiedKey };
@@ -74,6 +76,7 @@ class CachedKey implements VerifiedOk, VerifiedKey {
   readonly ok = true as const;
   readonly key: VerifiedKey = this;
   limitId: string | undefined = undefined;
+  computeLimitId: string | undefined = undefined;
 
   constructor(
     readonly hash: string,

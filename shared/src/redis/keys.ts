@@ -193,6 +193,25 @@ export class RedisNames {
   }
 
   /**
+   * String counter: compute units a workspace used on one UTC day (the weights of its served request
+   * objects, NetworkRecord.methodCosts), kept while its plan sets `dailyComputeUnitLimit` or
+   * `monthlyComputeUnitLimit`. Same workspace tag as quotaDay.
+   */
+  computeUnitQuotaDay(workspaceId: string, dayKey: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:d:${dayKey}`;
+  }
+
+  /** String counter: the same workspace's compute units in one UTC month. */
+  computeUnitQuotaMonth(workspaceId: string, monthKey: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:m:${monthKey}`;
+  }
+
+  /** String: the last compute-unit quota flush one data-plane instance applied (as quotaFlushSeq). */
+  computeUnitQuotaFlushSeq(workspaceId: string, instanceId: string): string {
+    return `${this.prefix}cu:{${workspaceId}}:seq:${instanceId}`;
+  }
+
+  /**
    * String counter: response units one app used on one UTC day, kept only for apps whose access rules set
    * a daily cap (`AccessRecord.requestsPerDay`). Tagged on the app: one flush touches one slot.
    */

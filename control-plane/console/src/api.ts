@@ -173,6 +173,10 @@ export interface Plan {
   requestsPerSecond: number;
   monthlyRequestLimit: number | null;
   maxDedicatedNodes: number;
+  /** Limits in compute units (docs/compute-units.md); null = none in that unit. */
+  computeUnitsPerSecond: number | null;
+  dailyComputeUnitLimit: number | null;
+  monthlyComputeUnitLimit: number | null;
   /** The owner may switch to it in the console; other plans are assigned by the operator. */
   selfService: boolean;
 }

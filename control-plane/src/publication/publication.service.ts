@@ -93,15 +93,18 @@ function planLimits(
   } & PlanCuRow,
 ): PlanLimits {
   const num = (v: string | null) => (v === null ? null : Number(v));
-  return {
+  const limits: PlanLimits = {
     name: row.plan_name,
     dailyRequestLimit: Number(row.daily_request_limit),
     requestsPerSecond: row.requests_per_second,
     monthlyRequestLimit: num(row.monthly_request_limit),
-    computeUnitsPerSecond: row.compute_units_per_second,
-    dailyComputeUnitLimit: num(row.daily_compute_unit_limit),
-    monthlyComputeUnitLimit: num(row.monthly_compute_unit_limit),
   };
+  // Compute-unit limits only where the plan sets them: a requests-only plan's records stay as they were.
+  if (row.compute_units_per_second !== null) limits.computeUnitsPerSecond = row.compute_units_per_second;
+  if (row.daily_compute_unit_limit !== null) limits.dailyComputeUnitLimit = num(row.daily_compute_unit_limit);
+  if (row.monthly_compute_unit_limit !== null)
+    limits.monthlyComputeUnitLimit = num(row.monthly_compute_unit_limit);
+  return limits;
 }
 
 export interface PublicationRetryOptions {

@@ -220,7 +220,11 @@ describe("control-plane: compute units (method weights, plan and app limits)", (
     const after = KeyRecordSchema.parse(
       JSON.parse((await h.redis.get(h.names.apiKey(hashApiKey(app.apiKey))))!),
     );
-    assert.equal(after.plan.computeUnitsPerSecond, null);
-    assert.equal(after.plan.dailyComputeUnitLimit, null);
+    assert.equal(
+      after.plan.computeUnitsPerSecond,
+      undefined,
+      "absent: a requests-only plan's record as before",
+    );
+    assert.equal(after.plan.dailyComputeUnitLimit, undefined);
   });
 });

@@ -51,6 +51,7 @@ export function OperatorNav() {
     <nav className="row wrap operator-nav" aria-label="Operator">
       <Link to="/operator/networks">Networks &amp; upstreams</Link>
       <Link to="/operator/plans">Plans</Link>
+      <Link to="/operator/compute-units">Compute units</Link>
       <Link to="/operator/workspaces">Workspaces</Link>
       <Link to="/operator/usage">Platform usage</Link>
     </nav>
@@ -376,7 +377,7 @@ function CreateNetwork({ onCreated }: { onCreated: () => void }) {
 }
 
 const PLAN_FIELDS =
-  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes selfService";
+  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes selfService computeUnitsPerSecond dailyComputeUnitLimit monthlyComputeUnitLimit";
 
 export function OperatorPlansPage() {
   const q = useQuery(() => gql<{ plans: Plan[] }>(`{ plans { ${PLAN_FIELDS} } }`), []);
@@ -395,6 +396,9 @@ export function OperatorPlansPage() {
                     <th>Plan</th>
                     <th>Requests / day</th>
                     <th>Requests / s</th>
+                    <th>CU / s</th>
+                    <th>CU / day</th>
+                    <th>CU / month</th>
                     <th>Dedicated nodes</th>
                     <th>Self-service</th>
                     <th />
@@ -406,6 +410,9 @@ export function OperatorPlansPage() {
                       <td>{p.name}</td>
                       <td>{fmtNum(p.dailyRequestLimit)}</td>
                       <td>{fmtNum(p.requestsPerSecond)}</td>
+                      <td data-testid="cu-per-second">{fmtNum(p.computeUnitsPerSecond)}</td>
+                      <td>{fmtNum(p.dailyComputeUnitLimit)}</td>
+                      <td>{fmtNum(p.monthlyComputeUnitLimit)}</td>
                       <td>{fmtNum(p.maxDedicatedNodes)}</td>
                       <td data-testid="self-service">{p.selfService ? "yes" : "no"}</td>
                       <td className="actions">
@@ -438,6 +445,13 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
   const [daily, setDaily] = useState(String(plan?.dailyRequestLimit ?? ""));
   const [rps, setRps] = useState(String(plan?.requestsPerSecond ?? ""));
   const [nodes, setNodes] = useState(String(plan?.maxDedicatedNodes ?? 0));
+  // Compute-unit limits: blank = none in that unit.
+  const [cu, setCu] = useState({
+    perSecond: String(plan?.computeUnitsPerSecond ?? ""),
+    daily: String(plan?.dailyComputeUnitLimit ?? ""),
+    monthly: String(plan?.monthlyComputeUnitLimit ?? ""),
+  });
+  const cuValue = (v: string) => (v.trim() === "" ? null : Number(v));
   const [selfService, setSelfService] = useState(plan?.selfService ?? false);
   const [error, setError] = useState<unknown>(null);
   const submit = async (e: FormEvent) => {
@@ -451,6 +465,9 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
           requestsPerSecond: Number(rps),
           monthlyRequestLimit: plan?.monthlyRequestLimit ?? null,
           maxDedicatedNodes: Number(nodes),
+          computeUnitsPerSecond: cuValue(cu.perSecond),
+          dailyComputeUnitLimit: cuValue(cu.daily),
+          monthlyComputeUnitLimit: cuValue(cu.monthly),
           selfService,
         },
       });
@@ -483,6 +500,15 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
           onChange={(e) => setRps(e.target.value)}
         />
         <input aria-label="Dedicated nodes" value={nodes} onChange={(e) => setNodes(e.target.value)} />
+        {(["perSecond", "daily", "monthly"] as const).map((k) => (
+          <input
+            key={k}
+            aria-label={`Compute units ${k === "perSecond" ? "per second" : k === "daily" ? "per day" : "per month"}`}
+            placeholder={`CU / ${k === "perSecond" ? "s" : k === "daily" ? "day" : "month"} (blank: none)`}
+            value={cu[k]}
+            onChange={(e) => setCu({ ...cu, [k]: e.target.value })}
+          />
+        ))}
         <label>
           <input type="checkbox" checked={selfService} onChange={(e) => setSelfService(e.target.checked)} />{" "}
           Self-service

@@ -110,12 +110,15 @@ export async function startGateway(o: {
   nodeArgs?: string[];
   /** CPUs to pin the gateway process to (`taskset -c`, every thread of it), e.g. "1" or "0,1". */
   cpus?: string;
+  /** Another build's `dist/data-plane/src/main.js` (bench/builds.ts); default GATEWAY_MAIN. */
+  main?: string;
 }): Promise<Gateway> {
-  if (!existsSync(GATEWAY_MAIN)) throw new Error(`gateway not built: ${GATEWAY_MAIN} is missing`);
+  const main = o.main ?? GATEWAY_MAIN;
+  if (!existsSync(main)) throw new Error(`gateway not built: ${main} is missing`);
   const port = await freePort();
   const metricsPort = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const args = [...(o.nodeArgs ?? []), GATEWAY_MAIN];
+  const args = [...(o.nodeArgs ?? []), main];
   // taskset execs node in place: the PID is the gateway's (stopped by PID as before).
   const [cmd, argv] =
     o.cpus === undefined ? [process.execPath, args] : ["taskset", ["-c", o.cpus, process.execPath, ...args]];

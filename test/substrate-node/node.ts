@@ -27,8 +27,8 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { blake2b } from "@noble/hashes/blake2b";
 import { type WebSocket, WebSocketServer } from "ws";
-import { blake2bHex } from "../../data-plane/src/rpc/blake2b";
 import {
   encodeAccountIdVec,
   encodeCompact,
@@ -648,7 +648,7 @@ export async function startSubstrateTestNode(
     if (bytes.length === 0) throw new RpcError(1001, "Extrinsic has invalid format: Not enough data");
     const hex = toHex(bytes);
     // As a real node: the extrinsic's 32-byte BLAKE2b (what a client computes from the bytes it sent).
-    const hash = blake2bHex(bytes, 32);
+    const hash = `0x${Buffer.from(blake2b(bytes, { dkLen: 32 })).toString("hex")}`;
     if (pool.some((t) => t.hash === hash))
       throw new RpcError(1013, "Transaction Already Imported", "The transaction is already in the pool.");
     const tx: PoolTx = { hex, hash, watchers: [] };

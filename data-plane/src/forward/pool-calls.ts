@@ -1,7 +1,7 @@
+import { blake2b } from "@noble/hashes/blake2b";
+import { keccak_256 } from "@noble/hashes/sha3";
 import { FILTER_METHODS, type GatewayFilters, replyValue, resultReply } from "../filters/gateway-filters";
 import type { Clock } from "../ratelimit/clock";
-import { blake2bHex } from "../rpc/blake2b";
-import { keccak256Hex } from "../rpc/keccak256";
 import type { RpcCall } from "../rpc/parse";
 import type { NetworkPool } from "../upstream/network-pool";
 import { type CallResult, ReplyKind } from "../upstream/reply";
@@ -240,11 +240,11 @@ const RAW_TX = /^0x(?:[0-9a-fA-F]{2})+$/;
 /** The hash a Substrate node gives an extrinsic: 32-byte BLAKE2b of its bytes; undefined when not hex bytes. */
 export function extrinsicHash(raw: unknown): string | undefined {
   if (typeof raw !== "string" || !RAW_TX.test(raw) || raw.length > 2 + 2 * 256 * 1024) return undefined;
-  return blake2bHex(Buffer.from(raw.slice(2), "hex"), 32);
+  return `0x${Buffer.from(blake2b(Buffer.from(raw.slice(2), "hex"), { dkLen: 32 })).toString("hex")}`;
 }
 
 /** keccak256 of a signed raw EVM transaction (its hash), undefined when it is not hex bytes. */
 export function rawTxHash(raw: unknown): string | undefined {
   if (typeof raw !== "string" || !RAW_TX.test(raw) || raw.length > 2 + 2 * 256 * 1024) return undefined;
-  return keccak256Hex(Buffer.from(raw.slice(2), "hex"));
+  return `0x${Buffer.from(keccak_256(Buffer.from(raw.slice(2), "hex"))).toString("hex")}`;
 }

@@ -110,6 +110,17 @@ export function code(r: GqlResult): string | undefined {
   return r.errors?.[0]?.extensions?.code;
 }
 
+/** Creates the EVM network `slug` (chain id 31337) with one upstream at `httpUrl`, as the operator. */
+export async function createStubNetwork(h: Harness, httpUrl: string, slug = "evm-stub"): Promise<void> {
+  await h.ok(
+    `mutation($slug: String!, $s: String!) {
+      n: createNetwork(input: { slug: $slug, name: "Stub", protocol: EVM, chainId: 31337 }) { id }
+      u: addUpstream(networkSlug: $slug, input: { httpUrl: $s }) { id } }`,
+    { slug, s: httpUrl },
+    ADMIN_TOKEN,
+  );
+}
+
 export const APP_FIELDS = `id name environment workspaceId apiKey apiKeyCreatedAt previousApiKeyExpiresAt
   allowlist { id kind value createdAt }`;
 

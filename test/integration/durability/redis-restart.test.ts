@@ -10,7 +10,13 @@ import { USAGE_CONSUMER_GROUP } from "../../../shared/src/usage/contract";
 import { eventually } from "../../helpers/eventually";
 import { PrivateRedis } from "../../helpers/redis-server";
 import { usageSettled } from "../../helpers/usage-stream";
-import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
+import {
+  createApp,
+  createStubNetwork,
+  type Harness,
+  type Json,
+  startHarness,
+} from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
@@ -60,13 +66,7 @@ describe("durability: Redis down and Redis restarted empty", function () {
     probe = new Redis(redis.url, { maxRetriesPerRequest: 1, lazyConnect: true });
     probe.on("error", () => undefined);
     await probe.connect();
-    await h.ok(
-      `mutation($s: String!) {
-        n: createNetwork(input: { slug: "evm-stub", name: "Stub", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "evm-stub", input: { httpUrl: $s }) { id } }`,
-      { s: stub.url },
-      ADMIN_TOKEN,
-    );
+    await createStubNetwork(h, stub.url);
   });
 
   after(async () => {

@@ -3,7 +3,13 @@ import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src
 import { loadDataPlaneConfig } from "../../../data-plane/src/config";
 import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { eventually } from "../../helpers/eventually";
-import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
+import {
+  createApp,
+  createStubNetwork,
+  type Harness,
+  type Json,
+  startHarness,
+} from "../control-plane/harness";
 import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
@@ -41,13 +47,7 @@ describe("a client's own X-Request-Id: returned, in data.requestId and in the re
   before(async () => {
     h = await startHarness();
     stub = await new StubUpstream().start();
-    await h.ok(
-      `mutation($s: String!) {
-        n: createNetwork(input: { slug: "evm-stub", name: "Stub", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "evm-stub", input: { httpUrl: $s }) { id } }`,
-      { s: stub.url },
-      ADMIN_TOKEN,
-    );
+    await createStubNetwork(h, stub.url);
     owner = await h.signUp();
     const app = await createApp(h, owner.token, "ids");
     worker = await startWorker(h.config, undefined, { usage: { blockMs: 100, consumerName: "reqid-test" } });

@@ -8,7 +8,7 @@ import {
 } from "../../../shared/src/requestlog/contract";
 import { BUCKET_COUNT, USAGE_CONSUMER_GROUP, USAGE_STREAM_FIELD } from "../../../shared/src/usage/contract";
 import { eventually } from "../../helpers/eventually";
-import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../control-plane/harness";
+import { createApp, createStubNetwork, type Harness, startHarness } from "../control-plane/harness";
 import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
@@ -65,13 +65,7 @@ describe("request log and usage ingestion: hostile records cannot stall what all
   before(async () => {
     h = await startHarness();
     stub = await new StubUpstream().start();
-    await h.ok(
-      `mutation($s: String!) {
-        n: createNetwork(input: { slug: "evm-stub", name: "Stub", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "evm-stub", input: { httpUrl: $s }) { id } }`,
-      { s: stub.url },
-      ADMIN_TOKEN,
-    );
+    await createStubNetwork(h, stub.url);
     a = await h.signUp();
     b = await h.signUp();
     appA = await createApp(h, a.token, "attacker");

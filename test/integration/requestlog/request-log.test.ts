@@ -18,7 +18,13 @@ import {
   REQUEST_LOG_STREAM_FIELD,
 } from "../../../shared/src/requestlog/contract";
 import { eventually, nextSecond } from "../../helpers/eventually";
-import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
+import {
+  createApp,
+  createStubNetwork,
+  type Harness,
+  type Json,
+  startHarness,
+} from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 import { TestWsClient } from "../data-plane/ws/ws-client";
@@ -92,13 +98,7 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
   before(async () => {
     h = await startHarness();
     stub = await new StubUpstream().start();
-    await h.ok(
-      `mutation($s: String!) {
-        n: createNetwork(input: { slug: "evm-stub", name: "Stub", protocol: EVM, chainId: 31337 }) { id }
-        u: addUpstream(networkSlug: "evm-stub", input: { httpUrl: $s }) { id } }`,
-      { s: stub.url },
-      ADMIN_TOKEN,
-    );
+    await createStubNetwork(h, stub.url);
     a = await h.signUp();
     b = await h.signUp();
     appA = await createApp(h, a.token, "a-app");
@@ -353,7 +353,9 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
         ).map((c) => String(c[1]));
       await next.consumer.pollOnce(0);
       // Idle for less than the threshold (a minute here, so a slow machine cannot cross it): kept.
-      assert.deepEqual(await next.consumer.pruneIdleConsumers(60_000), []);
+      // (Another consumer of this file's earlier tests may be past a minute idle on a slow run: not this one.)
+      const pruned = await next.consumer.pruneIdleConsumers(60_000);
+      assert.ok(!pruned.includes("worker-before-restart"), pruned.join(", "));
       assert.ok((await names()).includes("worker-before-restart"), "idle for less than a minute: kept");
       // Past 50 ms idle, a poll (pruneIntervalMs 0: every poll prunes) removes it.
       await eventually(async () => {

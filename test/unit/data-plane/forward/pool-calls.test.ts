@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Transaction, Wallet } from "ethers";
-import { rawTxHash } from "../../../../data-plane/src/forward/pool-calls";
+import { extrinsicHash, rawTxHash } from "../../../../data-plane/src/forward/pool-calls";
 
 describe("pool calls: a raw transaction's hash", () => {
   const wallet = new Wallet("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
@@ -33,5 +33,13 @@ describe("pool calls: a raw transaction's hash", () => {
     for (const bad of ["0x0", "ab", "0xzz", 12, null, undefined, {}, `0x${"00".repeat(300 * 1024)}`]) {
       assert.equal(rawTxHash(bad), undefined, String(bad).slice(0, 10));
     }
+  });
+
+  it("extrinsicHash is the 32-byte BLAKE2b of the bytes (published vectors), undefined for what is not hex bytes", () => {
+    assert.equal(
+      extrinsicHash(`0x${Buffer.from("abc").toString("hex")}`),
+      "0xbddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319",
+    );
+    for (const bad of ["0x", "0x0", "ab", 12, null]) assert.equal(extrinsicHash(bad), undefined, String(bad));
   });
 });

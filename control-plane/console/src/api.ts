@@ -128,6 +128,8 @@ export interface AccessRules {
   methods: string[];
   requestsPerSecond: number | null;
   requestsPerDay: number | null;
+  /** The app's own compute units per second (docs/compute-units.md); null = the plan's. */
+  computeUnitsPerSecond: number | null;
   userAgents: string[];
   jwtRequired: boolean;
   jwtAudience: string | null;
@@ -189,7 +191,7 @@ export interface Today {
 
 export const APP_FIELDS = `id workspaceId name environment apiKey apiKeyMasked apiKeyCreatedAt previousApiKeyExpiresAt createdAt
   allowlist { id kind value createdAt }
-  accessRules { methodMode methods requestsPerSecond requestsPerDay userAgents jwtRequired jwtAudience jwtSubject }
+  accessRules { methodMode methods requestsPerSecond computeUnitsPerSecond requestsPerDay userAgents jwtRequired jwtAudience jwtSubject }
   jwtKeys { id kid algorithm thumbprint createdAt }
   endpoints { network { id slug name protocol chainId } httpsUrl wssUrl exampleCommand }`;
 

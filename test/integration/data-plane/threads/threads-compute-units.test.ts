@@ -11,18 +11,17 @@ import { perThreadDelta, scrape, startThreadedPlane, type ThreadedPlane } from "
 
 const WS = "ws-threads-cu";
 /**
- * Each call of the watched method weighs 2: the 160 compute units/s limit admits 80 calls a second, enough
- * that a call admitted at a second's end and counted by the upstream in the next stays inside 10%, few
+ * Each call of the watched method weighs 4: the 160 compute units/s limit admits 40 calls a second, few
  * enough for a loaded 2-core machine to offer more.
  */
-const WEIGHT = 2;
+const WEIGHT = 4;
 const LIMIT_CU = 160;
 
 /**
  * A per-second limit in compute units with DATA_PLANE_THREADS=2, and across two such processes: the
  * compute-unit window is one more identifier in the same process table and Redis reconciliation as the
- * request windows (threads-limits.test.ts), so it must hold as closely: never more than 10% over, within
- * 10% below in a loaded second.
+ * request windows (threads-limits.test.ts), so it must hold as closely: exact within a process, never more
+ * than 10% over across processes, and near the limit while loaded.
  */
 describe("data plane with DATA_PLANE_THREADS=2: a compute-unit limit across threads and processes", function () {
   this.timeout(120_000);
@@ -87,20 +86,31 @@ describe("data plane with DATA_PLANE_THREADS=2: a compute-unit limit across thre
   };
 
   /** Compute units admitted per second (what the upstream received, times the weight), checked. */
-  const checkSeconds = (first: number, refusedIn: Map<number, number>, label: string) => {
-    const perSecond = [first, first + 1, first + 2].map((s) => (up.perSecond.get(s) ?? 0) * WEIGHT);
+  /**
+   * Compute units the upstream received per second (calls x weight), checked against the limit. A call
+   * reaches the upstream a moment after its admission, so on a loaded machine part of one second's
+   * admissions arrive in the next: per-second arrivals are not per-second admissions, but arrivals never
+   * lead admissions. So through each second k of the load, what arrived is at most k + 1 windows' worth
+   * (times `over`: 1 within one process, exact; 1.1 across processes, reconciled), and what arrived in the
+   * three seconds and the one after covers at least 90% of each second that saw 429s.
+   */
+  const checkSeconds = (first: number, refusedIn: Map<number, number>, label: string, over: number) => {
+    const arrived = [0, 1, 2, 3].map((i) => (up.perSecond.get(first + i) ?? 0) * WEIGHT);
     console.log(
-      `      ${label}: compute units admitted per second ${perSecond.join(", ")} (limit ${LIMIT_CU}/s)`,
+      `      ${label}: compute units arriving per second ${arrived.join(", ")} (limit ${LIMIT_CU}/s)`,
     );
-    let loaded = 0;
-    perSecond.forEach((cu, i) => {
-      assert.ok(cu <= LIMIT_CU * 1.1, `admitted ${cu} compute units in a second, limit ${LIMIT_CU}`);
-      if ((refusedIn.get(i) ?? 0) > 0) {
-        loaded++;
-        assert.ok(cu >= LIMIT_CU * 0.9, `admitted ${cu} compute units in a loaded second, limit ${LIMIT_CU}`);
-      }
-    });
+    let sum = 0;
+    for (let k = 0; k < 3; k++) {
+      sum += arrived[k]!;
+      assert.ok(
+        sum <= (k + 1) * LIMIT_CU * over,
+        `${sum} compute units through second ${k}, limit ${LIMIT_CU}/s`,
+      );
+    }
+    const loaded = [0, 1, 2].filter((i) => (refusedIn.get(i) ?? 0) > 0).length;
     assert.ok(loaded >= 2, "the load crossed the limit in at least two of the three seconds");
+    const total = arrived.reduce((a, b) => a + b, 0);
+    assert.ok(total >= loaded * LIMIT_CU * 0.9, `${total} compute units over ${loaded} loaded seconds`);
   };
 
   it("one process, two threads: the limit holds for the process; a batch is admitted whole or not at all", async () => {
@@ -118,7 +128,7 @@ describe("data plane with DATA_PLANE_THREADS=2: a compute-unit limit across thre
     assert.deepEqual(r.other, []);
     assert.ok(r.refused > 0, `the load never crossed the limit: ${r.ok} served`);
     assert.equal(r.reasons.get("rate_limit"), r.refused);
-    checkSeconds(first, r.refusedIn, "2 threads");
+    checkSeconds(first, r.refusedIn, "2 threads", 1);
     assert.equal(up.count("lim_cu"), r.ok);
     const d = perThreadDelta(before, await scrape(p.metricsBase));
     for (const [t, n] of d) assert.ok(n >= (r.ok + r.refused) * 0.2, `thread ${t} answered only ${n}`);
@@ -160,7 +170,7 @@ describe("data plane with DATA_PLANE_THREADS=2: a compute-unit limit across thre
     assert.equal(up.count("lim_cu"), r.ok + batches.whole * 10);
   });
 
-  it("two processes of two threads each on one key: each loaded second within 10% of the limit", async () => {
+  it("two processes of two threads each on one key: never more than 10% over the limit, near it while loaded", async () => {
     const key = await putKey();
     planes.push(
       ...(await Promise.all([startThreadedPlane(ns.prefix, env), startThreadedPlane(ns.prefix, env)])),
@@ -179,7 +189,7 @@ describe("data plane with DATA_PLANE_THREADS=2: a compute-unit limit across thre
     assert.deepEqual(r.other, []);
     assert.ok(r.refused > 0, "the load never crossed the limit");
     assert.equal(r.reasons.get("rate_limit"), r.refused);
-    checkSeconds(first, r.refusedIn, "2 processes x 2 threads");
+    checkSeconds(first, r.refusedIn, "2 processes x 2 threads", 1.1);
     assert.equal(up.count("lim_cu"), r.ok);
   });
 });

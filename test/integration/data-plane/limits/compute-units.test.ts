@@ -8,6 +8,7 @@ import { eventually } from "../../../helpers/eventually";
 import { createTestRedisNamespace, type TestRedisNamespace } from "../../../helpers/redis";
 import { evmNetwork, type RedisSeeder } from "../../../helpers/seed-redis";
 import { type Gateway, post, startGateway } from "../harness";
+import { TestWsClient } from "../ws/ws-client";
 import { batchOf, call, FakeClock, inSecond, LIMITS_ENV, RecordingUpstream, refusalData } from "./fixtures";
 
 const WS = "ws-cu";
@@ -211,6 +212,38 @@ describe("data plane compute units: weights, limits and headers over HTTP", func
       "the request quota's count",
     );
     assert.equal(await redis.get(names.computeUnitQuotaDay(WS, utcDayKey(clock.now()))), null);
+  });
+
+  it("over WebSocket, the same admission: a message crossing the compute-unit limit is refused whole", async () => {
+    const clock = new FakeClock(inSecond(100));
+    let key = "";
+    const g = await start(async (s) => {
+      key = await s.putKey({ workspaceId: WS, plan: plan({ computeUnitsPerSecond: 100 }) });
+    }, clock);
+    const c = await TestWsClient.open(`ws://127.0.0.1:${g.port()}/eth/rpc?apikey=${key}`);
+    try {
+      // 4 x 30 = 120 > 100: every element gets the refusal, nothing is forwarded.
+      c.sendRaw(JSON.stringify(batchOf(4, "lim_heavy", 1)));
+      await c.until(() => c.messages.length >= 1, 5000, "the refused batch's answer");
+      // biome-ignore lint/suspicious/noExplicitAny: test convenience
+      const refused = c.messages[0] as any[];
+      assert.equal(refused.length, 4);
+      for (const m of refused) {
+        assert.equal(m.error.data.reason, "rate_limit");
+        assert.equal(m.error.data.limit, 100);
+        assert.match(m.error.message, /compute units/);
+      }
+      assert.equal(up.count("lim_heavy"), 0);
+      // 3 x 30 = 90 fits; then 10 are left: a light call (5) passes, a heavy one (30) does not.
+      c.sendRaw(JSON.stringify(batchOf(3, "lim_heavy", 10)));
+      await c.until(() => c.messages.length >= 2, 5000, "the served batch's answer");
+      assert.equal(up.count("lim_heavy"), 3);
+      assert.ok((await c.call("lim_light")).result);
+      assert.equal((await c.call("lim_heavy")).error.data.reason, "rate_limit");
+      assert.equal(c.closeCode, undefined, "the socket stays open");
+    } finally {
+      c.terminate();
+    }
   });
 
   it("a network record without methodCosts (published before compute units) charges 1 per request object", async () => {

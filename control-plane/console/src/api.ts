@@ -186,8 +186,15 @@ export interface Plan {
 export interface Today {
   count: number;
   limit: number;
+  /** Compute units used today. */
+  computeUnits: number;
+  /** The plan's daily compute-unit limit; null = requests only. */
+  computeUnitLimit: number | null;
   resetsAt: string;
 }
+
+/** The `today` selection every page that shows a Today asks for. */
+export const TODAY_FIELDS = "today { count limit computeUnits computeUnitLimit resetsAt }";
 
 export const APP_FIELDS = `id workspaceId name environment apiKey apiKeyMasked apiKeyCreatedAt previousApiKeyExpiresAt createdAt
   allowlist { id kind value createdAt }

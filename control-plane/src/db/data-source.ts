@@ -34,6 +34,8 @@ import { PlanMaxApps1700000018300 } from "./migrations/1700000018300-plan-max-ap
 import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
 import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
 import { ComputeUnits1700000025100 } from "./migrations/1700000025100-compute-units";
+import { UsageComputeUnits1700000025200 } from "./migrations/1700000025200-usage-compute-units";
+import { RequestLogComputeUnits1700000025210 } from "./migrations/1700000025210-request-log-compute-units";
 
 export const ENTITIES = [
   Account,
@@ -75,6 +77,8 @@ export const MIGRATIONS = [
   RequestLogMethodLength1700000024210,
   TokenExpiry1700000024400,
   ComputeUnits1700000025100,
+  UsageComputeUnits1700000025200,
+  RequestLogComputeUnits1700000025210,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -159,19 +159,23 @@ export class OperatorService {
         };
     const series: Row[] = await this.ds.query(
       `SELECT extract(epoch FROM ${col}::timestamp AT TIME ZONE 'UTC')::float8 * 1000 AS at,
-              sum(count)::float8 AS requests,
+              sum(count)::float8 AS requests, sum(compute_units)::float8 AS cu,
               coalesce(sum(count) FILTER (WHERE category <> $3), 0)::float8 AS errors
        FROM ${table} WHERE ${range.sql} GROUP BY 1`,
       [...range.params, ErrorCategory.Success],
     );
     const points = new Map<number, PlatformUsagePoint>();
-    for (let t = start; t < to; t += step) points.set(t, { at: new Date(t), requests: 0, errors: 0 });
+    for (let t = start; t < to; t += step)
+      points.set(t, { at: new Date(t), requests: 0, computeUnits: 0, errors: 0 });
     let requests = 0;
+    let computeUnits = 0;
     let errors = 0;
     for (const r of series) {
       const at = Number(r.at);
-      const p = points.get(at) ?? { at: new Date(at), requests: 0, errors: 0 };
+      const p = points.get(at) ?? { at: new Date(at), requests: 0, computeUnits: 0, errors: 0 };
       p.requests += Number(r.requests);
+      p.computeUnits += Number(r.cu);
+      computeUnits += Number(r.cu);
       p.errors += Number(r.errors);
       points.set(at, p);
       requests += Number(r.requests);
@@ -179,7 +183,7 @@ export class OperatorService {
     }
     const byWs: Row[] = await this.ds.query(
       `SELECT u.workspace_id AS id, w.name AS name, sum(u.count)::float8 AS requests,
-              coalesce(sum(u.count) FILTER (WHERE u.category <> $3), 0)::float8 AS errors
+              sum(u.compute_units)::float8 AS cu, coalesce(sum(u.count) FILTER (WHERE u.category <> $3), 0)::float8 AS errors
        FROM ${table} u LEFT JOIN workspaces w ON w.id = u.workspace_id
        WHERE ${range.sql.replaceAll(col, `u.${col}`)}
        GROUP BY 1, 2 ORDER BY 3 DESC, 1 LIMIT ${BY_WORKSPACE_MAX}`,
@@ -189,12 +193,14 @@ export class OperatorService {
       workspaceId: r.id === NIL_UUID ? null : r.id,
       workspaceName: r.name ?? null,
       requests: Number(r.requests),
+      computeUnits: Number(r.cu),
       errors: Number(r.errors),
     }));
     return {
       from: new Date(from),
       to: new Date(to),
       requests,
+      computeUnits,
       errors,
       series: [...points.values()].sort((a, b) => a.at.getTime() - b.at.getTime()),
       byWorkspace,

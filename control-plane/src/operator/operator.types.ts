@@ -47,6 +47,7 @@ export class WorkspaceMemberSummary {
 export class PlatformUsagePoint {
   @Field(() => Date, { description: "Start of the hour (ranges up to 7 days) or of the UTC day." }) at: Date;
   @Field(() => Float) requests: number;
+  @Field(() => Float, { description: "Compute units of those requests." }) computeUnits: number;
   @Field(() => Float) errors: number;
 }
 
@@ -55,6 +56,7 @@ export class PlatformUsage {
   @Field(() => Date) from: Date;
   @Field(() => Date) to: Date;
   @Field(() => Float) requests: number;
+  @Field(() => Float, { description: "Compute units of those requests." }) computeUnits: number;
   @Field(() => Float, { description: "Every category but success." }) errors: number;
   @Field(() => [PlatformUsagePoint]) series: PlatformUsagePoint[];
   @Field(() => [PlatformUsageByWorkspace], { description: "Busiest workspaces first (at most 20)." })
@@ -67,5 +69,6 @@ export class PlatformUsageByWorkspace {
   workspaceId: string | null;
   @Field(() => String, { nullable: true }) workspaceName: string | null;
   @Field(() => Float) requests: number;
+  @Field(() => Float, { description: "Compute units of those requests." }) computeUnits: number;
   @Field(() => Float) errors: number;
 }

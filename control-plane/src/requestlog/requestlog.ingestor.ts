@@ -31,10 +31,12 @@ export interface RequestLogIngestorOptions {
   beforeAck?: (entryId: string) => void;
 }
 
-/** Rows per INSERT: 14 parameters each, well under Postgres' 65,535 bind parameters. */
+/** Rows per INSERT: 15 parameters each, well under Postgres' 65,535 bind parameters. */
 const ROWS_PER_INSERT = 1_000;
 /** Records stamped further ahead than this (a skewed clock) are skipped rather than given a partition. */
 const MAX_FUTURE_MS = 86_400_000;
+/** compute_units is an `integer`: a record claiming more for one request object is not a data plane's. */
+const MAX_COMPUTE_UNITS = 2_147_483_647;
 
 /**
  * Reads the request-log stream as one consumer of `request-log-ingest` and inserts each entry's records
@@ -105,7 +107,7 @@ export class RequestLogIngestor {
       // a method too long for the schema that is kept cut instead of skipped.
       if (typeof r === "object" && r !== null && !Array.isArray(r)) makeSafe(r as RequestLogRecord);
       const rec = RequestLogRecordSchema.safeParse(r);
-      if (!rec.success) {
+      if (!rec.success || (rec.data.computeUnits ?? 0) > MAX_COMPUTE_UNITS) {
         this.stats.invalid++;
         continue;
       }
@@ -136,7 +138,7 @@ export class RequestLogIngestor {
         const b = params.length;
         tuples.push(
           `(to_timestamp($${b + 1}::double precision / 1000), $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, ` +
-            `$${b + 7}, $${b + 8}, $${b + 9}, $${b + 10}, $${b + 11}, $${b + 12}, $${b + 13}, $${b + 14})`,
+            `$${b + 7}, $${b + 8}, $${b + 9}, $${b + 10}, $${b + 11}, $${b + 12}, $${b + 13}, $${b + 14}, $${b + 15})`,
         );
         params.push(
           r.time,
@@ -153,11 +155,12 @@ export class RequestLogIngestor {
           r.reason,
           r.latencyMs,
           r.clientIp,
+          r.computeUnits ?? null,
         );
       }
       const res = (await this.ds.query(
         `INSERT INTO request_log (time, request_id, item, workspace_id, app_id, network, transport, method,
-           method_length, http_status, category, reason, latency_ms, client_ip)
+           method_length, http_status, category, reason, latency_ms, client_ip, compute_units)
          VALUES ${tuples.join(", ")} ON CONFLICT DO NOTHING RETURNING 1`,
         params,
       )) as unknown[];

@@ -52,6 +52,7 @@ interface Row {
   reason: string;
   latency_ms: number;
   client_ip: string | null;
+  compute_units: number | null;
 }
 
 /**
@@ -114,7 +115,8 @@ export class RequestLogService {
     params.push(limit + 1);
     const rows = (await this.ds.query(
       `SELECT (extract(epoch FROM time) * 1000000)::bigint::text AS us, request_id, item, workspace_id, app_id,
-              network, transport, method, method_length, http_status, category, reason, latency_ms, client_ip
+              network, transport, method, method_length, http_status, category, reason, latency_ms, client_ip,
+              compute_units
          FROM request_log WHERE ${where.join(" AND ")}
         ORDER BY time DESC, request_id DESC, item DESC LIMIT $${params.length}`,
       params,
@@ -147,5 +149,6 @@ function toEntry(r: Row): RequestLogEntry {
     reason: r.reason,
     latencyMs: r.latency_ms,
     clientIp: r.client_ip,
+    computeUnits: r.compute_units,
   };
 }

@@ -73,6 +73,12 @@ export class RequestLogEntry {
     description: "Client address truncated to its /24 (IPv4) or /48 (IPv6).",
   })
   clientIp: string | null;
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "Compute units this request object was charged (its method's weight); null when logged by a data plane older than compute units, which charged 1.",
+  })
+  computeUnits: number | null;
 }
 
 @ObjectType()

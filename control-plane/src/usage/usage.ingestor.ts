@@ -99,7 +99,9 @@ export class UsageIngestor {
       if (
         row.success &&
         (row.data.workspaceId === null || UUID_RE.test(row.data.workspaceId)) &&
-        (row.data.appId === null || UUID_RE.test(row.data.appId))
+        (row.data.appId === null || UUID_RE.test(row.data.appId)) &&
+        // Summed into bigint columns: a row's units must stay exact in a JS number.
+        (row.data.computeUnits ?? 0) <= Number.MAX_SAFE_INTEGER
       ) {
         // The data plane only writes bounded ASCII names (MethodBounder); an entry from anything else must
         // not carry what Postgres refuses (U+0000) into the rollups either.

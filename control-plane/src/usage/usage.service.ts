@@ -1,6 +1,5 @@
 import { DataSource } from "typeorm";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
-import { nextUtcMidnightMs, utcDayKey } from "../../../shared/src/quota/day";
 import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
 import { quantileFromBuckets } from "../../../shared/src/usage/contract";
@@ -8,6 +7,7 @@ import { RequestContext } from "../auth/context";
 import { badInput, notFound } from "../common/errors";
 import { Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
+import { todayUsage, usageHistory } from "./usage.days";
 import { BUCKET_COLUMNS } from "./usage.sql";
 import {
   ErrorBreakdown,
@@ -73,7 +73,7 @@ function emptyBreakdown(): ErrorBreakdown {
 }
 
 function emptyPoint(at: number): UsageSeriesPoint {
-  return { at: new Date(at), success: 0, errors: 0, ...emptyBreakdown() };
+  return { at: new Date(at), success: 0, errors: 0, computeUnits: 0, ...emptyBreakdown() };
 }
 
 /** Caps on what one usage query may ask for (USAGE_MAX_RANGE_DAYS, USAGE_MAX_SERIES_POINTS). */
@@ -192,7 +192,7 @@ export class UsageService {
     const w = this.where(r);
     const rows: Row[] = await this.ds.query(
       `SELECT extract(epoch FROM ${w.col}::timestamp AT TIME ZONE 'UTC')::float8 * 1000 AS at, category,
-              sum(count)::float8 AS c
+              sum(count)::float8 AS c, sum(compute_units)::float8 AS cu
        FROM ${w.table} WHERE ${w.sql} GROUP BY 1, 2`,
       w.params,
     );
@@ -200,6 +200,7 @@ export class UsageService {
     const points = new Map<number, UsageSeriesPoint>();
     for (let t = w.start; t < r.to.getTime(); t += w.step) points.set(t, emptyPoint(t));
     let success = 0;
+    let computeUnits = 0;
     for (const row of rows) {
       const c = Number(row.c);
       const at = Number(row.at);
@@ -208,6 +209,9 @@ export class UsageService {
         p = emptyPoint(at);
         points.set(at, p);
       }
+      const cu = Number(row.cu);
+      computeUnits += cu;
+      p.computeUnits += cu;
       const key = categoryKey(row.category as ErrorCategory);
       if (key === null) {
         success += c;
@@ -225,7 +229,7 @@ export class UsageService {
       errors.tooManyRequests +
       errors.unknownError;
     const series = [...points.values()].sort((a, b) => a.at.getTime() - b.at.getTime());
-    return { total: success + errTotal, success, errors, series };
+    return { total: success + errTotal, computeUnits, success, errors, series };
   }
 
   async responseTime(r: UsageReport, method?: string | null): Promise<ResponseTime> {
@@ -246,7 +250,7 @@ export class UsageService {
   ): Promise<MethodUsage[]> {
     const w = this.where(r);
     const rows: Row[] = await this.ds.query(
-      `SELECT method, sum(count)::float8 AS requests,
+      `SELECT method, sum(count)::float8 AS requests, sum(compute_units)::float8 AS cu,
               (coalesce(sum(count) FILTER (WHERE category <> $${w.params.length + 1}), 0))::float8 AS errors,
               sum(latency_sum_ms)::float8 AS lat, ${SUM_BUCKETS}
        FROM ${w.table} WHERE ${w.sql} GROUP BY method`,
@@ -257,12 +261,14 @@ export class UsageService {
       return {
         method: row.method as string,
         requests,
+        computeUnits: Number(row.cu),
         errors: Number(row.errors),
         ...latencyStats(requests, Number(row.lat), bucketsOf(row)),
       };
     });
     const key: (m: MethodUsage) => number = {
       [MethodSort.REQUESTS]: (m: MethodUsage) => m.requests,
+      [MethodSort.COMPUTE_UNITS]: (m: MethodUsage) => m.computeUnits,
       [MethodSort.ERRORS]: (m: MethodUsage) => m.errors,
       [MethodSort.P50]: (m: MethodUsage) => m.p50 ?? -1,
       [MethodSort.P95]: (m: MethodUsage) => m.p95 ?? -1,
@@ -273,103 +279,13 @@ export class UsageService {
     return out;
   }
 
-  /**
-   * Per UTC day (oldest first, today last) with a per-app breakdown. `limitReached`: the workspace's served
-   * requests that day (every category but Too Many Requests, i.e. what the daily limiter admitted) reached
-   * the plan's daily limit. The current plan's limit is used (plan history is not kept).
-   */
-  async history(r: UsageReport, days = 30): Promise<UsageDay[]> {
-    const maxDays = Math.min(this.limits.maxRangeDays, this.limits.maxSeriesPoints);
-    if (!Number.isInteger(days) || days < 1 || days > maxDays) {
-      throw badInput("days", `days must be 1..${maxDays} (the usage range is limited to ${maxDays} days)`);
-    }
-    const today = Math.floor(this.now() / DAY) * DAY;
-    const first = today - (days - 1) * DAY;
-    const firstKey = new Date(first).toISOString().slice(0, 10);
-    const params: unknown[] = [r.workspaceId, firstKey, ErrorCategory.TooManyRequests];
-    let match = "true";
-    if (r.appId) {
-      params.push(r.appId);
-      match = `app_id = $${params.length}`;
-    }
-    if (r.network) {
-      params.push(r.network);
-      match += ` AND network = $${params.length}`;
-    }
-    // One scan of the workspace's day rows: the filtered breakdown, and the unfiltered served count.
-    const rows: Row[] = await this.ds.query(
-      `SELECT to_char(day, 'YYYY-MM-DD') AS day, app_id,
-              (coalesce(sum(count) FILTER (WHERE ${match}), 0))::float8 AS total,
-              (coalesce(sum(count) FILTER (WHERE category <> $3), 0))::float8 AS served
-       FROM usage_day WHERE workspace_id = $1 AND day >= $2::date
-       GROUP BY day, app_id`,
-      params,
-    );
-    const limit = await this.dailyLimit(r.workspaceId);
-    const appIds = [...new Set(rows.map((x) => x.app_id as string))];
-    const names = new Map<string, string>();
-    if (appIds.length > 0) {
-      const apps: Row[] = await this.ds.query("SELECT id, name FROM apps WHERE id = ANY($1::uuid[])", [
-        appIds,
-      ]);
-      for (const a of apps) names.set(a.id, a.name);
-    }
-    const byDay = new Map<string, UsageDay & { served: number }>();
-    for (let t = first; t <= today; t += DAY) {
-      const date = new Date(t).toISOString().slice(0, 10);
-      byDay.set(date, { date, total: 0, byApp: [], limitReached: false, served: 0 });
-    }
-    for (const row of rows) {
-      const d = byDay.get(row.day);
-      if (!d) continue;
-      const total = Number(row.total);
-      d.served += Number(row.served);
-      if (total > 0) {
-        d.total += total;
-        d.byApp.push({
-          app: { id: row.app_id, name: names.get(row.app_id) ?? "(deleted app)" },
-          count: total,
-        });
-      }
-    }
-    return [...byDay.values()].map(({ served, ...d }) => {
-      d.byApp.sort((a, b) => b.count - a.count || a.app.name.localeCompare(b.app.name));
-      return { ...d, limitReached: served >= limit };
-    });
+  /** Per UTC day (oldest first, today last) with a per-app breakdown, in both units (usage.days.ts). */
+  history(r: UsageReport, days = 30): Promise<UsageDay[]> {
+    return usageHistory(this.ds, r, days, this.limits, this.now());
   }
 
-  private async dailyLimit(workspaceId: string): Promise<number> {
-    const rows: Row[] = await this.ds.query(
-      `SELECT p.daily_request_limit::float8 AS lim FROM workspaces w JOIN plans p ON p.id = w.plan_id WHERE w.id = $1`,
-      [workspaceId],
-    );
-    if (rows.length === 0) throw notFound("Workspace");
-    return Number(rows[0]!.lim);
-  }
-
-  /**
-   * Today's count against the daily limit. Reads the data plane's live daily counter in Redis
-   * (RedisNames.quotaDay, what the limiter enforces); when that key is absent or Redis fails, falls back to
-   * today's served requests in usage_day (lags by the flush + ingestion delay).
-   */
-  async today(workspaceId: string): Promise<TodayUsage> {
-    const now = this.now();
-    const limit = await this.dailyLimit(workspaceId);
-    let count: number | null = null;
-    try {
-      const v = await this.redis.get(this.names.quotaDay(workspaceId, utcDayKey(now)));
-      if (v !== null && Number.isFinite(Number(v))) count = Number(v);
-    } catch {
-      count = null;
-    }
-    if (count === null) {
-      const rows: Row[] = await this.ds.query(
-        `SELECT coalesce(sum(count), 0)::float8 AS c FROM usage_day
-         WHERE workspace_id = $1 AND day = $2::date AND category <> $3`,
-        [workspaceId, utcDayKey(now), ErrorCategory.TooManyRequests],
-      );
-      count = Number(rows[0]?.c ?? 0);
-    }
-    return { count, limit, resetsAt: new Date(nextUtcMidnightMs(now)) };
+  /** Today's usage against the daily limits, in both units (usage.days.ts). */
+  today(workspaceId: string): Promise<TodayUsage> {
+    return todayUsage({ ds: this.ds, redis: this.redis, names: this.names }, workspaceId, this.now());
   }
 }

@@ -34,6 +34,7 @@ interface Merged {
   method: string;
   category: string;
   count: number;
+  computeUnits: number;
   latencySumMs: number;
   buckets: number[];
 }
@@ -56,12 +57,15 @@ export function mergeRows(rows: readonly UsageRow[], grain: Grain): Merged[] {
         method: r.method,
         category: r.category,
         count: 0,
+        computeUnits: 0,
         latencySumMs: 0,
         buckets: new Array<number>(BUCKET_COUNT).fill(0),
       };
       out.set(key, m);
     }
     m.count += r.count;
+    // A row from a data plane older than compute units charged every request object a weight of 1.
+    m.computeUnits += r.computeUnits ?? r.count;
     m.latencySumMs += r.latencySumMs;
     for (let i = 0; i < BUCKET_COUNT; i++) m.buckets[i]! += r.buckets[i]!;
   }
@@ -76,7 +80,7 @@ export async function upsertAdd(m: EntityManager, grain: Grain, rows: readonly U
   const merged = mergeRows(rows, grain);
   const table = GRAIN_TABLE[grain];
   const atType = grain === "day" ? "date" : "timestamptz";
-  const cols = ["count", "latency_sum_ms", ...BUCKET_COLUMNS];
+  const cols = ["count", "compute_units", "latency_sum_ms", ...BUCKET_COLUMNS];
   const atExpr =
     grain === "day"
       ? "(to_timestamp(u.at / 1000.0) AT TIME ZONE 'UTC')::date"
@@ -89,8 +93,9 @@ export async function upsertAdd(m: EntityManager, grain: Grain, rows: readonly U
     "$5::text[]",
     "$6::text[]",
     "$7::int8[]",
-    "$8::float8[]",
-    ...BUCKET_COLUMNS.map((_, i) => `$${9 + i}::int8[]`),
+    "$8::int8[]",
+    "$9::float8[]",
+    ...BUCKET_COLUMNS.map((_, i) => `$${10 + i}::int8[]`),
   ];
   const sql = `
     INSERT INTO ${table} (${grain}, workspace_id, app_id, network, method, category, ${cols.join(", ")})
@@ -108,6 +113,7 @@ export async function upsertAdd(m: EntityManager, grain: Grain, rows: readonly U
       part.map((r) => r.method),
       part.map((r) => r.category),
       part.map((r) => r.count),
+      part.map((r) => r.computeUnits),
       part.map((r) => r.latencySumMs),
       ...BUCKET_COLUMNS.map((_, b) => part.map((r) => r.buckets[b])),
     ];

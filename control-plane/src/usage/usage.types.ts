@@ -2,6 +2,7 @@ import { Field, Float, ID, InputType, ObjectType, registerEnumType } from "type-
 
 export enum MethodSort {
   REQUESTS = "REQUESTS",
+  COMPUTE_UNITS = "COMPUTE_UNITS",
   ERRORS = "ERRORS",
   P50 = "P50",
   P95 = "P95",
@@ -40,7 +41,11 @@ export class UsageFilter {
   to?: Date | null;
 }
 
-/** Counts are Float: they may exceed 32 bits. */
+/**
+ * Counts are Float: they may exceed 32 bits. Every count of requests (request objects: a batch counts one
+ * per element) has a `computeUnits` beside it: the same request objects weighed by their method's weight
+ * (NetworkRecord.methodCosts); usage recorded before compute units existed counts a weight of 1.
+ */
 @ObjectType()
 export class ErrorBreakdown {
   @Field(() => Float) serviceError: number;
@@ -59,6 +64,8 @@ export class UsageSeriesPoint {
   at: Date;
   @Field(() => Float) success: number;
   @Field(() => Float, { description: "Requests in any category but Success." }) errors: number;
+  @Field(() => Float, { description: "Compute units of this point's requests (every category)." })
+  computeUnits: number;
   @Field(() => Float) serviceError: number;
   @Field(() => Float) nodeError: number;
   @Field(() => Float) clientError: number;
@@ -69,6 +76,8 @@ export class UsageSeriesPoint {
 @ObjectType()
 export class RequestsSummary {
   @Field(() => Float) total: number;
+  @Field(() => Float, { description: "Compute units of the `total` requests (every category)." })
+  computeUnits: number;
   @Field(() => Float) success: number;
   @Field(() => ErrorBreakdown) errors: ErrorBreakdown;
   @Field(() => [UsageSeriesPoint]) series: UsageSeriesPoint[];
@@ -87,6 +96,7 @@ export class ResponseTime {
 export class MethodUsage {
   @Field() method: string;
   @Field(() => Float) requests: number;
+  @Field(() => Float, { description: "Compute units of those requests." }) computeUnits: number;
   @Field(() => Float, { description: "Requests in any category but Success." }) errors: number;
   @Field(() => Float, { nullable: true }) p50: number | null;
   @Field(() => Float, { nullable: true }) p95: number | null;
@@ -103,16 +113,18 @@ export class UsageApp {
 export class AppUsage {
   @Field(() => UsageApp) app: UsageApp;
   @Field(() => Float) count: number;
+  @Field(() => Float, { description: "Compute units of those `count` requests." }) computeUnits: number;
 }
 
 @ObjectType()
 export class UsageDay {
   @Field({ description: "UTC day, YYYY-MM-DD." }) date: string;
   @Field(() => Float) total: number;
+  @Field(() => Float, { description: "Compute units of the `total` requests." }) computeUnits: number;
   @Field(() => [AppUsage]) byApp: AppUsage[];
   @Field({
     description:
-      "The workspace's served requests (all categories but Too Many Requests) that day reached the plan's daily limit.",
+      "The workspace's served requests (all categories but Too Many Requests) that day reached the plan's daily limit, in requests or (plans with a daily compute-unit limit) in compute units.",
   })
   limitReached: boolean;
 }
@@ -121,7 +133,17 @@ export class UsageDay {
 export class TodayUsage {
   @Field(() => Float, { description: "Requests counted against today's limit (the limiter's live counter)." })
   count: number;
-  @Field(() => Float) limit: number;
+  @Field(() => Float, { description: "The plan's daily request limit." }) limit: number;
+  @Field(() => Float, {
+    description:
+      "Compute units used today: the limiter's live counter when the plan limits compute units, else the ingested usage (lags by the flush and ingestion delay).",
+  })
+  computeUnits: number;
+  @Field(() => Float, {
+    nullable: true,
+    description: "The plan's daily compute-unit limit; null = the plan does not limit compute units.",
+  })
+  computeUnitLimit: number | null;
   @Field(() => Date, { description: "Next 00:00 UTC." }) resetsAt: Date;
 }
 

@@ -13,7 +13,10 @@ export enum WebhookEventType {
 registerEnumType(WebhookEventType, {
   name: "WebhookEventType",
   valuesConfig: {
-    QUOTA_THRESHOLD: { description: "quota.threshold: today's usage reached 80% or 100% of the daily limit" },
+    QUOTA_THRESHOLD: {
+      description:
+        "quota.threshold: today's usage reached 80% or 100% of the daily limit (in requests, or in compute units for plans with a daily compute-unit limit)",
+    },
     NODE_STATUS: {
       description: "node.status: a dedicated node left SYNCED, entered ERROR, or became SYNCED",
     },
@@ -40,15 +43,24 @@ registerEnumType(WebhookDeliveryStatus, { name: "WebhookDeliveryStatus" });
 /** The two thresholds of `quota.threshold`, in percent of the plan's daily limit. */
 export const QUOTA_THRESHOLDS_PERCENT = [80, 100] as const;
 
+/**
+ * What a `quota.threshold` event counts: request objects against the daily request limit, or compute
+ * units against the daily compute-unit limit (only for plans that set one).
+ */
+export type QuotaUnit = "requests" | "computeUnits";
+
 /** `data` of each event type (docs/webhooks.md documents them). */
 export interface WebhookEventData {
   [WebhookEventType.QUOTA_THRESHOLD]: {
     /** 80 or 100. */
     thresholdPercent: number;
+    /** The unit of `used` and `limit`. */
+    unit: QuotaUnit;
     /** UTC day, `YYYY-MM-DD`. */
     day: string;
-    /** Response units counted today when the check ran. */
+    /** Response units (or compute units) counted today when the check ran. */
     used: number;
+    /** The plan's daily limit in `unit`. */
     limit: number;
     /** ISO time of the next 00:00 UTC, when the count resets. */
     resetsAt: string;

@@ -247,11 +247,19 @@ export class RedisNames {
 
   /**
    * String (SET NX, expires after 2 days): the worker emitted `quota.threshold` at `percent` of the daily
-   * limit for this workspace on `dayKey` (`utcDayKey`). Makes "once per UTC day per threshold" hold across
-   * worker restarts and several workers.
+   * limit for this workspace on `dayKey` (`utcDayKey`), in `unit` (requests, or compute units for plans with a
+   * daily compute-unit limit). Makes "once per UTC day per threshold and unit" hold across worker restarts
+   * and several workers.
    */
-  webhookQuotaMarker(workspaceId: string, dayKey: string, percent: number): string {
-    return `${this.prefix}webhook:quota:{${workspaceId}}:${dayKey}:${percent}`;
+  webhookQuotaMarker(
+    workspaceId: string,
+    dayKey: string,
+    percent: number,
+    unit: "requests" | "computeUnits" = "requests",
+  ): string {
+    // The request marker keeps its original name, so a worker upgraded mid-day does not fire again.
+    const u = unit === "requests" ? "" : ":cu";
+    return `${this.prefix}webhook:quota:{${workspaceId}}${u}:${dayKey}:${percent}`;
   }
 
   /**

@@ -275,8 +275,8 @@ describe("console (end to end: Chromium -> /console -> GraphQL; data plane -> an
     await methods.getByRole("button", { name: "Method" }).click();
     assert.deepEqual(await names(), [...alpha].reverse());
     for (const [label, i] of [
-      ["Errors", 3],
-      ["p95", 5],
+      ["Errors", 4],
+      ["p95", 6],
       ["Requests", 2],
     ] as const) {
       await methods.getByRole("button", { name: label }).click();

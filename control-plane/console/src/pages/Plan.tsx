@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { gql, type Plan, roleCan, type Today } from "../api";
+import { gql, type Plan, roleCan, TODAY_FIELDS, type Today } from "../api";
 import { Async, ConfirmDialog, ErrorBox, fmtDate, fmtNum, useQuery } from "../ui";
 import { useWorkspace } from "../workspace";
 
@@ -34,7 +34,7 @@ export function PlanPage() {
         plans: Plan[];
         planContact: string | null;
       }>(
-        `query($w: ID) { workspace(id: $w) { id name plan { ${PLAN_FIELDS} } today { count limit resetsAt } }
+        `query($w: ID) { workspace(id: $w) { id name plan { ${PLAN_FIELDS} } ${TODAY_FIELDS} }
           plans { ${PLAN_FIELDS} } planContact }`,
         { w: ws.id },
       ),
@@ -74,8 +74,15 @@ export function PlanPage() {
                 {workspace.name}: <span data-testid="current-plan">{workspace.plan.name}</span>
               </h2>
               <p>
-                {fmtNum(workspace.today.count)} of {fmtNum(workspace.today.limit)} requests today · resets{" "}
-                {fmtDate(workspace.today.resetsAt)}
+                {fmtNum(workspace.today.count)} of {fmtNum(workspace.today.limit)} requests today ·{" "}
+                <span data-testid="plan-today-compute-units">
+                  {fmtNum(workspace.today.computeUnits)}
+                  {workspace.today.computeUnitLimit === null
+                    ? ""
+                    : ` of ${fmtNum(workspace.today.computeUnitLimit)}`}{" "}
+                  compute units
+                </span>{" "}
+                · resets {fmtDate(workspace.today.resetsAt)}
               </p>
             </div>
             <ErrorBox error={error} />

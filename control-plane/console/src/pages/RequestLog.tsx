@@ -1,6 +1,6 @@
 import { type FormEvent, useState } from "react";
 import { gql } from "../api";
-import { Async, ErrorBox, fmtDate, useQuery } from "../ui";
+import { Async, ErrorBox, fmtDate, fmtNum, useQuery } from "../ui";
 import { useWorkspace } from "../workspace";
 
 interface Entry {
@@ -16,6 +16,8 @@ interface Entry {
   reason: string;
   latencyMs: number;
   clientIp: string | null;
+  /** Null: logged by a data plane older than compute units (which charged 1). */
+  computeUnits: number | null;
 }
 
 interface Page {
@@ -34,7 +36,7 @@ const CATEGORIES = [
 const PAGE = 50;
 const QUERY = `query($f: RequestLogFilter!, $first: Int, $after: String) {
   requestLog(filter: $f, first: $first, after: $after) {
-    edges { node { time requestId item appId network transport method httpStatus category reason latencyMs clientIp } }
+    edges { node { time requestId item appId network transport method httpStatus category reason latencyMs clientIp computeUnits } }
     pageInfo { hasNextPage endCursor } } }`;
 
 /**
@@ -186,6 +188,9 @@ export function RequestLogPage() {
                       <th>Category</th>
                       <th>Reason</th>
                       <th>Latency</th>
+                      <th className="num" title="Compute units this request object was charged">
+                        CU
+                      </th>
                       <th>Client</th>
                     </tr>
                   </thead>
@@ -207,6 +212,9 @@ export function RequestLogPage() {
                         <td>{r.category}</td>
                         <td>{r.reason}</td>
                         <td>{r.latencyMs.toFixed(1)} ms</td>
+                        <td className="num" data-testid="log-cu">
+                          {r.computeUnits === null ? "—" : fmtNum(r.computeUnits)}
+                        </td>
                         <td className="mono">{r.clientIp ?? ""}</td>
                       </tr>
                     ))}

@@ -1,27 +1,32 @@
-import { BarElement, CategoryScale, Chart as ChartJS, Legend, LinearScale, Tooltip } from "chart.js";
-import { useMemo, useState } from "react";
+import {
+  BarElement,
+  CategoryScale,
+  Chart as ChartJS,
+  Legend,
+  LinearScale,
+  LineController,
+  LineElement,
+  PointElement,
+  Tooltip,
+} from "chart.js";
+import { useState } from "react";
 import { Bar } from "react-chartjs-2";
-import { gql, type Today } from "../api";
+import { gql, TODAY_FIELDS, type Today } from "../api";
 import { Async, fmtDate, fmtMs, fmtNum, useQuery } from "../ui";
 import { useWorkspace } from "../workspace";
+import { HistoryCard, type UsageDay, type UsageUnit } from "./UsageHistory";
+import { MethodsTable, type MethodUsage } from "./UsageMethods";
 
-ChartJS.register(BarElement, CategoryScale, LinearScale, Tooltip, Legend);
-
-interface MethodUsage {
-  method: string;
-  requests: number;
-  errors: number;
-  p50: number | null;
-  p95: number | null;
-  avg: number | null;
-}
-
-interface UsageDay {
-  date: string;
-  total: number;
-  limitReached: boolean;
-  byApp: { app: { id: string; name: string }; count: number }[];
-}
+ChartJS.register(
+  BarElement,
+  LineController,
+  LineElement,
+  PointElement,
+  CategoryScale,
+  LinearScale,
+  Tooltip,
+  Legend,
+);
 
 interface ErrorBreakdown {
   clientError: number;
@@ -34,10 +39,12 @@ interface ErrorBreakdown {
 interface Report {
   requests24h: {
     total: number;
+    /** Compute units of the `total` requests. */
+    computeUnits: number;
     success: number;
     errors: ErrorBreakdown;
-    /** Per hour: Success and each error category (`errors` is their sum, unused here). */
-    series: ({ at: string; success: number } & ErrorBreakdown)[];
+    /** Per hour: Success and each error category (`errors` is their sum, unused here), and compute units. */
+    series: ({ at: string; success: number; computeUnits: number } & ErrorBreakdown)[];
   };
   methods: MethodUsage[];
   history: UsageDay[];
@@ -52,11 +59,12 @@ const CATEGORIES: { key: keyof ErrorBreakdown; label: string; color: string }[] 
   { key: "unknownError", label: "Unknown Error", color: "#6b7280" },
 ];
 const SUCCESS = "#16a34a";
-const PALETTE = ["#2563eb", "#0891b2", "#7c3aed", "#db2777", "#ea580c", "#65a30d", "#0d9488", "#9333ea"];
+const COMPUTE_UNITS = "#0f172a";
 
 export function UsagePage() {
   const [appId, setAppId] = useState("");
   const [days, setDays] = useState(30);
+  const [historyUnit, setHistoryUnit] = useState<UsageUnit>("requests");
   const workspaceId = useWorkspace().current!.id;
   const apps = useQuery(
     () =>
@@ -69,12 +77,12 @@ export function UsagePage() {
     () =>
       gql<{ usage: Report }>(
         `query($f: UsageFilter!, $days: Int!) { usage(filter: $f) {
-          requests24h { total success
-            series { at success clientError nodeError serviceError tooManyRequests unknownError }
+          requests24h { total computeUnits success
+            series { at success computeUnits clientError nodeError serviceError tooManyRequests unknownError }
             errors { clientError nodeError serviceError tooManyRequests unknownError } }
-          methods { method requests errors p50 p95 avg }
-          history(days: $days) { date total limitReached byApp { app { id name } count } }
-          today { count limit resetsAt } } }`,
+          methods { method requests computeUnits errors p50 p95 avg }
+          history(days: $days) { date total computeUnits limitReached byApp { app { id name } count computeUnits } }
+          ${TODAY_FIELDS} } }`,
         { f: appId ? { appId, workspaceId } : { workspaceId }, days },
       ),
     [appId, days, workspaceId],
@@ -112,7 +120,13 @@ export function UsagePage() {
               methods={usage.methods.map((m) => m.method)}
             />
             <MethodsTable rows={usage.methods} />
-            <HistoryCard history={usage.history} days={days} setDays={setDays} />
+            <HistoryCard
+              history={usage.history}
+              days={days}
+              setDays={setDays}
+              unit={historyUnit}
+              setUnit={setHistoryUnit}
+            />
           </>
         )}
       </Async>
@@ -120,23 +134,47 @@ export function UsagePage() {
   );
 }
 
+/** One daily limit's meter: green, amber from 80%, red at 100%. */
+function Meter({ used, limit, label }: { used: number; limit: number; label: string }) {
+  const pct = limit > 0 ? Math.min(100, (used / limit) * 100) : 0;
+  return (
+    <div
+      className={`meter ${pct >= 100 ? "full" : pct >= 80 ? "warn" : ""}`}
+      role="progressbar"
+      aria-label={label}
+      aria-valuenow={Math.round(pct)}
+      aria-valuemin={0}
+      aria-valuemax={100}
+    >
+      <div style={{ width: `${pct}%` }} />
+    </div>
+  );
+}
+
+/** Today's requests against the daily limit, and compute units (against their limit when the plan has one). */
 function TodayCard({ today }: { today: Today }) {
-  const pct = today.limit > 0 ? Math.min(100, (today.count / today.limit) * 100) : 0;
   return (
     <div className="card" data-card="Today">
       <h2>Today</h2>
       <div className="big" data-testid="today-count">
         {fmtNum(today.count)} <span className="muted">of {fmtNum(today.limit)} requests</span>
       </div>
-      <div
-        className={`meter ${pct >= 100 ? "full" : pct >= 80 ? "warn" : ""}`}
-        role="progressbar"
-        aria-valuenow={Math.round(pct)}
-        aria-valuemin={0}
-        aria-valuemax={100}
-      >
-        <div style={{ width: `${pct}%` }} />
+      <Meter used={today.count} limit={today.limit} label="Requests against the daily limit" />
+      <div className="big" data-testid="today-compute-units">
+        {fmtNum(today.computeUnits)}{" "}
+        <span className="muted">
+          {today.computeUnitLimit === null
+            ? "compute units"
+            : `of ${fmtNum(today.computeUnitLimit)} compute units`}
+        </span>
       </div>
+      {today.computeUnitLimit !== null && (
+        <Meter
+          used={today.computeUnits}
+          limit={today.computeUnitLimit}
+          label="Compute units against the daily limit"
+        />
+      )}
       <p className="muted">Resets at {fmtDate(today.resetsAt)} (00:00 UTC)</p>
     </div>
   );
@@ -166,6 +204,16 @@ function RequestsCard({ r }: { r: Report["requests24h"] }) {
       })),
     ],
   };
+  // Compute units on their own axis: a heavy method weighs tens of units per request.
+  const cuLine = {
+    type: "line" as const,
+    label: "Compute units",
+    data: r.series.map((p) => p.computeUnits),
+    borderColor: COMPUTE_UNITS,
+    backgroundColor: COMPUTE_UNITS,
+    pointRadius: 2,
+    yAxisID: "cu",
+  };
   return (
     <div className="card" data-card="Requests, last 24 hours">
       <h2>Requests, last 24 hours</h2>
@@ -174,6 +222,14 @@ function RequestsCard({ r }: { r: Report["requests24h"] }) {
           <div className="muted">Total</div>
           <div className="big" data-testid="requests-total">
             {fmtNum(r.total)}
+          </div>
+        </div>
+        <div className="tile">
+          <div className="muted">
+            <span className="dot" style={{ background: COMPUTE_UNITS }} /> Compute units
+          </div>
+          <div className="big" data-testid="compute-units-total">
+            {fmtNum(r.computeUnits)}
           </div>
         </div>
         <div className="tile">
@@ -198,15 +254,26 @@ function RequestsCard({ r }: { r: Report["requests24h"] }) {
         data-datasets={JSON.stringify(
           data.datasets.map((d) => ({ label: d.label, total: d.data.reduce((a, b) => a + b, 0) })),
         )}
+        data-compute-units={JSON.stringify(cuLine.data)}
       >
         <Bar
-          data={data}
+          // A line dataset in a bar chart: react-chartjs-2 types the datasets by the chart's own type.
+          data={{ ...data, datasets: [...data.datasets, cuLine as unknown as (typeof data.datasets)[0]] }}
           options={{
             responsive: true,
             maintainAspectRatio: false,
             animation: false,
             interaction: { mode: "index", intersect: false },
-            scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } },
+            scales: {
+              x: { stacked: true },
+              y: { stacked: true, beginAtZero: true, title: { display: true, text: "Requests" } },
+              cu: {
+                position: "right",
+                beginAtZero: true,
+                grid: { drawOnChartArea: false },
+                title: { display: true, text: "Compute units" },
+              },
+            },
             plugins: { legend: { position: "bottom" } },
           }}
         />
@@ -284,147 +351,6 @@ function ResponseTimeCard({
           </div>
         )}
       </Async>
-    </div>
-  );
-}
-
-type SortKey = keyof MethodUsage;
-const COLUMNS: { key: SortKey; label: string; fmt: (m: MethodUsage) => string }[] = [
-  { key: "method", label: "Method", fmt: (m) => m.method },
-  { key: "requests", label: "Requests", fmt: (m) => fmtNum(m.requests) },
-  { key: "errors", label: "Errors", fmt: (m) => fmtNum(m.errors) },
-  { key: "p50", label: "p50", fmt: (m) => fmtMs(m.p50) },
-  { key: "p95", label: "p95", fmt: (m) => fmtMs(m.p95) },
-  { key: "avg", label: "Avg", fmt: (m) => fmtMs(m.avg) },
-];
-
-export function sortMethods(rows: MethodUsage[], key: SortKey, asc: boolean): MethodUsage[] {
-  return [...rows].sort((a, b) => {
-    const x = a[key];
-    const y = b[key];
-    let c: number;
-    if (x === null || y === null)
-      c = x === y ? 0 : x === null ? 1 : -1; // nulls last either way
-    else c = typeof x === "string" ? x.localeCompare(y as string) : (x as number) - (y as number);
-    if (x === null || y === null) return c;
-    return (asc ? c : -c) || a.method.localeCompare(b.method);
-  });
-}
-
-function MethodsTable({ rows }: { rows: MethodUsage[] }) {
-  const [sort, setSort] = useState<{ key: SortKey; asc: boolean }>({ key: "requests", asc: false });
-  const sorted = useMemo(() => sortMethods(rows, sort.key, sort.asc), [rows, sort]);
-  const by = (key: SortKey) =>
-    setSort((s) => (s.key === key ? { key, asc: !s.asc } : { key, asc: key === "method" }));
-  return (
-    <div className="card" data-card="Methods">
-      <h2>Methods</h2>
-      {rows.length === 0 ? (
-        <p className="muted">No requests in this range.</p>
-      ) : (
-        <div className="table-wrap">
-          <table className="methods">
-            <thead>
-              <tr>
-                {COLUMNS.map((c) => (
-                  <th
-                    key={c.key}
-                    className={c.key === "method" ? undefined : "num"}
-                    aria-sort={sort.key === c.key ? (sort.asc ? "ascending" : "descending") : "none"}
-                  >
-                    <button type="button" className="sort" onClick={() => by(c.key)}>
-                      {c.label}
-                      {sort.key === c.key ? (sort.asc ? " ▲" : " ▼") : ""}
-                    </button>
-                  </th>
-                ))}
-              </tr>
-            </thead>
-            <tbody>
-              {sorted.map((m) => (
-                <tr key={m.method}>
-                  {COLUMNS.map((c) => (
-                    <td key={c.key} className={c.key === "method" ? "mono" : "num"}>
-                      {c.fmt(m)}
-                    </td>
-                  ))}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-    </div>
-  );
-}
-
-function HistoryCard({
-  history,
-  days,
-  setDays,
-}: {
-  history: UsageDay[];
-  days: number;
-  setDays: (d: number) => void;
-}) {
-  const apps = new Map<string, string>();
-  for (const d of history) for (const a of d.byApp) apps.set(a.app.id, a.app.name);
-  const limitDays = history.filter((d) => d.limitReached);
-  const data = {
-    labels: history.map((d) => d.date.slice(5)),
-    datasets: [...apps].map(([id, name], i) => ({
-      label: name,
-      data: history.map((d) => d.byApp.find((a) => a.app.id === id)?.count ?? 0),
-      backgroundColor: PALETTE[i % PALETTE.length],
-      borderColor: history.map((d) => (d.limitReached ? "#dc2626" : "transparent")),
-      borderWidth: 2,
-      stack: "apps",
-    })),
-  };
-  return (
-    <div className="card" data-card="Total requests per day">
-      <div className="row between wrap">
-        <h2>Total requests per day</h2>
-        <label className="inline">
-          Days
-          <select name="days" value={days} onChange={(e) => setDays(Number(e.target.value))}>
-            <option value={7}>7</option>
-            <option value={30}>30</option>
-            <option value={90}>90</option>
-          </select>
-        </label>
-      </div>
-      <div className="chart">
-        <Bar
-          data={data}
-          options={{
-            responsive: true,
-            maintainAspectRatio: false,
-            animation: false,
-            scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } },
-            plugins: {
-              legend: { position: "bottom" },
-              tooltip: {
-                callbacks: {
-                  footer: (items) => {
-                    const d = history[items[0]?.dataIndex ?? -1];
-                    return d
-                      ? `Total ${fmtNum(d.total)}${d.limitReached ? " · daily limit reached" : ""}`
-                      : "";
-                  },
-                },
-              },
-            },
-          }}
-        />
-      </div>
-      {limitDays.length > 0 ? (
-        <p className="limit-days" data-testid="limit-days">
-          Daily limit reached on {limitDays.map((d) => d.date).join(", ")} (outlined in red).
-        </p>
-      ) : (
-        <p className="muted">The daily limit was not reached in this period.</p>
-      )}
     </div>
   );
 }

@@ -8,6 +8,7 @@ import { type ControlPlaneWorker, startWorker } from "../../../../control-plane/
 import { JobName, QueueName } from "../../../../shared/src/queue/names";
 import { utcDayKey } from "../../../../shared/src/quota/day";
 import { ADMIN_TOKEN, code, createApp, type Harness, type Json, startHarness } from "../harness";
+import { setPlanDailyComputeUnitLimit } from "../usage/helpers";
 import { type Received, WebhookReceiver } from "./receiver";
 
 const RETRY_BASE_MS = 300;
@@ -585,7 +586,7 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       assert.equal(e80!.json.workspaceId, ws.workspaceId);
       assert.deepEqual(
         { ...e80!.json.data, resetsAt: undefined },
-        { thresholdPercent: 80, day: day(), used: 800, limit: 1000, resetsAt: undefined },
+        { thresholdPercent: 80, unit: "requests", day: day(), used: 800, limit: 1000, resetsAt: undefined },
       );
       assert.equal(Date.parse(e80!.json.data.resetsAt) % 86_400_000, 0, "next 00:00 UTC");
       await h.redis.set(counter(), "950");
@@ -643,6 +644,70 @@ describe("webhooks: endpoints, signed deliveries with retries, events, isolation
       const rs = await rx.waitFor("/quota", (x) => x.length >= 3);
       assert.equal(rs[2]!.json.data.day, utcDayKey(tomorrow));
       assert.equal(rs[2]!.json.data.thresholdPercent, 80);
+    });
+
+    it("a plan with a daily compute-unit limit: thresholds in compute units too, each event saying its unit", async () => {
+      const cu = await h.signUp();
+      await h.ok(
+        `mutation { upsertPlan(input: { name: "cu-tiny", dailyRequestLimit: 1000, requestsPerSecond: 10 }) { id } }`,
+        {},
+        ADMIN_TOKEN,
+      );
+      await setPlanDailyComputeUnitLimit(h, "cu-tiny", 10_000);
+      await h.ok(
+        `mutation($w: ID!) { setWorkspacePlan(workspaceId: $w, plan: "cu-tiny") { id } }`,
+        { w: cu.workspaceId },
+        ADMIN_TOKEN,
+      );
+      await create(cu.token, { eventTypes: ["QUOTA_THRESHOLD"] }, "/quota-cu");
+      const cuCounter = h.names.computeUnitQuotaDay(cu.workspaceId, day());
+      const reqCounter = h.names.quotaDay(cu.workspaceId, day());
+      await h.redis.set(reqCounter, "100");
+      await h.redis.set(cuCounter, "7999");
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0, "79.99% of the compute units");
+      // Heavy methods: 80% of the compute units while requests are at 10%.
+      await h.redis.set(cuCounter, "8000");
+      const [e80] = await rx.waitFor("/quota-cu", (rs) => rs.length >= 1);
+      assert.ok(e80!.verified);
+      assert.deepEqual(
+        { ...e80!.json.data, resetsAt: undefined },
+        {
+          thresholdPercent: 80,
+          unit: "computeUnits",
+          day: day(),
+          used: 8000,
+          limit: 10_000,
+          resetsAt: undefined,
+        },
+      );
+      // The request thresholds go on as before, with their own markers.
+      await h.redis.set(reqCounter, "800");
+      const two = await rx.waitFor("/quota-cu", (rs) => rs.length >= 2);
+      assert.deepEqual(
+        { ...two[1]!.json.data, resetsAt: undefined },
+        { thresholdPercent: 80, unit: "requests", day: day(), used: 800, limit: 1000, resetsAt: undefined },
+      );
+      await h.redis.set(cuCounter, "10250");
+      const three = await rx.waitFor("/quota-cu", (rs) => rs.length >= 3);
+      assert.deepEqual(
+        [three[2]!.json.data.unit, three[2]!.json.data.thresholdPercent, three[2]!.json.data.used],
+        ["computeUnits", 100, 10_250],
+      );
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0, "each fires once");
+      assert.equal(rx.on("/quota-cu").length, 3);
+      assert.ok(await h.redis.exists(h.names.webhookQuotaMarker(cu.workspaceId, day(), 80, "computeUnits")));
+      assert.ok(await h.redis.exists(h.names.webhookQuotaMarker(cu.workspaceId, day(), 80)));
+      assert.equal(await h.redis.exists(h.names.webhookQuotaMarker(cu.workspaceId, day(), 100)), 0);
+
+      // A requests-only plan: a compute-unit counter (whatever left it) fires nothing.
+      const before = events().length;
+      await h.redis.set(h.names.computeUnitQuotaDay(ws.workspaceId, day()), "999999999");
+      assert.equal(await worker!.webhooks.ops.checkQuotas(), 0);
+      assert.equal(events().length, before);
+      assert.equal(
+        await h.redis.exists(h.names.webhookQuotaMarker(ws.workspaceId, day(), 80, "computeUnits")),
+        0,
+      );
     });
   });
 });

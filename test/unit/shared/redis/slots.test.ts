@@ -190,6 +190,11 @@ describe("shared/redis: Redis Cluster slots", () => {
     it("per-workspace and per-node keys carry their tag (rate-limit window, quota, workspace, node)", () => {
       assert.equal(keySlot(names.rateLimitWindow("k1", 100)), keySlot(names.rateLimitWindow("k1", 101)));
       assert.equal(keySlot(names.workspace("ws-3")), keySlot(names.quotaDay("ws-3", "2026-01-01")));
+      // `today` reads both daily counters in one MGET.
+      assert.equal(
+        keySlot(names.quotaDay("ws-3", "2026-01-01")),
+        keySlot(names.computeUnitQuotaDay("ws-3", "2026-01-01")),
+      );
       assert.equal(keySlot(names.node("n1")), keySlot(names.nodeSessionKeys("n1")));
     });
   });

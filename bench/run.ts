@@ -29,6 +29,7 @@ import { Pool } from "undici";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
+import { type ComputeUnitsBenchResult, runComputeUnitsBench } from "./compute-units";
 import { type FinalityBenchResult, runFinalityBench } from "./finality";
 import {
   BENCH_GATEWAY_CHANGES,
@@ -574,6 +575,26 @@ async function main(): Promise<void> {
     } else {
       skipped.push("indexer: BENCH_INDEXER=0");
     }
+    // 12. Compute units: keyed cache-miss req/s for a plan limiting compute units vs one counting requests
+    // only, one gateway, same run (bench/compute-units.ts). BENCH_CU_REPEATS=0 skips it.
+    const cuRepeats = envInt("BENCH_CU_REPEATS", 3);
+    let computeUnits: ComputeUnitsBenchResult | null = null;
+    if (cuRepeats > 0) {
+      await stopAll();
+      log("\ncompute units bench (keyed cache miss, plan limiting compute units vs requests only):");
+      computeUnits = await runComputeUnitsBench({
+        redisUrl: cfg.redisUrl,
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        connections: cfg.connections,
+        threads: cfg.threads,
+        repeats: cuRepeats,
+        stubImpl: cfg.stubImpl,
+        outDir: OUT_DIR,
+      });
+    } else {
+      skipped.push("computeUnits: BENCH_CU_REPEATS=0");
+    }
 
     // 12. DATA_PLANE_THREADS=1 against =2, pinned with taskset (bench/threads.ts). Its own stub and gateways.
     let threads: ThreadsBenchResult | null = null;
@@ -671,6 +692,7 @@ async function main(): Promise<void> {
       degraded,
       jwt,
       indexer,
+      computeUnits,
       threads,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
@@ -694,6 +716,10 @@ async function main(): Promise<void> {
         jwtOnVsOffCacheMissReqPerSec: jwt?.ratios.cacheMissJwtOnVsOff ?? null,
         /** The same, gateway CPU per request (on / off). */
         jwtOnVsOffCpuPerRequest: jwt?.ratios.cpuPerRequestJwtOnVsOff ?? null,
+        /** Keyed cache-miss req/s of a plan limiting compute units / one counting requests only (target > 0.95). */
+        computeUnitsVsRequestsOnlyCacheMissReqPerSec: computeUnits?.ratios.cacheMissCuVsRequestsOnly ?? null,
+        /** The same, gateway CPU per request. */
+        computeUnitsVsRequestsOnlyCpuPerRequest: computeUnits?.ratios.cpuPerRequestCuVsRequestsOnly ?? null,
         /** DATA_PLANE_THREADS=2 / =1 req/s, pinned as bench/threads.ts says (on 2 CPUs: shared with wrk). */
         threads2vs1CacheHit: threads?.ratios.cacheHit2vs1 ?? null,
         threads2vs1CacheMiss: threads?.ratios.cacheMiss2vs1 ?? null,
@@ -739,6 +765,10 @@ async function main(): Promise<void> {
     log(`cache-hit / nginx req/s:    ${rt.cacheHitVsNginx ?? "-"}`);
     log(`cache-miss / direct req/s:  ${rt.cacheMissVsDirect ?? "-"}`);
     log(`cache-miss limits on / off: ${rt.cacheMissLimitsOnVsOff ?? "-"}`);
+    if (computeUnits)
+      log(
+        `cache-miss compute units / requests only: req/s ${rt.computeUnitsVsRequestsOnlyCacheMissReqPerSec ?? "-"}, CPU/request ${rt.computeUnitsVsRequestsOnlyCpuPerRequest ?? "-"} (target req/s > 0.95)`,
+      );
     if (fixed)
       log(
         `p99 added latency at ${fixed.rate} req/s: gateway ${fmt(rt.p99AddedLatencyMs, 3)} ms, nginx ${fmt(rt.nginxP99AddedLatencyMs, 3)} ms`,

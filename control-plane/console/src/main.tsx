@@ -5,6 +5,7 @@ import { AppPage } from "./pages/AppPage";
 import { AppsPage } from "./pages/Apps";
 import { AuthPage } from "./pages/Auth";
 import { BillingPage } from "./pages/Billing";
+import { OperatorComputeUnitsPage } from "./pages/ComputeUnits";
 import { InvitePage } from "./pages/Invite";
 import { MembersPage } from "./pages/Members";
 import { NodeDeployPage, NodePage, NodesPage } from "./pages/Nodes";
@@ -122,6 +123,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
   let page: ReactElement;
   if (operator && path === "/operator/networks") page = <OperatorNetworksPage />;
   else if (operator && path === "/operator/plans") page = <OperatorPlansPage />;
+  else if (operator && path === "/operator/compute-units") page = <OperatorComputeUnitsPage />;
   else if (operator && path === "/operator/workspaces") page = <OperatorWorkspacesPage />;
   else if (operator && path === "/operator/usage") page = <OperatorUsagePage />;
   else if (!ws.current) page = <NoWorkspace />;

@@ -39,6 +39,25 @@ export class Plan {
   @Column({ name: "monthly_request_limit", type: "bigint", nullable: true, transformer: bigintToNumber })
   monthlyRequestLimit: number | null;
 
+  /** Compute-unit limits (docs/compute-units.md); null = no limit in that unit (the plan counts requests). */
+  @Field(() => Int, { nullable: true, description: "Compute units per second per workspace; null = none." })
+  @Column({ name: "compute_units_per_second", type: "integer", nullable: true })
+  computeUnitsPerSecond: number | null;
+
+  @Field(() => Number, {
+    nullable: true,
+    description: "Compute units per workspace per UTC day; null = none.",
+  })
+  @Column({ name: "daily_compute_unit_limit", type: "bigint", nullable: true, transformer: bigintToNumber })
+  dailyComputeUnitLimit: number | null;
+
+  @Field(() => Number, {
+    nullable: true,
+    description: "Compute units per workspace per UTC month; null = none.",
+  })
+  @Column({ name: "monthly_compute_unit_limit", type: "bigint", nullable: true, transformer: bigintToNumber })
+  monthlyComputeUnitLimit: number | null;
+
   @Field(() => Int)
   @Column({ name: "max_dedicated_nodes", type: "integer", default: 0 })
   maxDedicatedNodes: number;

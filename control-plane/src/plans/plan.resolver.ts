@@ -23,6 +23,24 @@ export class PlanInput {
   @Field(() => Number, { nullable: true, description: "Null = no monthly limit." })
   monthlyRequestLimit?: number | null;
 
+  @Field(() => Int, {
+    nullable: true,
+    description: "Compute units per second; null = none (set on every upsert).",
+  })
+  computeUnitsPerSecond?: number | null;
+
+  @Field(() => Number, {
+    nullable: true,
+    description: "Compute units per UTC day; null = none (set on every upsert).",
+  })
+  dailyComputeUnitLimit?: number | null;
+
+  @Field(() => Number, {
+    nullable: true,
+    description: "Compute units per UTC month; null = none (set on every upsert).",
+  })
+  monthlyComputeUnitLimit?: number | null;
+
   @Field(() => Int, { nullable: true })
   @IsOptional()
   @Min(0)

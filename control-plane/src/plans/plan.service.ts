@@ -17,6 +17,10 @@ export interface PlanInputData {
   dailyRequestLimit: number;
   requestsPerSecond: number;
   monthlyRequestLimit?: number | null;
+  /** Compute-unit limits; null / omitted = none in that unit (set on every upsert, as maxApps). */
+  computeUnitsPerSecond?: number | null;
+  dailyComputeUnitLimit?: number | null;
+  monthlyComputeUnitLimit?: number | null;
   maxDedicatedNodes?: number | null;
   /** Null / omitted: no plan limit on apps (MAX_APPS_PER_WORKSPACE still applies). */
   maxApps?: number | null;
@@ -87,6 +91,14 @@ export class PlanService {
     if (input.requestsPerSecond > 2_000_000_000)
       throw badInput("requestsPerSecond", "requestsPerSecond is too large");
     if (input.monthlyRequestLimit != null) positive("monthlyRequestLimit", input.monthlyRequestLimit);
+    if (input.computeUnitsPerSecond != null) {
+      positive("computeUnitsPerSecond", input.computeUnitsPerSecond);
+      if (input.computeUnitsPerSecond > 2_000_000_000)
+        throw badInput("computeUnitsPerSecond", "computeUnitsPerSecond is too large");
+    }
+    if (input.dailyComputeUnitLimit != null) positive("dailyComputeUnitLimit", input.dailyComputeUnitLimit);
+    if (input.monthlyComputeUnitLimit != null)
+      positive("monthlyComputeUnitLimit", input.monthlyComputeUnitLimit);
     const maxNodes = input.maxDedicatedNodes ?? 0;
     if (!Number.isInteger(maxNodes) || maxNodes < 0 || maxNodes > 10_000) {
       throw badInput("maxDedicatedNodes", "maxDedicatedNodes must be 0..10000");
@@ -110,6 +122,9 @@ export class PlanService {
       row.dailyRequestLimit = input.dailyRequestLimit;
       row.requestsPerSecond = input.requestsPerSecond;
       row.monthlyRequestLimit = input.monthlyRequestLimit ?? null;
+      row.computeUnitsPerSecond = input.computeUnitsPerSecond ?? null;
+      row.dailyComputeUnitLimit = input.dailyComputeUnitLimit ?? null;
+      row.monthlyComputeUnitLimit = input.monthlyComputeUnitLimit ?? null;
       row.maxDedicatedNodes = maxNodes;
       row.maxApps = maxApps;
       if (input.maxInFlightPerKey !== undefined) row.maxInFlightPerKey = input.maxInFlightPerKey;

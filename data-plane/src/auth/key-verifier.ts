@@ -24,6 +24,8 @@ export interface VerifiedKey {
   limitId?: string;
   /** Its tenant at the concurrency caps (the plan's caps), memoized at admission (pipeline/admit.ts). */
   flight?: Flight;
+  /** The app's compute-unit cap identifier, memoized by `keyComputeIdentifier`. */
+  computeLimitId?: string;
 }
 
 export type VerifiedOk = { ok: true; key: VerifiedKey };
@@ -78,6 +80,7 @@ class CachedKey implements VerifiedOk, VerifiedKey {
   readonly key: VerifiedKey = this;
   limitId: string | undefined = undefined;
   flight: Flight | undefined = undefined;
+  computeLimitId: string | undefined = undefined;
 
   constructor(
     readonly hash: string,

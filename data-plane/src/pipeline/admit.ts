@@ -1,4 +1,5 @@
 import { keyIdentifier, nodeIdentifier, type Refused } from "../limits/admission";
+import type { BatchItem } from "../rpc/parse";
 import type { PipelineRequest } from "./request";
 
 /** The metrics label of a limits refusal: which kind of endpoint refused. */
@@ -21,20 +22,32 @@ export type AdmissionRefusal = Pick<
  * applies with the re-published record; the public endpoint's: the default caps) and the app's method
  * rules. Synchronous, never throws.
  *
- * `method`: the single call's method (undefined for a batch), for the trace.
+ * The message is weighed here, once, in compute units (limits/compute-units.ts: the network's method weights,
+ * `req.weights`): the compute-unit windows and quotas of the plan and the app take that weight, and the
+ * answer reports it (`X-Compute-Units`, `req.computeUnits`: the weight once admitted, 0 when refused).
+ *
+ * `method`: the single call's method (undefined for a batch); `items`: a batch's elements.
  */
 export function admit(
   req: PipelineRequest,
   cost: number,
   method: string | undefined,
+  items?: readonly BatchItem[],
 ): AdmissionRefusal | undefined {
   const t0 = req.trace === undefined ? 0 : performance.now();
   const key = req.key;
-  const a = req.deps.limits.admit(key, key === undefined ? req.ipBucket : undefined, cost);
+  const units = req.weights.message(method, method === undefined ? items : undefined);
+  const a = req.deps.limits.admit(key, key === undefined ? req.ipBucket : undefined, cost, units);
   req.rate = a.rate;
+  req.rateUnit = a.unit;
+  req.computeUnits = a.ok ? units : 0;
   const trace = req.trace;
   if (trace !== undefined) {
-    trace.step("limits.admit", t0, { "gateway.limits.admitted": a.ok, "gateway.request_objects": cost });
+    trace.step("limits.admit", t0, {
+      "gateway.limits.admitted": a.ok,
+      "gateway.request_objects": cost,
+      "gateway.compute_units": units,
+    });
     trace.set(method === undefined ? { "gateway.batch.size": cost } : { "rpc.method": method });
   }
   if (!a.ok) return a;

@@ -16,6 +16,7 @@ import {
   planUnits,
   refusalJson,
 } from "../forward/forward";
+import type { RateUnit } from "../limits/admission";
 import type { Flight } from "../limits/concurrency";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
@@ -71,6 +72,8 @@ export abstract class PipelineRequest extends RequestAccount {
   retryAfterS = 0;
   /** The rate decision, for X-RateLimit-* headers; undefined before admission. */
   rate: RateLimitResult | undefined = undefined;
+  /** The unit of `rate` (X-RateLimit-Unit; "" = requests, no compute-unit window applied). */
+  rateUnit: RateUnit = "";
   /** The single request's method once parsed (whole-request failures are recorded under it). */
   method = OTHER_METHOD;
   /** The id of a whole-request answer: the single call's once parsed ("null" for a batch, or before). */
@@ -104,6 +107,7 @@ export abstract class PipelineRequest extends RequestAccount {
     super(deps, transport, requestId, network, metricsNetwork, startedAt);
     this.pool = pool;
     this.policy = policy;
+    if (pool !== undefined) this.weights = pool.weights;
   }
 
   /** Writes the answer (`status`, `body` and the header fields) the transport's way. Called once. */
@@ -133,7 +137,9 @@ export abstract class PipelineRequest extends RequestAccount {
       if (parsed.call.idText !== undefined) this.idText = parsed.call.idText;
     }
     const cost = parsed.batch ? parsed.items.length : 1;
-    const refused = admit(this, cost, parsed.batch ? undefined : parsed.call.method);
+    const refused = parsed.batch
+      ? admit(this, cost, undefined, parsed.items)
+      : admit(this, cost, parsed.call.method);
     if (refused !== undefined) {
       return this.refuse(refused, this.idText, parsed.batch ? parsed.items : undefined);
     }

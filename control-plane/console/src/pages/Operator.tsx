@@ -51,6 +51,7 @@ export function OperatorNav() {
     <nav className="row wrap operator-nav" aria-label="Operator">
       <Link to="/operator/networks">Networks &amp; upstreams</Link>
       <Link to="/operator/plans">Plans</Link>
+      <Link to="/operator/compute-units">Compute units</Link>
       <Link to="/operator/workspaces">Workspaces</Link>
       <Link to="/operator/usage">Platform usage</Link>
     </nav>
@@ -376,7 +377,7 @@ function CreateNetwork({ onCreated }: { onCreated: () => void }) {
 }
 
 const PLAN_FIELDS =
-  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes maxApps maxInFlightPerKey maxHeavyInFlightPerKey selfService";
+  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes maxApps maxInFlightPerKey maxHeavyInFlightPerKey selfService computeUnitsPerSecond dailyComputeUnitLimit monthlyComputeUnitLimit";
 
 /** A cap field: empty = null (the data plane's default); text that is no number is sent as it is, for the API's error. */
 const capValue = (v: string): number | string | null =>
@@ -400,6 +401,9 @@ export function OperatorPlansPage() {
                     <th>Plan</th>
                     <th>Requests / day</th>
                     <th>Requests / s</th>
+                    <th>CU / s</th>
+                    <th>CU / day</th>
+                    <th>CU / month</th>
                     <th>Dedicated nodes</th>
                     <th>In flight / key (heavy)</th>
                     <th>Self-service</th>
@@ -412,6 +416,9 @@ export function OperatorPlansPage() {
                       <td>{p.name}</td>
                       <td>{fmtNum(p.dailyRequestLimit)}</td>
                       <td>{fmtNum(p.requestsPerSecond)}</td>
+                      <td data-testid="cu-per-second">{fmtNum(p.computeUnitsPerSecond)}</td>
+                      <td>{fmtNum(p.dailyComputeUnitLimit)}</td>
+                      <td>{fmtNum(p.monthlyComputeUnitLimit)}</td>
                       <td>{fmtNum(p.maxDedicatedNodes)}</td>
                       <td data-testid="in-flight">
                         {capText(p.maxInFlightPerKey)} ({capText(p.maxHeavyInFlightPerKey)})
@@ -449,6 +456,13 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
   const [nodes, setNodes] = useState(String(plan?.maxDedicatedNodes ?? 0));
   const [inFlight, setInFlight] = useState(String(plan?.maxInFlightPerKey ?? ""));
   const [heavy, setHeavy] = useState(String(plan?.maxHeavyInFlightPerKey ?? ""));
+  // Compute-unit limits: blank = none in that unit.
+  const [cu, setCu] = useState({
+    perSecond: String(plan?.computeUnitsPerSecond ?? ""),
+    daily: String(plan?.dailyComputeUnitLimit ?? ""),
+    monthly: String(plan?.monthlyComputeUnitLimit ?? ""),
+  });
+  const cuValue = (v: string) => (v.trim() === "" ? null : Number(v));
   const [selfService, setSelfService] = useState(plan?.selfService ?? false);
   const [error, setError] = useState<unknown>(null);
   const submit = async (e: FormEvent) => {
@@ -466,6 +480,9 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
           maxApps: plan?.maxApps ?? null,
           maxInFlightPerKey: capValue(inFlight),
           maxHeavyInFlightPerKey: capValue(heavy),
+          computeUnitsPerSecond: cuValue(cu.perSecond),
+          dailyComputeUnitLimit: cuValue(cu.daily),
+          monthlyComputeUnitLimit: cuValue(cu.monthly),
           selfService,
         },
       });
@@ -510,6 +527,15 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
           value={heavy}
           onChange={(e) => setHeavy(e.target.value)}
         />
+        {(["perSecond", "daily", "monthly"] as const).map((k) => (
+          <input
+            key={k}
+            aria-label={`Compute units ${k === "perSecond" ? "per second" : k === "daily" ? "per day" : "per month"}`}
+            placeholder={`CU / ${k === "perSecond" ? "s" : k === "daily" ? "day" : "month"} (blank: none)`}
+            value={cu[k]}
+            onChange={(e) => setCu({ ...cu, [k]: e.target.value })}
+          />
+        ))}
         <label>
           <input type="checkbox" checked={selfService} onChange={(e) => setSelfService(e.target.checked)} />{" "}
           Self-service

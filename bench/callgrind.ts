@@ -78,7 +78,6 @@ async function main(): Promise<void> {
           REDIS_URL: redis.url,
           REDIS_KEY_PREFIX: redis.prefix,
           LOG_LEVEL: "warn",
-          MAX_IN_FLIGHT_PER_KEY: "1000000",
           DATA_PLANE_THREADS: "1",
         },
         ready: async () => {

@@ -20,7 +20,7 @@ export const BENCH_NETWORK = "eth-bench";
 /**
  * Limits far above anything one machine can send: with limits on (the default) every request still goes
  * through the rate limiter and the quota tracker, which never refuse, so their cost is measured, not their
- * refusals.
+ * refusals. No concurrency caps of its own: the data plane's defaults apply.
  */
 const UNLIMITED_PLAN = {
   name: "bench",
@@ -94,6 +94,15 @@ export class BenchRedis {
   }
 }
 
+/**
+ * What every bench gateway changes from the data plane's defaults, and why (printed by bench/run.ts; a
+ * section that changes more says so in its own output). The concurrency caps are not changed.
+ */
+export const BENCH_GATEWAY_CHANGES =
+  "DATA_PLANE_THREADS=1 (one serving thread, as nginx's one worker; the threads section sets its own), " +
+  "KEY_CACHE_MAX_ENTRIES=250000 and KEY_CACHE_TTL_MS=3600000 (the RSS row's 100,000 keys stay cached); " +
+  "everything else, MAX_IN_FLIGHT_PER_KEY included, at its default";
+
 export interface Gateway {
   port: number;
   baseUrl: string;
@@ -116,6 +125,13 @@ export async function startGateway(o: {
   node?: string;
 }): Promise<Gateway> {
   const main = o.main ?? GATEWAY_MAIN;
+  // A section's own settings are named in the output (why: in the section's source), so no figure is read
+  // as the defaults' when it is not.
+  const changed = Object.entries(o.env ?? {}).filter(([k]) => k !== "LOG_LEVEL");
+  if (changed.length > 0)
+    process.stdout.write(
+      `  gateway settings of this section: ${changed.map(([k, v]) => `${k}=${v}`).join(", ")}\n`,
+    );
   if (!existsSync(main)) throw new Error(`gateway not built: ${main} is missing`);
   const port = await freePort();
   const metricsPort = await freePort();
@@ -134,10 +150,8 @@ export async function startGateway(o: {
       LOG_LEVEL: "warn",
       KEY_CACHE_MAX_ENTRIES: "250000",
       KEY_CACHE_TTL_MS: "3600000",
-      // As the plan above: the calls-in-flight cap is checked on every upstream call (its cost is in the
-      // figures) but sized so the bench's one key, standing for many tenants, is never refused (64
-      // connections x batches of 100 hold 6,400 calls; the default cap is 200 per app).
-      MAX_IN_FLIGHT_PER_KEY: "1000000",
+      // The calls-in-flight caps are the data plane's defaults (MAX_IN_FLIGHT_PER_KEY 200 per key, the
+      // bench plan sets none): 64 connections hold at most 64 slots, a batch one per upstream exchange.
       // One serving thread, like nginx's one worker in the rows it is compared with; the thread scaling
       // has its own section (bench/threads.ts) that sets DATA_PLANE_THREADS itself.
       DATA_PLANE_THREADS: "1",

@@ -16,6 +16,7 @@
  * BENCH_WS_CONNECTIONS (10000; 0 skips), BENCH_LOGS_SPLIT (0 skips; BENCH_LOGS_* in bench/logs-split.ts),
  * BENCH_HEDGING (0 skips the hedged-reads section, bench/hedging.ts, which has its own BENCH_HEDGING_* settings),
  * BENCH_JWT_REPEATS (3; 0 skips the JWT section),
+ * BENCH_INDEXER (0 skips the indexer section, bench/indexer.ts, which has its own BENCH_INDEXER_* settings),
  * BENCH_THREAD_SCALING (1; 0 skips the DATA_PLANE_THREADS 1 vs 2 section, bench/threads.ts),
  * BENCH_REQUEST_LOG (0 skips the request-log cost section, bench/request-log.ts),
  * BENCH_TRACING (0 skips the tracing cost section, bench/tracing.ts).
@@ -28,14 +29,23 @@ import { Pool } from "undici";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { BATCH_100_BODY, CHAIN_ID_BODY } from "./bodies";
+import { type ComputeUnitsBenchResult, runComputeUnitsBench } from "./compute-units";
 import { type FinalityBenchResult, runFinalityBench } from "./finality";
-import { BENCH_NETWORK, BenchRedis, type Gateway, processMemory, startGateway } from "./gateway";
+import {
+  BENCH_GATEWAY_CHANGES,
+  BENCH_NETWORK,
+  BenchRedis,
+  type Gateway,
+  processMemory,
+  startGateway,
+} from "./gateway";
 import {
   type HedgingBenchResult,
   hedgingOptionsFromEnv,
   printHedgingBench,
   runHedgingBench,
 } from "./hedging";
+import { type IndexerBenchResult, runIndexerBench } from "./indexer";
 import { type JwtBenchResult, runJwtBench } from "./jwt";
 import { type Body, type LoadResult, runFixedRate, runLoad, runWrkAtRate, which } from "./load";
 import { type LogsSplitBenchResult, printLogsSplitBench, runLogsSplitBench } from "./logs-split";
@@ -270,6 +280,7 @@ async function main(): Promise<void> {
       const gw = gateway;
       stops.push(() => gw.proc.stop());
       log(`gateway on ${gateway.port}, pid ${gateway.proc.pid}, redis prefix ${redis.prefix}`);
+      log(`gateway settings changed from the data plane's defaults: ${BENCH_GATEWAY_CHANGES}`);
     } catch (e) {
       log(`gateway not started: skipped (${(e as Error).message.split("\n")[0]})`);
       skipped.push(`gateway (${(e as Error).message.split("\n")[0]})`);
@@ -547,6 +558,44 @@ async function main(): Promise<void> {
       skipped.push("jwt: BENCH_JWT_REPEATS=0");
     }
 
+    // 11. An indexer's 50 concurrent batches of 100 through one key on the growth plan as seeded
+    // (bench/indexer.ts, its own stub and gateway). BENCH_INDEXER=0 skips it.
+    let indexer: IndexerBenchResult | null = null;
+    if (process.env.BENCH_INDEXER !== "0") {
+      await stopAll();
+      log("");
+      indexer = await runIndexerBench({
+        redisUrl: cfg.redisUrl,
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        batches: envInt("BENCH_INDEXER_BATCHES", 50),
+        size: envInt("BENCH_INDEXER_SIZE", 100),
+        nodeMs: envInt("BENCH_INDEXER_NODE_MS", 20),
+      });
+    } else {
+      skipped.push("indexer: BENCH_INDEXER=0");
+    }
+    // 12. Compute units: keyed cache-miss req/s for a plan limiting compute units vs one counting requests
+    // only, one gateway, same run (bench/compute-units.ts). BENCH_CU_REPEATS=0 skips it.
+    const cuRepeats = envInt("BENCH_CU_REPEATS", 3);
+    let computeUnits: ComputeUnitsBenchResult | null = null;
+    if (cuRepeats > 0) {
+      await stopAll();
+      log("\ncompute units bench (keyed cache miss, plan limiting compute units vs requests only):");
+      computeUnits = await runComputeUnitsBench({
+        redisUrl: cfg.redisUrl,
+        durationS: cfg.durationS,
+        warmupS: cfg.warmupS,
+        connections: cfg.connections,
+        threads: cfg.threads,
+        repeats: cuRepeats,
+        stubImpl: cfg.stubImpl,
+        outDir: OUT_DIR,
+      });
+    } else {
+      skipped.push("computeUnits: BENCH_CU_REPEATS=0");
+    }
+
     // 12. DATA_PLANE_THREADS=1 against =2, pinned with taskset (bench/threads.ts). Its own stub and gateways.
     let threads: ThreadsBenchResult | null = null;
     if (process.env.BENCH_THREAD_SCALING !== "0" && tool === "wrk") {
@@ -642,6 +691,8 @@ async function main(): Promise<void> {
       hedging,
       degraded,
       jwt,
+      indexer,
+      computeUnits,
       threads,
       ratios: {
         cacheMissVsNginx: ratio(miss, viaNginx),
@@ -665,6 +716,10 @@ async function main(): Promise<void> {
         jwtOnVsOffCacheMissReqPerSec: jwt?.ratios.cacheMissJwtOnVsOff ?? null,
         /** The same, gateway CPU per request (on / off). */
         jwtOnVsOffCpuPerRequest: jwt?.ratios.cpuPerRequestJwtOnVsOff ?? null,
+        /** Keyed cache-miss req/s of a plan limiting compute units / one counting requests only (target > 0.95). */
+        computeUnitsVsRequestsOnlyCacheMissReqPerSec: computeUnits?.ratios.cacheMissCuVsRequestsOnly ?? null,
+        /** The same, gateway CPU per request. */
+        computeUnitsVsRequestsOnlyCpuPerRequest: computeUnits?.ratios.cpuPerRequestCuVsRequestsOnly ?? null,
         /** DATA_PLANE_THREADS=2 / =1 req/s, pinned as bench/threads.ts says (on 2 CPUs: shared with wrk). */
         threads2vs1CacheHit: threads?.ratios.cacheHit2vs1 ?? null,
         threads2vs1CacheMiss: threads?.ratios.cacheMiss2vs1 ?? null,
@@ -686,6 +741,10 @@ async function main(): Promise<void> {
         /** Request log on (1% sample) / off, cache-miss req/s (bench/request-log.ts). */
         requestLogOnVsOff: requestLog?.onVsOff ?? null,
         tracingOnVsOff: tracing?.onVsOff ?? null,
+        /** Indexer (50 concurrent batches of 100, one key): share of batches refused on growth as seeded. */
+        indexerGrowthRefusedShare: indexer?.growth.refusedShare ?? null,
+        /** The same with growth's caps and the per-second limit lifted: share refused (concurrency). */
+        indexerCapsOnlyRefusedShare: indexer?.growthCapsOnly.refusedShare ?? null,
       },
     };
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
@@ -706,6 +765,10 @@ async function main(): Promise<void> {
     log(`cache-hit / nginx req/s:    ${rt.cacheHitVsNginx ?? "-"}`);
     log(`cache-miss / direct req/s:  ${rt.cacheMissVsDirect ?? "-"}`);
     log(`cache-miss limits on / off: ${rt.cacheMissLimitsOnVsOff ?? "-"}`);
+    if (computeUnits)
+      log(
+        `cache-miss compute units / requests only: req/s ${rt.computeUnitsVsRequestsOnlyCacheMissReqPerSec ?? "-"}, CPU/request ${rt.computeUnitsVsRequestsOnlyCpuPerRequest ?? "-"} (target req/s > 0.95)`,
+      );
     if (fixed)
       log(
         `p99 added latency at ${fixed.rate} req/s: gateway ${fmt(rt.p99AddedLatencyMs, 3)} ms, nginx ${fmt(rt.nginxP99AddedLatencyMs, 3)} ms`,

@@ -137,6 +137,13 @@ const schema = z.object({
   WEBHOOK_RETRY_BASE_MS: env.int(60_000, 10, 3_600_000),
   /** Period of the worker's check of daily quota counters against the 80% / 100% thresholds. */
   WEBHOOK_QUOTA_CHECK_INTERVAL_MS: env.int(30_000, 100, 3_600_000),
+  /** Period of the worker's `usage.daily` pass (it emits each workspace's previous UTC day once). */
+  WEBHOOK_USAGE_DAILY_INTERVAL_MS: env.int(300_000, 100, 3_600_000),
+  /**
+   * How long after 00:00 UTC the previous day is reported: the data planes' last flushes of the day
+   * (USAGE_FLUSH_INTERVAL_MS) and their ingestion must be in the rollups first.
+   */
+  WEBHOOK_USAGE_DAILY_DELAY_MS: env.int(600_000, 0, 21_600_000),
   /** Deliveries (with their attempts) older than this are deleted. */
   WEBHOOK_DELIVERY_RETENTION_DAYS: env.int(30, 1, 3650),
   /** Deliveries one worker sends at once. */
@@ -183,6 +190,8 @@ export interface WebhookSettings {
   maxAttempts: number;
   retryBaseMs: number;
   quotaCheckIntervalMs: number;
+  usageDailyIntervalMs: number;
+  usageDailyDelayMs: number;
   deliveryRetentionDays: number;
   concurrency: number;
   maxInFlightPerWorkspace: number;
@@ -327,6 +336,8 @@ export function loadConfig(
       maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
       retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
       quotaCheckIntervalMs: e.WEBHOOK_QUOTA_CHECK_INTERVAL_MS,
+      usageDailyIntervalMs: e.WEBHOOK_USAGE_DAILY_INTERVAL_MS,
+      usageDailyDelayMs: e.WEBHOOK_USAGE_DAILY_DELAY_MS,
       deliveryRetentionDays: e.WEBHOOK_DELIVERY_RETENTION_DAYS,
       concurrency: e.WEBHOOK_CONCURRENCY,
       maxInFlightPerWorkspace: e.WEBHOOK_MAX_IN_FLIGHT_PER_WORKSPACE,

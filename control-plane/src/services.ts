@@ -9,6 +9,8 @@ import { AppService } from "./apps/app.service";
 import { AuthService } from "./auth/auth.service";
 import { LoginRateLimiter, type LoginThrottleOptions } from "./auth/login-rate-limit";
 import { SignUpRateLimiter } from "./auth/signup-rate-limit";
+import { StatementService } from "./billing/statement.service";
+import { MethodCostService } from "./compute-units/method-cost.service";
 import { ControlPlaneConfig } from "./config";
 import { NetworkService } from "./networks/network.service";
 import { createNodeProvider, loadNodeConfig } from "./nodes/node.config";
@@ -34,9 +36,11 @@ export interface Services {
   allowlist: AllowlistService;
   access: AccessService;
   networks: NetworkService;
+  methodCosts: MethodCostService;
   plans: PlanService;
   publication: PublicationService;
   usage: UsageService;
+  statements: StatementService;
   requestLog: RequestLogService;
   nodes: NodeService;
   webhooks: WebhookService;
@@ -90,11 +94,13 @@ export function createServices(
     allowlist: new AllowlistService(ds, workspaces, publication),
     access: new AccessService(ds, workspaces, publication),
     networks: new NetworkService(ds, publication),
+    methodCosts: new MethodCostService(ds, publication),
     plans: new PlanService(ds, publication, config.planContact),
     usage: new UsageService(ds, redis, names, workspaces, {
       maxRangeDays: config.usageMaxRangeDays,
       maxSeriesPoints: config.usageMaxSeriesPoints,
     }),
+    statements: new StatementService(ds, workspaces),
     requestLog: new RequestLogService(ds, workspaces),
     nodes: new NodeService(
       ds,

@@ -128,6 +128,8 @@ export interface AccessRules {
   methods: string[];
   requestsPerSecond: number | null;
   requestsPerDay: number | null;
+  /** The app's own compute units per second (docs/compute-units.md); null = the plan's. */
+  computeUnitsPerSecond: number | null;
   userAgents: string[];
   jwtRequired: boolean;
   jwtAudience: string | null;
@@ -173,6 +175,14 @@ export interface Plan {
   requestsPerSecond: number;
   monthlyRequestLimit: number | null;
   maxDedicatedNodes: number;
+  maxApps: number | null;
+  /** Calls / heavy calls in flight per key; null = the data plane's default. */
+  maxInFlightPerKey: number | null;
+  maxHeavyInFlightPerKey: number | null;
+  /** Limits in compute units (docs/compute-units.md); null = none in that unit. */
+  computeUnitsPerSecond: number | null;
+  dailyComputeUnitLimit: number | null;
+  monthlyComputeUnitLimit: number | null;
   /** The owner may switch to it in the console; other plans are assigned by the operator. */
   selfService: boolean;
 }
@@ -192,7 +202,7 @@ export const TODAY_FIELDS = "today { count limit computeUnits computeUnitLimit r
 
 export const APP_FIELDS = `id workspaceId name environment apiKey apiKeyMasked apiKeyCreatedAt previousApiKeyExpiresAt createdAt
   allowlist { id kind value createdAt }
-  accessRules { methodMode methods requestsPerSecond requestsPerDay userAgents jwtRequired jwtAudience jwtSubject }
+  accessRules { methodMode methods requestsPerSecond computeUnitsPerSecond requestsPerDay userAgents jwtRequired jwtAudience jwtSubject }
   jwtKeys { id kid algorithm thumbprint createdAt }
   endpoints { network { id slug name protocol chainId } httpsUrl wssUrl exampleCommand }`;
 
@@ -217,6 +227,7 @@ export const ROLE_CAN = {
   manageWebhooks: ["OWNER", "ADMIN"],
   manageMembers: ["OWNER", "ADMIN"],
   managePlan: ["OWNER"],
+  readBilling: ["OWNER", "ADMIN"],
   transferOwnership: ["OWNER"],
 } as const satisfies Record<string, readonly WorkspaceRole[]>;
 

@@ -4,6 +4,8 @@ import { getToken, gql, onUnauthenticated, setToken, setWorkspaceId } from "./ap
 import { AppPage } from "./pages/AppPage";
 import { AppsPage } from "./pages/Apps";
 import { AuthPage } from "./pages/Auth";
+import { BillingPage } from "./pages/Billing";
+import { OperatorComputeUnitsPage } from "./pages/ComputeUnits";
 import { InvitePage } from "./pages/Invite";
 import { MembersPage } from "./pages/Members";
 import { NodeDeployPage, NodePage, NodesPage } from "./pages/Nodes";
@@ -121,6 +123,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
   let page: ReactElement;
   if (operator && path === "/operator/networks") page = <OperatorNetworksPage />;
   else if (operator && path === "/operator/plans") page = <OperatorPlansPage />;
+  else if (operator && path === "/operator/compute-units") page = <OperatorComputeUnitsPage />;
   else if (operator && path === "/operator/workspaces") page = <OperatorWorkspacesPage />;
   else if (operator && path === "/operator/usage") page = <OperatorUsagePage />;
   else if (!ws.current) page = <NoWorkspace />;
@@ -129,6 +132,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
   else if (path === "/usage") page = <UsagePage />;
   else if (path === "/request-log") page = <RequestLogPage />;
   else if (path === "/plan") page = <PlanPage />;
+  else if (path === "/billing") page = <BillingPage />;
   else if (path === "/members") page = <MembersPage />;
   else if (path === "/nodes") page = <NodesPage />;
   else if (path === "/nodes/new") page = <NodeDeployPage />;
@@ -183,6 +187,7 @@ function SignedIn({ logOut }: { logOut: () => void }) {
           <Link to="/members">Members</Link>
           <Link to="/webhooks">Webhooks</Link>
           <Link to="/plan">Plan</Link>
+          <Link to="/billing">Billing</Link>
           {operator && <Link to="/operator/networks">Operator</Link>}
           <button type="button" className="link" onClick={logOut}>
             Log out

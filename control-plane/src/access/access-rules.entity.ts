@@ -48,6 +48,14 @@ export class AppAccessRules {
   @Field(() => Int, {
     nullable: true,
     description:
+      "The app's own compute units per second (method weights); the plan's limit still applies when lower. Null: none.",
+  })
+  @Column({ name: "compute_units_per_second", type: "integer", nullable: true })
+  computeUnitsPerSecond: number | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description:
       "The app's own response units per UTC day; the workspace's daily limit still applies. Null: none.",
   })
   @Column({ name: "requests_per_day", type: "integer", nullable: true })
@@ -82,6 +90,7 @@ export class AppAccessRules {
     r.methodMode = MethodRuleMode.DENY;
     r.methods = [];
     r.requestsPerSecond = null;
+    r.computeUnitsPerSecond = null;
     r.requestsPerDay = null;
     r.userAgents = [];
     r.jwtRequired = false;

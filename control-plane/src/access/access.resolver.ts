@@ -20,6 +20,9 @@ export class AccessRulesInput {
   @Field(() => Int, { nullable: true })
   requestsPerSecond?: number | null;
 
+  @Field(() => Int, { nullable: true, description: "The app's own per-second cap in compute units." })
+  computeUnitsPerSecond?: number | null;
+
   @Field(() => Int, { nullable: true })
   requestsPerDay?: number | null;
 

@@ -8,6 +8,7 @@ import { PublicationService } from "../publication/publication.service";
 import { Permission } from "../workspaces/roles";
 import { WorkspaceService } from "../workspaces/workspace.service";
 import {
+  COMPUTE_UNITS_PER_SECOND_MAX,
   type JwtAlgorithmName,
   normaliseMethods,
   normaliseUserAgents,
@@ -29,6 +30,7 @@ export interface AccessRulesChange {
   methodMode?: MethodRuleMode | null;
   methods?: string[] | null;
   requestsPerSecond?: number | null;
+  computeUnitsPerSecond?: number | null;
   requestsPerDay?: number | null;
   userAgents?: string[] | null;
   jwtRequired?: boolean | null;
@@ -102,6 +104,12 @@ export class AccessService {
           "requestsPerSecond",
           change.requestsPerSecond,
           REQUESTS_PER_SECOND_MAX,
+        );
+      if (change.computeUnitsPerSecond !== undefined)
+        r.computeUnitsPerSecond = validCap(
+          "computeUnitsPerSecond",
+          change.computeUnitsPerSecond,
+          COMPUTE_UNITS_PER_SECOND_MAX,
         );
       if (change.requestsPerDay !== undefined)
         r.requestsPerDay = validCap("requestsPerDay", change.requestsPerDay, REQUESTS_PER_DAY_MAX);

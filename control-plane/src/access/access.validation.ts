@@ -19,6 +19,8 @@ export const METHODS_MAX = 200;
 export const USER_AGENTS_MAX = 20;
 /** The app's per-second cap: 1 .. this. */
 export const REQUESTS_PER_SECOND_MAX = 1_000_000;
+/** The app's per-second cap in compute units: 1 .. this. */
+export const COMPUTE_UNITS_PER_SECOND_MAX = 1_000_000_000;
 /** The app's daily cap: 1 .. this (GraphQL Int). */
 export const REQUESTS_PER_DAY_MAX = 2_000_000_000;
 /** Longest `aud` / `sub` an app may require. */

@@ -6,6 +6,7 @@ import { AllowlistEntry } from "../allowlist/allowlist-entry.entity";
 import { ApiKey } from "../apps/api-key.entity";
 import { App } from "../apps/app.entity";
 import { AccessToken } from "../auth/access-token.entity";
+import { MethodCost } from "../compute-units/method-cost.entity";
 import { Network } from "../networks/network.entity";
 import { Upstream } from "../networks/upstream.entity";
 import { DedicatedNode } from "../nodes/node.entity";
@@ -32,8 +33,11 @@ import { AccountOperator1700000017600 } from "./migrations/1700000017600-account
 import { PlanMaxApps1700000018300 } from "./migrations/1700000018300-plan-max-apps";
 import { RequestLogMethodLength1700000024210 } from "./migrations/1700000024210-request-log-method-length";
 import { TokenExpiry1700000024400 } from "./migrations/1700000024400-token-expiry";
+import { ComputeUnits1700000025100 } from "./migrations/1700000025100-compute-units";
 import { UsageComputeUnits1700000025200 } from "./migrations/1700000025200-usage-compute-units";
 import { RequestLogComputeUnits1700000025210 } from "./migrations/1700000025210-request-log-compute-units";
+import { PlanInFlightCaps1700000025300 } from "./migrations/1700000025300-plan-in-flight-caps";
+import { Billing1700000025400 } from "./migrations/1700000025400-billing";
 
 export const ENTITIES = [
   Account,
@@ -49,6 +53,7 @@ export const ENTITIES = [
   AppJwtKey,
   Network,
   Upstream,
+  MethodCost,
   DedicatedNode,
   DedicatedNodeEvent,
   WebhookEndpoint,
@@ -73,8 +78,11 @@ export const MIGRATIONS = [
   PlanMaxApps1700000018300,
   RequestLogMethodLength1700000024210,
   TokenExpiry1700000024400,
+  ComputeUnits1700000025100,
   UsageComputeUnits1700000025200,
   RequestLogComputeUnits1700000025210,
+  PlanInFlightCaps1700000025300,
+  Billing1700000025400,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -65,6 +65,11 @@ const REPORT_ROW_TYPES: ReadonlySet<string> = new Set([
   "MethodUsage",
   "PlatformUsagePoint",
   "PlatformUsageByWorkspace",
+  "UsageStatementLine",
+  "UsageStatementApp",
+  "UsageStatementNetwork",
+  "UsageStatementDay",
+  "UsageStatementPlan",
 ]);
 
 /**
@@ -77,6 +82,7 @@ const OPERATOR_LISTS: ReadonlySet<string> = new Set([
   "Workspace.operatorMembers",
   "Network.upstreams",
   "UpstreamHealthView.perInstance",
+  "UsageStatementPage.statements",
 ]);
 
 /** Items a list not in LIST_SIZES counts. */

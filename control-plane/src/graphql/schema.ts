@@ -4,6 +4,8 @@ import { AccessResolver } from "../access/access.resolver";
 import { AllowlistResolver } from "../allowlist/allowlist.resolver";
 import { AppResolver } from "../apps/app.resolver";
 import { AuthResolver } from "../auth/auth.resolver";
+import { StatementResolver } from "../billing/statement.resolver";
+import { MethodCostResolver } from "../compute-units/method-cost.resolver";
 import { NetworkResolver } from "../networks/network.resolver";
 import { NodeResolver } from "../nodes/node.resolver";
 import { NodeStatusResolver } from "../nodes/node-status.resolver";
@@ -28,9 +30,11 @@ export const RESOLVERS = [
   AccessResolver,
   NetworkResolver,
   PlanResolver,
+  MethodCostResolver,
   UsageResolver,
   RequestLogResolver,
   WorkspaceUsageResolver,
+  StatementResolver,
   NodeResolver,
   NodeStatusResolver,
   WebhookEndpointResolver,

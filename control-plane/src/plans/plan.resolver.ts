@@ -2,6 +2,9 @@ import { IsOptional, Max, MaxLength, Min } from "class-validator";
 import { Arg, Ctx, Field, InputType, Int, Mutation, Query, Resolver } from "type-graphql";
 import { GqlContext } from "../graphql/context";
 import { Plan } from "./plan.entity";
+import { MAX_IN_FLIGHT_CAP } from "./plan.service";
+
+const CAP_INPUT_DOC = `1..${MAX_IN_FLIGHT_CAP}; null = the data plane's default; omitted: null for a new plan, unchanged for an existing one.`;
 
 @InputType()
 export class PlanInput {
@@ -20,6 +23,24 @@ export class PlanInput {
   @Field(() => Number, { nullable: true, description: "Null = no monthly limit." })
   monthlyRequestLimit?: number | null;
 
+  @Field(() => Int, {
+    nullable: true,
+    description: "Compute units per second; null = none (set on every upsert).",
+  })
+  computeUnitsPerSecond?: number | null;
+
+  @Field(() => Number, {
+    nullable: true,
+    description: "Compute units per UTC day; null = none (set on every upsert).",
+  })
+  dailyComputeUnitLimit?: number | null;
+
+  @Field(() => Number, {
+    nullable: true,
+    description: "Compute units per UTC month; null = none (set on every upsert).",
+  })
+  monthlyComputeUnitLimit?: number | null;
+
   @Field(() => Int, { nullable: true })
   @IsOptional()
   @Min(0)
@@ -34,6 +55,18 @@ export class PlanInput {
   @Min(0)
   @Max(1000)
   maxApps?: number | null;
+
+  @Field(() => Int, { nullable: true, description: CAP_INPUT_DOC })
+  @IsOptional()
+  @Min(1)
+  @Max(MAX_IN_FLIGHT_CAP)
+  maxInFlightPerKey?: number | null;
+
+  @Field(() => Int, { nullable: true, description: CAP_INPUT_DOC })
+  @IsOptional()
+  @Min(1)
+  @Max(MAX_IN_FLIGHT_CAP)
+  maxHeavyInFlightPerKey?: number | null;
 
   @Field(() => Boolean, {
     nullable: true,

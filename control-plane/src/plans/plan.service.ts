@@ -9,15 +9,27 @@ import { Plan } from "./plan.entity";
 
 export const PLAN_NAME_RE = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const MAX_LIMIT = 1e15;
+/** Largest per-key in-flight cap (the data plane's MAX_IN_FLIGHT_PER_KEY takes at most this too). */
+export const MAX_IN_FLIGHT_CAP = 1_000_000;
 
 export interface PlanInputData {
   name: string;
   dailyRequestLimit: number;
   requestsPerSecond: number;
   monthlyRequestLimit?: number | null;
+  /** Compute-unit limits; null / omitted = none in that unit (set on every upsert, as maxApps). */
+  computeUnitsPerSecond?: number | null;
+  dailyComputeUnitLimit?: number | null;
+  monthlyComputeUnitLimit?: number | null;
   maxDedicatedNodes?: number | null;
   /** Null / omitted: no plan limit on apps (MAX_APPS_PER_WORKSPACE still applies). */
   maxApps?: number | null;
+  /**
+   * The per-key concurrency caps: null = the data plane's default (MAX_IN_FLIGHT_PER_KEY /
+   * MAX_HEAVY_IN_FLIGHT_PER_KEY); omitted = unchanged (null for a new plan).
+   */
+  maxInFlightPerKey?: number | null;
+  maxHeavyInFlightPerKey?: number | null;
   /** Omitted / null: false for a new plan (private unless said otherwise), unchanged for an existing one. */
   selfService?: boolean | null;
 }
@@ -79,6 +91,14 @@ export class PlanService {
     if (input.requestsPerSecond > 2_000_000_000)
       throw badInput("requestsPerSecond", "requestsPerSecond is too large");
     if (input.monthlyRequestLimit != null) positive("monthlyRequestLimit", input.monthlyRequestLimit);
+    if (input.computeUnitsPerSecond != null) {
+      positive("computeUnitsPerSecond", input.computeUnitsPerSecond);
+      if (input.computeUnitsPerSecond > 2_000_000_000)
+        throw badInput("computeUnitsPerSecond", "computeUnitsPerSecond is too large");
+    }
+    if (input.dailyComputeUnitLimit != null) positive("dailyComputeUnitLimit", input.dailyComputeUnitLimit);
+    if (input.monthlyComputeUnitLimit != null)
+      positive("monthlyComputeUnitLimit", input.monthlyComputeUnitLimit);
     const maxNodes = input.maxDedicatedNodes ?? 0;
     if (!Number.isInteger(maxNodes) || maxNodes < 0 || maxNodes > 10_000) {
       throw badInput("maxDedicatedNodes", "maxDedicatedNodes must be 0..10000");
@@ -86,6 +106,11 @@ export class PlanService {
     const maxApps = input.maxApps ?? null;
     if (maxApps !== null && (!Number.isInteger(maxApps) || maxApps < 0 || maxApps > MAX_APPS_PER_WORKSPACE)) {
       throw badInput("maxApps", `maxApps must be 0..${MAX_APPS_PER_WORKSPACE} or null`);
+    }
+    for (const field of ["maxInFlightPerKey", "maxHeavyInFlightPerKey"] as const) {
+      const v = input[field];
+      if (v != null && (!Number.isInteger(v) || v < 1 || v > MAX_IN_FLIGHT_CAP))
+        throw badInput(field, `${field} must be 1..${MAX_IN_FLIGHT_CAP} or null (the data plane's default)`);
     }
     const plan = await this.ds.transaction(async (m) => {
       const repo = m.getRepository(Plan);
@@ -97,8 +122,16 @@ export class PlanService {
       row.dailyRequestLimit = input.dailyRequestLimit;
       row.requestsPerSecond = input.requestsPerSecond;
       row.monthlyRequestLimit = input.monthlyRequestLimit ?? null;
+      row.computeUnitsPerSecond = input.computeUnitsPerSecond ?? null;
+      row.dailyComputeUnitLimit = input.dailyComputeUnitLimit ?? null;
+      row.monthlyComputeUnitLimit = input.monthlyComputeUnitLimit ?? null;
       row.maxDedicatedNodes = maxNodes;
       row.maxApps = maxApps;
+      if (input.maxInFlightPerKey !== undefined) row.maxInFlightPerKey = input.maxInFlightPerKey;
+      else if (!existing) row.maxInFlightPerKey = null;
+      if (input.maxHeavyInFlightPerKey !== undefined)
+        row.maxHeavyInFlightPerKey = input.maxHeavyInFlightPerKey;
+      else if (!existing) row.maxHeavyInFlightPerKey = null;
       if (input.selfService != null) row.selfService = input.selfService;
       else if (!existing) row.selfService = false;
       return repo.save(row);

@@ -16,29 +16,43 @@ import {
   WorkspaceRecord,
 } from "../../../shared/src/redis/records";
 import { SlotTransactions } from "../../../shared/src/redis/slot-transactions";
+import { MethodCost } from "../compute-units/method-cost.entity";
+import { resolveMethodCosts } from "../compute-units/resolve";
 
-interface LiveKeyRow {
+/** A plan's columns as every published record carries them (PlanLimits), from `plans p`. */
+interface PlanRow extends PlanCuRow {
+  plan_name: string;
+  daily_request_limit: string;
+  requests_per_second: number;
+  monthly_request_limit: string | null;
+  max_in_flight_per_key: number | null;
+  max_heavy_in_flight_per_key: number | null;
+}
+
+const PLAN_COLUMNS = `p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit,
+         p.max_in_flight_per_key, p.max_heavy_in_flight_per_key,
+         p.compute_units_per_second, p.daily_compute_unit_limit, p.monthly_compute_unit_limit`;
+
+interface LiveKeyRow extends PlanRow {
   key_hash: string;
   expires_at: Date | null;
   app_id: string;
   workspace_id: string;
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
 }
 
-interface WorkspacePlanRow {
+interface WorkspacePlanRow extends PlanRow {
   workspace_id: string;
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
+}
+
+/** The plan columns of those rows beyond requests (node-postgres returns bigint as a string). */
+interface PlanCuRow {
+  compute_units_per_second: number | null;
+  daily_compute_unit_limit: string | null;
+  monthly_compute_unit_limit: string | null;
 }
 
 const LIVE_KEYS_SQL = `
-  SELECT k.key_hash, k.expires_at, a.id AS app_id, a.workspace_id,
-         p.name AS plan_name, p.daily_request_limit, p.requests_per_second, p.monthly_request_limit
+  SELECT k.key_hash, k.expires_at, a.id AS app_id, a.workspace_id, ${PLAN_COLUMNS}
   FROM api_keys k
   JOIN apps a ON a.id = k.app_id
   JOIN workspaces w ON w.id = a.workspace_id
@@ -48,15 +62,14 @@ const LIVE_KEYS_SQL = `
 /** Live dedicated-node keys (a node's key works until the node is being deleted). */
 const NODE_KEYS_SQL = `
   SELECT n.id AS node_id, n.key_hash, n.rpc_methods, n.workspace_id, n.status, n.internal_http_url,
-         n.internal_ws_url, nw.protocol, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
-         p.monthly_request_limit
+         n.internal_ws_url, nw.protocol, ${PLAN_COLUMNS}
   FROM dedicated_nodes n
   JOIN networks nw ON nw.id = n.network_id
   JOIN workspaces w ON w.id = n.workspace_id
   JOIN plans p ON p.id = w.plan_id
   WHERE n.status NOT IN ('DELETING', 'DELETED')`;
 
-interface NodeKeyRow {
+interface NodeKeyRow extends PlanRow {
   node_id: string;
   key_hash: string;
   rpc_methods: "SAFE" | "UNSAFE";
@@ -65,24 +78,24 @@ interface NodeKeyRow {
   internal_http_url: string | null;
   internal_ws_url: string | null;
   protocol: "EVM" | "SUBSTRATE";
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
 }
 
-function planLimits(row: {
-  plan_name: string;
-  daily_request_limit: string;
-  requests_per_second: number;
-  monthly_request_limit: string | null;
-}): PlanLimits {
-  return {
+function planLimits(row: PlanRow): PlanLimits {
+  const num = (v: string | null) => (v === null ? null : Number(v));
+  const limits: PlanLimits = {
     name: row.plan_name,
     dailyRequestLimit: Number(row.daily_request_limit),
     requestsPerSecond: row.requests_per_second,
-    monthlyRequestLimit: row.monthly_request_limit === null ? null : Number(row.monthly_request_limit),
+    monthlyRequestLimit: num(row.monthly_request_limit),
+    maxInFlightPerKey: row.max_in_flight_per_key,
+    maxHeavyInFlightPerKey: row.max_heavy_in_flight_per_key,
   };
+  // Compute-unit limits only where the plan sets them: a requests-only plan's records stay as they were.
+  if (row.compute_units_per_second !== null) limits.computeUnitsPerSecond = row.compute_units_per_second;
+  if (row.daily_compute_unit_limit !== null) limits.dailyComputeUnitLimit = num(row.daily_compute_unit_limit);
+  if (row.monthly_compute_unit_limit !== null)
+    limits.monthlyComputeUnitLimit = num(row.monthly_compute_unit_limit);
+  return limits;
 }
 
 export interface PublicationRetryOptions {
@@ -285,13 +298,15 @@ export class PublicationService {
       method_mode: "ALLOW" | "DENY";
       methods: string[];
       requests_per_second: number | null;
+      compute_units_per_second: number | null;
       requests_per_day: number | null;
       user_agents: string[];
       jwt_required: boolean;
       jwt_audience: string | null;
       jwt_subject: string | null;
     }[] = await this.dataSource.query(
-      `SELECT app_id, method_mode, methods, requests_per_second, requests_per_day, user_agents, jwt_required,
+      `SELECT app_id, method_mode, methods, requests_per_second, compute_units_per_second, requests_per_day,
+              user_agents, jwt_required,
               jwt_audience, jwt_subject
        FROM app_access_rules WHERE app_id = ANY($1::uuid[])`,
       [appIds],
@@ -310,6 +325,8 @@ export class PublicationService {
         methods: r.methods,
         requestsPerSecond: r.requests_per_second,
         requestsPerDay: r.requests_per_day,
+        // Absent when unset: records of apps without the cap stay as they were.
+        ...(r.compute_units_per_second === null ? {} : { computeUnitsPerSecond: r.compute_units_per_second }),
         userAgents: r.user_agents,
         jwt: r.jwt_required
           ? {
@@ -462,8 +479,7 @@ export class PublicationService {
 
   private async loadWorkspacePlans(where: string, params: unknown[]): Promise<WorkspaceRecord[]> {
     const rows: WorkspacePlanRow[] = await this.dataSource.query(
-      `SELECT w.id AS workspace_id, p.name AS plan_name, p.daily_request_limit, p.requests_per_second,
-              p.monthly_request_limit
+      `SELECT w.id AS workspace_id, ${PLAN_COLUMNS}
        FROM workspaces w JOIN plans p ON p.id = w.plan_id WHERE ${where}`,
       params,
     );
@@ -501,8 +517,7 @@ export class PublicationService {
 
   private async buildPlans(): Promise<Map<string, PlanLimits>> {
     const rows: WorkspacePlanRow[] = await this.dataSource.query(
-      `SELECT '' AS workspace_id, name AS plan_name, daily_request_limit, requests_per_second,
-              monthly_request_limit FROM plans`,
+      `SELECT '' AS workspace_id, ${PLAN_COLUMNS} FROM plans p`,
     );
     return new Map(rows.map((r) => [r.plan_name, planLimits(r)]));
   }
@@ -540,6 +555,8 @@ export class PublicationService {
       `SELECT id, network_id, http_url, ws_url, weight, archive_mode, method_families, max_requests_per_second
        FROM upstreams ORDER BY created_at, id`,
     );
+    const costs = await this.dataSource.getRepository(MethodCost).find({ order: { method: "ASC" } });
+    const platformCosts = costs.filter((c) => c.networkId === null);
     return nets.map((n) =>
       NetworkRecordSchema.parse({
         slug: n.slug,
@@ -549,6 +566,10 @@ export class PublicationService {
         allowDebug: n.allow_debug,
         maxLogsBlockRange: n.max_logs_block_range,
         logsChunkBlocks: n.logs_chunk_blocks,
+        methodCosts: resolveMethodCosts(
+          platformCosts,
+          costs.filter((c) => c.networkId === n.id),
+        ),
         upstreams: ups
           .filter((u) => u.network_id === n.id)
           .map((u) => ({

@@ -11,6 +11,7 @@ import {
 import { isCluster, type RedisClient } from "../../../shared/src/redis/connect";
 import type { RedisNames } from "../../../shared/src/redis/keys";
 import { tracedProcessor } from "../../../shared/src/telemetry/jobs";
+import { type UsageDailyResult, usageDailyPass } from "../billing/usage-daily";
 import { poisonedJobs, webhookAttempts, webhookDeliveries } from "../common/metrics";
 import type { WebhookSettings } from "../config";
 import { checkQuotaThresholds } from "./quota-threshold";
@@ -24,6 +25,7 @@ import { WorkspaceDeliverySlots } from "./webhook-throttles";
 
 export const WEBHOOK_QUOTA_SCHEDULER_ID = "webhook-quota-check-every";
 export const WEBHOOK_RETENTION_SCHEDULER_ID = "webhook-retention-every";
+export const USAGE_DAILY_SCHEDULER_ID = "usage-daily-every";
 /** Period of the delivery retention job. */
 const RETENTION_INTERVAL_MS = 3_600_000;
 /** Pending deliveries re-queued per pass of `requeuePending`. */
@@ -225,12 +227,24 @@ export class WebhookOperations {
     );
   }
 
-  /** Deletes deliveries (attempts cascade) older than WEBHOOK_DELIVERY_RETENTION_DAYS. */
+  /** One `usage.daily` pass (billing/usage-daily.ts `usageDailyPass`); `nowMs`: the clock (tests fake it). */
+  usageDaily(day?: string, nowMs: number = Date.now()): Promise<UsageDailyResult> {
+    return usageDailyPass({ ds: this.ds, queue: this.queue }, this.cfg.usageDailyDelayMs, day, nowMs);
+  }
+
+  /**
+   * Deletes deliveries (attempts cascade) older than WEBHOOK_DELIVERY_RETENTION_DAYS, and `usage.daily`
+   * markers as old (a pass only ever reports recent days, so an old marker guards nothing).
+   */
   async retention(): Promise<number> {
     const [, deleted] = (await this.ds.query(
       `DELETE FROM webhook_deliveries WHERE created_at < now() - make_interval(days => $1)`,
       [this.cfg.deliveryRetentionDays],
     )) as [unknown, number];
+    await this.ds.query(
+      `DELETE FROM usage_daily_events WHERE created_at < now() - make_interval(days => $1)`,
+      [Math.max(this.cfg.deliveryRetentionDays, 7)],
+    );
     return deleted;
   }
 }
@@ -246,7 +260,7 @@ export interface WebhookWorker {
   close(): Promise<void>;
 }
 
-/** Starts the QueueName.Webhooks worker and its two repeatable jobs. */
+/** Starts the QueueName.Webhooks worker and its repeatable jobs (quota check, usage.daily, retention). */
 export async function startWebhookWorker(deps: {
   ds: DataSource;
   redis: RedisClient;
@@ -290,6 +304,11 @@ export async function startWebhookWorker(deps: {
       { name: JobName.WebhookQuotaCheck, data: {}, opts: keep },
     );
     await queue.queue.upsertJobScheduler(
+      USAGE_DAILY_SCHEDULER_ID,
+      { every: cfg.usageDailyIntervalMs },
+      { name: JobName.UsageDaily, data: {}, opts: keep },
+    );
+    await queue.queue.upsertJobScheduler(
       WEBHOOK_RETENTION_SCHEDULER_ID,
       { every: RETENTION_INTERVAL_MS },
       { name: JobName.WebhookRetention, data: {}, opts: keep },
@@ -312,6 +331,10 @@ export async function startWebhookWorker(deps: {
           return ops.checkQuotas();
         case JobName.WebhookRetention:
           return ops.retention();
+        case JobName.UsageDaily:
+          return ops.usageDaily(
+            (checkedPayload(job, UsageDailyPayloadSchema, log) as JobPayloads[JobName.UsageDaily]).day,
+          );
         default:
           throw new UnrecoverableError(`unknown job ${job.name}`);
       }
@@ -349,6 +372,8 @@ export async function startWebhookWorker(deps: {
 
 /** What a delivery job carries; anything else can never run (Postgres refuses a non-UUID id, every time). */
 const DeliverPayloadSchema = z.object({ deliveryId: z.uuid() });
+/** What a usage-daily job carries (the scheduler's: nothing). */
+const UsageDailyPayloadSchema = z.object({ day: z.string().max(10).optional() });
 /** What a fan-out job carries (WebhookEventPayload). */
 const FanoutPayloadSchema = z.object({
   id: z.string().min(1).max(100),

@@ -9,6 +9,7 @@ export enum WebhookEventType {
   NODE_STATUS = "node.status",
   VALIDATOR_STATUS = "validator.status",
   KEY_REGENERATED = "key.regenerated",
+  USAGE_DAILY = "usage.daily",
 }
 registerEnumType(WebhookEventType, {
   name: "WebhookEventType",
@@ -22,6 +23,10 @@ registerEnumType(WebhookEventType, {
     },
     VALIDATOR_STATUS: { description: "validator.status: a validator node's status changed" },
     KEY_REGENERATED: { description: "key.regenerated: an app's or a dedicated node's API key was replaced" },
+    USAGE_DAILY: {
+      description:
+        "usage.daily: the previous UTC day's usage totals, once per workspace and day (docs/billing.md)",
+    },
   },
 });
 
@@ -84,6 +89,34 @@ export interface WebhookEventData {
   [WebhookEventType.KEY_REGENERATED]:
     | { kind: "app"; appId: string; appName: string; previousKeyExpiresAt: string | null }
     | { kind: "node"; nodeId: string; displayName: string; previousKeyExpiresAt: null };
+  [WebhookEventType.USAGE_DAILY]: UsageDailyData;
+}
+
+/** Amounts of a `usage.daily` total (see control-plane/src/billing/rollup-sums.ts). */
+export interface UsageDailyAmounts {
+  /** Request objects answered, refusals included. */
+  requests: number;
+  computeUnits: number;
+  /** Of those: refused with 429 (Too Many Requests). */
+  refusedRequests: number;
+  refusedComputeUnits: number;
+}
+
+/** `data` of `usage.daily`: one workspace's totals for one UTC day. */
+export interface UsageDailyData extends UsageDailyAmounts {
+  /** UTC day, `YYYY-MM-DD`. */
+  day: string;
+  /** 00:00 UTC of the day, and of the next (exclusive). */
+  from: string;
+  to: string;
+  /** Per app (appId null: dedicated-node traffic), each per network; largest first. */
+  apps: (UsageDailyAmounts & {
+    appId: string | null;
+    appName: string | null;
+    networks: (UsageDailyAmounts & { network: string })[];
+  })[];
+  /** Per network, all apps together. */
+  networks: (UsageDailyAmounts & { network: string })[];
 }
 
 /**

@@ -44,6 +44,7 @@ export enum Permission {
   ManageWebhooks = "MANAGE_WEBHOOKS",
   ManageMembers = "MANAGE_MEMBERS",
   ManagePlan = "MANAGE_PLAN",
+  ReadBilling = "READ_BILLING",
   TransferOwnership = "TRANSFER_OWNERSHIP",
   Leave = "LEAVE",
 }
@@ -97,6 +98,11 @@ export const ROLE_TABLE: readonly RoleRule[] = [
     roles: [OWNER, ADMIN],
   },
   { permission: Permission.ManagePlan, what: "change the plan", roles: [OWNER] },
+  {
+    permission: Permission.ReadBilling,
+    what: "read and download monthly usage statements (billing)",
+    roles: [OWNER, ADMIN],
+  },
   { permission: Permission.TransferOwnership, what: "transfer ownership", roles: [OWNER] },
   {
     permission: Permission.Leave,

@@ -13,6 +13,8 @@ export class CompiledAccess {
   readonly methods: MethodRules | undefined;
   /** The app's own per-second cap (admission.ts applies the lower of it and the plan's). */
   readonly requestsPerSecond: number | undefined;
+  /** The app's own per-second cap in compute units (admission.ts applies the lower of it and the plan's). */
+  readonly computeUnitsPerSecond: number | undefined;
   /** The app's own daily cap in response units (admission.ts, Limits.appQuota). */
   readonly requestsPerDay: number | undefined;
   readonly userAgents: UserAgentMatcher | undefined;
@@ -24,6 +26,7 @@ export class CompiledAccess {
     const listed = r.methods.length > 0;
     this.methods = r.methodMode === "ALLOW" || listed ? new MethodRules(r.methodMode, r.methods) : undefined;
     this.requestsPerSecond = r.requestsPerSecond ?? undefined;
+    this.computeUnitsPerSecond = r.computeUnitsPerSecond ?? undefined;
     this.requestsPerDay = r.requestsPerDay ?? undefined;
     this.userAgents = r.userAgents.length > 0 ? new UserAgentMatcher(r.userAgents) : undefined;
     this.jwt = r.jwt !== null ? new CompiledJwt(r.jwt) : undefined;

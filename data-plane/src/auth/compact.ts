@@ -58,21 +58,14 @@ function bounded<V>(table: Map<string, V>, key: string, value: V): V {
   return value;
 }
 
+/**
+ * Keyed by the whole plan as parsed (every field of PlanLimitsSchema, in the schema's order), so a field
+ * added to plans (the concurrency caps, compute units) is kept, and two plans differing only in it are not
+ * shared.
+ */
 function sharedPlan(p: PlanLimits): PlanLimits {
-  const k = `${p.name}\u0000${p.requestsPerSecond}\u0000${p.dailyRequestLimit}\u0000${p.monthlyRequestLimit}`;
-  return (
-    plans.get(k) ??
-    bounded(
-      plans,
-      k,
-      Object.freeze({
-        name: p.name,
-        requestsPerSecond: p.requestsPerSecond,
-        dailyRequestLimit: p.dailyRequestLimit,
-        monthlyRequestLimit: p.monthlyRequestLimit,
-      }),
-    )
-  );
+  const k = JSON.stringify(p);
+  return plans.get(k) ?? bounded(plans, k, Object.freeze({ ...p }));
 }
 
 function sharedAllowlist(a: Allowlist): SharedAllowlist {

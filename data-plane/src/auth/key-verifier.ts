@@ -5,6 +5,7 @@ import type { Logger } from "../../../shared/src/log/logger";
 import type { KeyRecord, PlaneEvent } from "../../../shared/src/redis/records";
 import type { CompiledAccess } from "../access/access-rules";
 import type { CompiledAllowlist } from "../allowlist/allowlist";
+import type { Flight } from "../limits/concurrency";
 import { InFlightMap } from "../memory/in-flight-map";
 import { type Clock, systemClock } from "../ratelimit/clock";
 import type { PlaneState } from "../state/redis-state";
@@ -21,6 +22,10 @@ export interface VerifiedKey {
   readonly access?: CompiledAccess;
   /** The rate limiter's identifier, memoized by `keyIdentifier` / `nodeIdentifier` (a string built per request would be hashed per request). */
   limitId?: string;
+  /** Its tenant at the concurrency caps (the plan's caps), memoized at admission (pipeline/admit.ts). */
+  flight?: Flight;
+  /** The app's compute-unit cap identifier, memoized by `keyComputeIdentifier`. */
+  computeLimitId?: string;
 }
 
 export type VerifiedOk = { ok: true; key: VerifiedKey };
@@ -74,6 +79,8 @@ class CachedKey implements VerifiedOk, VerifiedKey {
   readonly ok = true as const;
   readonly key: VerifiedKey = this;
   limitId: string | undefined = undefined;
+  flight: Flight | undefined = undefined;
+  computeLimitId: string | undefined = undefined;
 
   constructor(
     readonly hash: string,

@@ -3,7 +3,12 @@ import { maxLogsBlockRange } from "../../../shared/src/redis/records";
 import type { MethodRules } from "../access/access-rules";
 import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
 import type { ResponseCache } from "../cache/response-cache";
-import { Acquired, type ConcurrencyLimiter, concurrencyRefusalMessage } from "../limits/concurrency";
+import {
+  Acquired,
+  type ConcurrencyLimiter,
+  concurrencyRefusalMessage,
+  type Flight,
+} from "../limits/concurrency";
 import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/logs-range";
 import type { Metrics } from "../metrics/metrics";
 import { type MethodPolicy, readsParams } from "../policy/method-policy";
@@ -117,9 +122,9 @@ export type CallOutcome =
 
 /**
  * The single-call entry: method policy, the app's method rules (`rules`) and range check, the cache (with in-flight merge of identical
- * calls), one of the tenant's MAX_IN_FLIGHT_PER_KEY slots (`flight`: the key's limit id or `ip:{bucket}`)
- * while the upstream call runs, then the answer stored and its head hint observed. A promise only when
- * it has to wait for an upstream.
+ * calls), one of the tenant's in-flight slots (`flight`: the key's tenant and caps, or the client
+ * address's) while the upstream call runs, then the answer stored and its head hint observed. A promise
+ * only when it has to wait for an upstream.
  *
  * `trace`: a sampled request's trace (data-plane/src/telemetry), which gets the cache lookup and the
  * upstream exchange as child spans, and the upstream request its traceparent. Undefined (not sampled,
@@ -129,7 +134,7 @@ export function forwardCall(
   deps: ForwardDeps,
   pool: NetworkPool,
   policy: MethodPolicy,
-  flight: string,
+  flight: Flight,
   call: RpcCall,
   rules?: MethodRules,
   trace?: RequestTrace,
@@ -153,9 +158,9 @@ export function forwardCall(
   }
   const heavy = isHeavy(call.method) ? 1 : 0;
   const flights = deps.flights;
-  const got = flights.tryAcquire(flight, 1, heavy);
+  const got = flights.acquireFor(flight, 1, heavy);
   if (got !== Acquired.Ok) {
-    return { kind: Outcome.OverCap, refusal: concurrencyRefusal(flights, got, heavy) };
+    return { kind: Outcome.OverCap, refusal: concurrencyRefusal(flight, got, heavy) };
   }
   return sendCall(deps, pool, flight, heavy, call, key, trace);
 }
@@ -163,7 +168,7 @@ export function forwardCall(
 async function sendCall(
   deps: ForwardDeps,
   pool: NetworkPool,
-  flight: string,
+  flight: Flight,
   heavy: number,
   call: RpcCall,
   key: string,
@@ -174,7 +179,7 @@ async function sendCall(
   try {
     const pc = deps.poolCalls;
     result = pc?.handles(pool, call)
-      ? await pc.answer(pool, flight, call)
+      ? await pc.answer(pool, flight.id, call)
       : await fetchCall(
           span === undefined ? call : { method: call.method, params: call.params, span },
           pool,
@@ -189,7 +194,7 @@ async function sendCall(
           : { ok: true, reply: fixed };
     }
   } finally {
-    deps.flights.release(flight, 1, heavy);
+    deps.flights.releaseFor(flight, 1, heavy);
   }
   span?.end(upstreamAttributes(result), result.ok ? undefined : result.error.reason);
   store(deps, pool, key, result);
@@ -249,15 +254,15 @@ const NOTHING_FORWARDED: PlanOutcome = Object.freeze({ results: [] });
 
 /**
  * The batch entry, after planBatch: forwards the plan's elements together (NetworkPool.callBatch spreads
- * them over upstreams and reassembles them in order), holding the tenant's slots while they run, and
- * settles their answers into the plan. A batch is never answered from the cache. `text`: the client's
- * body (or its UTF-8 bytes), given only when the parser found it may go upstream as it is
- * (ParseResult `verbatim`, forward/verbatim.ts).
+ * them over upstreams and reassembles them in order), holding the tenant's slots while they run (one
+ * per upstream exchange, see batchSlots), and settles their answers into the plan. A batch is never
+ * answered from the cache. `text`: the client's body (or its UTF-8 bytes), given only when the parser
+ * found it may go upstream as it is (ParseResult `verbatim`, forward/verbatim.ts).
  */
 export async function forwardPlan(
   deps: ForwardDeps,
   pool: NetworkPool,
-  flight: string,
+  flight: Flight,
   plan: BatchPlan,
   requestId: string,
   text?: string | Uint8Array,
@@ -266,11 +271,6 @@ export async function forwardPlan(
   const forward = plan.forward;
   if (forward.length === 0) return NOTHING_FORWARDED;
   const flights = deps.flights;
-  const heavy = heavyCount(forward);
-  const got = flights.tryAcquire(flight, forward.length, heavy);
-  if (got !== Acquired.Ok) {
-    return { overCap: concurrencyRefusal(flights, got, heavy), results: [] };
-  }
   // Calls PoolCalls answers (filters, pending nonces, sends, own reads) are answered there, the others sent
   // together as any batch (forwardMixed); such a batch never goes verbatim.
   const pc = deps.poolCalls;
@@ -279,20 +279,26 @@ export async function forwardPlan(
   // several upstreams is re-serialised per part, and so is one with calls handled on their own: old
   // state, a method family, a split eth_getLogs) and nothing in it needs a per-element look at the answer
   // (forward/verbatim.ts).
-  if (
+  const verbatim =
     mixed === undefined &&
     text !== undefined &&
     forward.length === plan.out.length &&
     pool.chunksFor(forward.length) === 1 &&
     verbatimEligible(forward) &&
-    !pool.sendsApart(forward)
-  ) {
+    !pool.sendsApart(forward);
+  const heavy = heavyCount(forward);
+  const slots = verbatim ? 1 : batchSlots(pool, forward, mixed);
+  const got = flights.acquireFor(flight, slots, heavy);
+  if (got !== Acquired.Ok) {
+    return { overCap: concurrencyRefusal(flight, got, heavy), results: [] };
+  }
+  if (verbatim && text !== undefined) {
     let r: Awaited<ReturnType<NetworkPool["callVerbatim"]>>;
     const span = trace?.child("upstream.batch", batchAttributes(pool, forward.length, true));
     try {
       r = await pool.callVerbatim(text, forward, span?.traceparent);
     } finally {
-      flights.release(flight, forward.length, heavy);
+      flights.releaseFor(flight, slots, heavy);
     }
     span?.end(undefined, r.ok ? undefined : r.error.reason);
     if (r.ok) {
@@ -315,7 +321,7 @@ export async function forwardPlan(
     const fixing = resultsAtServedHead(forward, results, pool);
     if (fixing !== undefined) await fixing;
   } finally {
-    flights.release(flight, forward.length, heavy);
+    flights.releaseFor(flight, slots, heavy);
   }
   span?.end(undefined, firstFailure(results)?.reason);
   const anyOk = settleBatch(plan, results, requestId, pool);
@@ -360,7 +366,7 @@ function resultsAtServedHead(
 async function forwardMixed(
   pc: PoolCalls,
   pool: NetworkPool,
-  flight: string,
+  flight: Flight,
   forward: readonly RpcCall[],
   traceparent: string | undefined,
 ): Promise<CallResult[]> {
@@ -372,7 +378,7 @@ async function forwardMixed(
     const c = forward[j]!;
     if (pc.handles(pool, c)) {
       own.push(
-        pc.answer(pool, flight, c).then((r) => {
+        pc.answer(pool, flight.id, c).then((r) => {
           results[j] = r;
         }),
       );
@@ -528,7 +534,26 @@ function observe(pool: NetworkPool, method: string, r: CallResult): void {
   if (n !== undefined) pool.observeHead(n);
 }
 
-/** Heavy calls among `calls` (eth_getLogs, debug_*, trace_*, ...), for MAX_HEAVY_IN_FLIGHT_PER_KEY. */
+/**
+ * The in-flight slots a forwarded batch holds: one per upstream exchange it starts (NetworkPool.exchangesFor:
+ * a chunk per upstream it is spread over, an exchange for the elements that need a particular upstream, one
+ * per split eth_getLogs), plus one per element PoolCalls answers on its own (`mixed`). A node works
+ * through one exchange's elements on one connection, so a batch of 100 sent in one exchange costs it one
+ * connection, not 100: weighed as 100 single calls, 50 concurrent batches of 100 would need a cap of
+ * 5,000. Failover and retries are not counted ahead (a single call's failover holds its one slot too).
+ */
+function batchSlots(pool: NetworkPool, forward: readonly RpcCall[], mixed: PoolCalls | undefined): number {
+  if (mixed === undefined) return pool.exchangesFor(forward);
+  const rest: RpcCall[] = [];
+  let own = 0;
+  for (const c of forward) {
+    if (mixed.handles(pool, c)) own++;
+    else rest.push(c);
+  }
+  return own + (rest.length === 0 ? 0 : pool.exchangesFor(rest));
+}
+
+/** Heavy calls among `calls` (eth_getLogs, debug_*, trace_*, ...), for the heavy cap: one slot each. */
 function heavyCount(calls: readonly RpcCall[]): number {
   let heavy = 0;
   // A batch mostly repeats its methods: a run of one method is looked up once.
@@ -551,7 +576,7 @@ function heavyCount(calls: readonly RpcCall[]): number {
  */
 const CONCURRENCY_RETRY_AFTER_MS = 1000;
 
-/** The error details of a refusal by the concurrency caps (MAX_IN_FLIGHT_PER_KEY / MAX_HEAVY_IN_FLIGHT_PER_KEY). */
+/** The error details of a refusal by the tenant's concurrency caps (its plan's, else the defaults). */
 export interface ConcurrencyRefusal {
   readonly row: ErrorRow;
   readonly limit: number;
@@ -559,15 +584,11 @@ export interface ConcurrencyRefusal {
   readonly retryAfterMs: number;
 }
 
-export function concurrencyRefusal(
-  flights: ConcurrencyLimiter,
-  got: Acquired,
-  heavy: number,
-): ConcurrencyRefusal {
+export function concurrencyRefusal(flight: Flight, got: Acquired, heavy: number): ConcurrencyRefusal {
   return {
     row: GatewayError.ConcurrencyLimit,
-    limit: got !== Acquired.OverTotal ? flights.maxHeavy : flights.max,
-    message: concurrencyRefusalMessage(got, heavy, flights.maxHeavy),
+    limit: got !== Acquired.OverTotal ? flight.maxHeavy : flight.max,
+    message: concurrencyRefusalMessage(got, heavy, flight.maxHeavy),
     retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
   };
 }

@@ -2,6 +2,7 @@ import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors"
 import type { PlanLimits } from "../../../shared/src/redis/records";
 import type { VerifiedKey } from "../auth/key-verifier";
 import type { Metrics } from "../metrics/metrics";
+import type { QuotaResult } from "../quota/quota-tracker";
 import type { Limits } from "../ratelimit/limits";
 import { type RateLimitResult, rateLimitErrorExtras, retryAfterSeconds } from "../ratelimit/rate-limiter";
 
@@ -40,7 +41,16 @@ export interface Admitted {
   readonly ok: true;
   /** The rate decision, for `X-RateLimit-Limit` / `X-RateLimit-Remaining` (see `rateLimitHeaders`). */
   readonly rate: RateLimitResult;
+  /** The unit of `rate` (`X-RateLimit-Unit`); "" when no compute-unit window applies (requests). */
+  readonly unit: RateUnit;
 }
+
+/**
+ * The unit of the rate-limit headers: "" (no compute-unit window: requests, no `X-RateLimit-Unit`),
+ * `requests` or `compute-units` (the plan or app limits compute units per second: the window closer to
+ * exhaustion, docs/compute-units.md).
+ */
+export type RateUnit = "" | "requests" | "compute-units";
 
 export interface Refused {
   readonly ok: false;
@@ -59,6 +69,7 @@ export interface Refused {
    */
   readonly cause: string;
   readonly rate: RateLimitResult;
+  readonly unit: RateUnit;
 }
 
 export interface AdmissionOptions {
@@ -84,6 +95,26 @@ export function workspaceIdentifier(key: VerifiedKey): string {
   return id;
 }
 const workspaceIds = new Map<string, string>();
+
+/** The rate limiter's identifier for a workspace's compute units per second (`cu:ws:<id>`). */
+export function workspaceComputeIdentifier(key: VerifiedKey): string {
+  const workspaceId = key.record.workspaceId;
+  let id = workspaceComputeIds.get(workspaceId);
+  if (id === undefined) {
+    if (workspaceComputeIds.size >= 16_384) workspaceComputeIds.clear();
+    id = `cu:ws:${workspaceId}`;
+    workspaceComputeIds.set(workspaceId, id);
+  }
+  return id;
+}
+const workspaceComputeIds = new Map<string, string>();
+
+/** The rate limiter's identifier for an app's own compute-unit cap (`cu:app:<id>`). */
+export function keyComputeIdentifier(key: VerifiedKey): string {
+  if (key.computeLimitId !== undefined) return key.computeLimitId;
+  key.computeLimitId = `cu:${keyIdentifier(key)}`;
+  return key.computeLimitId;
+}
 
 /** The rate limiter's identifier for an app's own cap: per app, else per key. */
 export function keyIdentifier(key: VerifiedKey): string {
@@ -117,10 +148,15 @@ export class LimitsGate {
    * (public endpoint: `clientIp` is then the limited identity; an unknown address shares one budget).
    * Synchronous, no Redis round trip, never throws.
    */
-  admit(key: VerifiedKey | undefined, clientIp: string | undefined, cost: number): Admission {
+  admit(
+    key: VerifiedKey | undefined,
+    clientIp: string | undefined,
+    cost: number,
+    units: number = cost,
+  ): Admission {
     if (key === undefined) {
       const rate = this.limits.rateLimiter.check(`ip:${clientIp ?? "unknown"}`, cost, this.publicPerSecond);
-      if (rate.allowed) return { ok: true, rate };
+      if (rate.allowed) return { ok: true, rate, unit: "" };
       return this.rateRefusal(rate, "public", cost);
     }
     const plan = key.record.plan;
@@ -128,35 +164,91 @@ export class LimitsGate {
       // A dedicated node has its own limits (docs/contracts.md#how-requests-count): per node per second at
       // the plan's rate, and no workspace quota (its traffic is not the shared nodes' daily allowance).
       const rate = this.limits.rateLimiter.check(nodeIdentifier(key), cost, plan.requestsPerSecond);
-      return rate.allowed ? { ok: true, rate } : this.rateRefusal(rate, "node", cost);
+      return rate.allowed ? { ok: true, rate, unit: "" } : this.rateRefusal(rate, "node", cost);
     }
     const access = key.access;
-    const cap = access?.requestsPerSecond;
     const limiter = this.limits.rateLimiter;
-    let rate: RateLimitResult;
-    if (cap !== undefined && cap < plan.requestsPerSecond) {
-      const appId = keyIdentifier(key);
-      // Commit, then undo on the workspace's refusal: a check without commit followed by a commit later
-      // would let another serving thread take the app's room in between (both windows are process-wide).
-      const app = limiter.check(appId, cost, cap);
-      if (!app.allowed) return this.rateRefusal(app, "app", cost, true);
-      const ws = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
-      if (!ws.allowed) {
-        limiter.refund(appId, cost);
-        return this.rateRefusal(ws, "app", cost);
+    // Up to four per-second windows, each committed in turn; a refusal by one takes back what the earlier
+    // ones committed in this same synchronous turn, so a refused message consumes nothing anywhere (a
+    // check without commit followed by a commit later would let another serving thread take the room in
+    // between: every window is process-wide). The app's caps first, then the workspace's.
+    const cap = access?.requestsPerSecond;
+    const appCap = cap !== undefined && cap < plan.requestsPerSecond ? cap : 0;
+    const wsCu = plan.computeUnitsPerSecond ?? 0;
+    const cuCap = access?.computeUnitsPerSecond;
+    const appCu = cuCap !== undefined && (wsCu === 0 || cuCap < wsCu) ? cuCap : 0;
+    let appRate: RateLimitResult | undefined;
+    let appCuRate: RateLimitResult | undefined;
+    if (appCap > 0) {
+      appRate = limiter.check(keyIdentifier(key), cost, appCap);
+      if (!appRate.allowed) return this.rateRefusal(appRate, "app", cost, true);
+    }
+    if (appCu > 0) {
+      appCuRate = limiter.check(keyComputeIdentifier(key), units, appCu);
+      if (!appCuRate.allowed) {
+        if (appRate !== undefined) limiter.refund(keyIdentifier(key), cost);
+        return this.rateRefusal(appCuRate, "app", cost, true, true);
       }
-      // The headers show the tighter of the two windows.
-      rate = app.remaining < ws.remaining ? app : ws;
-    } else {
-      rate = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
-      if (!rate.allowed) return this.rateRefusal(rate, "app", cost);
+    }
+    const wsRate = limiter.check(workspaceIdentifier(key), cost, plan.requestsPerSecond);
+    if (!wsRate.allowed) {
+      this.refundApp(key, appRate, appCuRate, cost, units);
+      return this.rateRefusal(wsRate, "app", cost);
+    }
+    let wsCuRate: RateLimitResult | undefined;
+    if (wsCu > 0) {
+      wsCuRate = limiter.check(workspaceComputeIdentifier(key), units, wsCu);
+      if (!wsCuRate.allowed) {
+        this.refundApp(key, appRate, appCuRate, cost, units);
+        limiter.refund(workspaceIdentifier(key), cost);
+        return this.rateRefusal(wsCuRate, "app", cost, false, true);
+      }
+    }
+    // The headers show the tightest window: of the request windows, of the compute-unit windows, then
+    // of the two units the one closer to exhaustion (the smaller share of its limit left).
+    let rate = appRate !== undefined && appRate.remaining < wsRate.remaining ? appRate : wsRate;
+    let unit: RateUnit = "";
+    if (wsCuRate !== undefined || appCuRate !== undefined) {
+      let cuRate = wsCuRate ?? appCuRate!;
+      if (appCuRate !== undefined && appCuRate.remaining < cuRate.remaining) cuRate = appCuRate;
+      unit = "requests";
+      if (cuRate.remaining * rate.limit < rate.remaining * cuRate.limit) {
+        rate = cuRate;
+        unit = "compute-units";
+      }
     }
     const q = this.limits.quota.check(key.record.workspaceId, plan, cost);
-    if (q.allowed) {
-      const daily = access?.requestsPerDay;
-      if (daily === undefined) return { ok: true, rate };
-      return this.appDaily(key.record.appId ?? key.hash, daily, cost, rate);
+    if (!q.allowed) return this.quotaRefusal(q, rate, unit, cost, false);
+    if (plan.dailyComputeUnitLimit != null || plan.monthlyComputeUnitLimit != null) {
+      const cq = this.limits.computeUnitQuota.check(key.record.workspaceId, computeUnitLimits(plan), units);
+      if (!cq.allowed) return this.quotaRefusal(cq, rate, unit, cost, true);
     }
+    const daily = access?.requestsPerDay;
+    if (daily === undefined) return { ok: true, rate, unit };
+    return this.appDaily(key.record.appId ?? key.hash, daily, cost, rate, unit);
+  }
+
+  /** Takes back the app's windows committed by this admission (a later window refused). */
+  private refundApp(
+    key: VerifiedKey,
+    appRate: RateLimitResult | undefined,
+    appCuRate: RateLimitResult | undefined,
+    cost: number,
+    units: number,
+  ): void {
+    const limiter = this.limits.rateLimiter;
+    if (appRate !== undefined) limiter.refund(keyIdentifier(key), cost);
+    if (appCuRate !== undefined) limiter.refund(keyComputeIdentifier(key), units);
+  }
+
+  /** A daily or monthly quota refused (`computeUnits`: the plan's compute-unit quota). */
+  private quotaRefusal(
+    q: QuotaResult,
+    rate: RateLimitResult,
+    unit: RateUnit,
+    cost: number,
+    computeUnits: boolean,
+  ): Refused {
     const monthly = q.reason === "monthly_limit";
     const cause = monthly ? "monthly_limit" : "daily_limit";
     this.metrics.limitRefused("app", cause, cost);
@@ -166,9 +258,12 @@ export class LimitsGate {
       retryAfterMs: q.retryAfterMs,
       retryAfterSeconds: retryAfterSeconds(q.retryAfterMs),
       limit: monthly ? (q.monthLimit ?? q.limit) : q.limit,
-      message: undefined,
+      message: computeUnits
+        ? `Too many requests: ${monthly ? "monthly" : "daily"} compute unit limit reached`
+        : undefined,
       cause,
       rate,
+      unit,
     };
   }
 
@@ -176,18 +271,30 @@ export class LimitsGate {
    * Counts `units` response objects served to the key's workspace (nothing for the public endpoint or a
    * node key), and to its app when the app has a daily cap.
    */
-  recordServed(key: VerifiedKey | undefined, units: number): void {
+  recordServed(key: VerifiedKey | undefined, units: number, computeUnits = 0): void {
     if (key === undefined || key.record.kind === "node" || !(units > 0)) return;
     this.limits.quota.record(key.record.workspaceId, units);
+    // Counted only while the plan limits compute units per day or month: no counter to keep otherwise
+    // (usage rows carry every request's compute units for reports either way).
+    const plan = key.record.plan;
+    if (computeUnits > 0 && (plan.dailyComputeUnitLimit != null || plan.monthlyComputeUnitLimit != null)) {
+      this.limits.computeUnitQuota.record(key.record.workspaceId, computeUnits);
+    }
     if (key.access?.requestsPerDay !== undefined) {
       this.limits.appQuota.record(key.record.appId ?? key.hash, units);
     }
   }
 
   /** The app's own daily cap, after the workspace quota admitted the message. */
-  private appDaily(appId: string, daily: number, cost: number, rate: RateLimitResult): Admission {
+  private appDaily(
+    appId: string,
+    daily: number,
+    cost: number,
+    rate: RateLimitResult,
+    unit: RateUnit,
+  ): Admission {
     const q = this.limits.appQuota.check(appId, appCapLimits(daily), cost);
-    if (q.allowed) return { ok: true, rate };
+    if (q.allowed) return { ok: true, rate, unit };
     const cause = GatewayError.AppDailyLimit.reason;
     this.metrics.limitRefused("app", cause, cost);
     return {
@@ -199,6 +306,7 @@ export class LimitsGate {
       message: undefined,
       cause,
       rate,
+      unit,
     };
   }
 
@@ -208,6 +316,7 @@ export class LimitsGate {
     endpoint: "app" | "public" | "node",
     cost: number,
     appCap = false,
+    computeUnits = false,
   ): Refused {
     // The store being down is not the app's cap's doing: that refusal stays `rate_limit`.
     const app = appCap && rate.reason !== "store_unavailable";
@@ -216,10 +325,15 @@ export class LimitsGate {
     this.metrics.limitRefused(endpoint, cause, cost);
     const extras = rateLimitErrorExtras(rate);
     let message = extras.message;
+    const per = computeUnits ? "compute units/s" : "requests/s";
     if (app && rate.reason === "batch_exceeds_limit") {
-      message = `Too many requests: batch larger than the app's cap of ${rate.limit} requests/s; split the batch or raise the app's cap`;
+      message = `Too many requests: batch larger than the app's cap of ${rate.limit} ${per}; split the batch or raise the app's cap`;
     } else if (rate.reason === "store_unavailable") {
       message = "Too many requests: rate limit store unavailable, retry shortly";
+    } else if (computeUnits && rate.reason === "batch_exceeds_limit") {
+      message = `Too many requests: batch larger than the rate limit of ${rate.limit} compute units/s; split the batch or upgrade the plan`;
+    } else if (computeUnits) {
+      message = `Too many requests: ${app ? "the app's per-second cap" : "rate limit"} of ${rate.limit} compute units/s exceeded`;
     }
     return {
       ok: false,
@@ -230,6 +344,7 @@ export class LimitsGate {
       message,
       cause,
       rate,
+      unit: computeUnits ? "compute-units" : "",
     };
   }
 }
@@ -247,6 +362,25 @@ function appCapLimits(daily: number): PlanLimits {
       monthlyRequestLimit: null,
     });
     capLimits.set(daily, l);
+  }
+  return l;
+}
+
+/**
+ * A plan's compute-unit quotas in the shape the quota tracker takes (its daily / monthly limits), one frozen
+ * object per plan object (records are replaced, not edited, when a plan changes).
+ */
+const cuLimits = new WeakMap<PlanLimits, PlanLimits>();
+function computeUnitLimits(plan: PlanLimits): PlanLimits {
+  let l = cuLimits.get(plan);
+  if (l === undefined) {
+    l = Object.freeze({
+      name: plan.name,
+      requestsPerSecond: 1,
+      dailyRequestLimit: plan.dailyComputeUnitLimit ?? Number.POSITIVE_INFINITY,
+      monthlyRequestLimit: plan.monthlyComputeUnitLimit ?? null,
+    });
+    cuLimits.set(plan, l);
   }
   return l;
 }

@@ -2,6 +2,7 @@ import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import type { RequestLogRecord } from "../../../shared/src/requestlog/contract";
 import type { VerifiedKey } from "../auth/key-verifier";
 import type { LimitsGate } from "../limits/admission";
+import { type MethodWeights, UNIT_WEIGHTS } from "../limits/compute-units";
 import type { Metrics } from "../metrics/metrics";
 import type { RequestLog } from "../requestlog/recorder";
 import type { RequestTrace } from "../telemetry/tracing";
@@ -45,6 +46,13 @@ export class RequestAccount {
   trace: RequestTrace | undefined = undefined;
   /** The category last counted: a single call's answer (its span is ended by it over WebSocket). */
   category = "";
+  /** The network's method weights (compute units); every method 1 where it has none (dedicated nodes). */
+  weights: MethodWeights = UNIT_WEIGHTS;
+  /**
+   * The message's compute units once admission ran (`X-Compute-Units`): its weight when admitted, 0 when
+   * refused; -1 before (a request that never reached admission: no header).
+   */
+  computeUnits = -1;
   private logRows: RequestLogRecord[] | undefined = undefined;
   private successesSampled: boolean | undefined = undefined;
 
@@ -94,6 +102,7 @@ export class RequestAccount {
       category: category as ErrorCategory,
       latencyMs: elapsedSeconds * 1000,
       units,
+      computeUnits: this.weights.of(method) * units,
     });
     // Sampling first: an unsampled success allocates nothing. One draw per request for its successes: a
     // batch of 100 at 1% then costs a set of rows in 1% of batches instead of about one row in 63% of them.
@@ -108,9 +117,13 @@ export class RequestAccount {
       if (successes || log.wants(category)) this.logRow(method, category, elapsedSeconds, reason, i);
   }
 
-  /** `units` response objects returned: counted against the key's quota (none for public / node keys). */
+  /**
+   * `units` response objects returned: counted against the key's quota (none for public / node keys), and
+   * the message's compute units against the compute-unit quota (once per message: the caller serves once).
+   */
   served(units: number): void {
-    if (this.key !== undefined) this.sinks.limits.recordServed(this.key, units);
+    if (this.key !== undefined)
+      this.sinks.limits.recordServed(this.key, units, Math.max(this.computeUnits, 0));
   }
 
   /** Whether sampled records wait for `logged` (the client's address is worked out only then). */
@@ -154,6 +167,7 @@ export class RequestAccount {
       requestId: this.requestId,
       item,
       clientIp: null,
+      computeUnits: this.weights.of(method),
     });
   }
 }

@@ -16,6 +16,8 @@ import {
   planUnits,
   refusalJson,
 } from "../forward/forward";
+import type { RateUnit } from "../limits/admission";
+import type { Flight } from "../limits/concurrency";
 import type { MethodPolicy } from "../policy/method-policy";
 import type { RateLimitResult } from "../ratelimit/rate-limiter";
 import { type BatchItem, isItemError, parseRpcBody, type RpcCall } from "../rpc/parse";
@@ -25,6 +27,9 @@ import type { NetworkPool } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 import { type AccountSinks, RequestAccount, type Transport } from "./account";
 import { type AdmissionRefusal, admit, type LimitsEndpoint } from "./admit";
+
+/** A request's tenant before admission sets it (never used to forward). */
+const NO_FLIGHT: Flight = Object.freeze({ id: "", max: 0, maxHeavy: 0 });
 
 /** What a pipeline step returns: a promise only when it has to wait (key lookup, upstream call). */
 export type Pending = Promise<void> | void;
@@ -67,6 +72,8 @@ export abstract class PipelineRequest extends RequestAccount {
   retryAfterS = 0;
   /** The rate decision, for X-RateLimit-* headers; undefined before admission. */
   rate: RateLimitResult | undefined = undefined;
+  /** The unit of `rate` (X-RateLimit-Unit; "" = requests, no compute-unit window applied). */
+  rateUnit: RateUnit = "";
   /** The single request's method once parsed (whole-request failures are recorded under it). */
   method = OTHER_METHOD;
   /** The id of a whole-request answer: the single call's once parsed ("null" for a batch, or before). */
@@ -76,8 +83,8 @@ export abstract class PipelineRequest extends RequestAccount {
   policy: MethodPolicy;
   /** The app's own method rules (access rules), if any. */
   rules: MethodRules | undefined = undefined;
-  /** The concurrency caps' tenant: the key's limit id, else `ip:{bucket}` (set at admission). */
-  flightId = "";
+  /** The concurrency caps' tenant and its caps: the key's (its plan's), else `ip:{bucket}` (set at admission). */
+  flight: Flight = NO_FLIGHT;
   /** Public endpoint: the client's address bucket (the per-second identity); undefined with a key. */
   ipBucket: string | undefined = undefined;
   /** The endpoint's stage between admission and forwarding; undefined = forward to `pool` as it is. */
@@ -100,6 +107,7 @@ export abstract class PipelineRequest extends RequestAccount {
     super(deps, transport, requestId, network, metricsNetwork, startedAt);
     this.pool = pool;
     this.policy = policy;
+    if (pool !== undefined) this.weights = pool.weights;
   }
 
   /** Writes the answer (`status`, `body` and the header fields) the transport's way. Called once. */
@@ -129,7 +137,9 @@ export abstract class PipelineRequest extends RequestAccount {
       if (parsed.call.idText !== undefined) this.idText = parsed.call.idText;
     }
     const cost = parsed.batch ? parsed.items.length : 1;
-    const refused = admit(this, cost, parsed.batch ? undefined : parsed.call.method);
+    const refused = parsed.batch
+      ? admit(this, cost, undefined, parsed.items)
+      : admit(this, cost, parsed.call.method);
     if (refused !== undefined) {
       return this.refuse(refused, this.idText, parsed.batch ? parsed.items : undefined);
     }
@@ -150,7 +160,7 @@ export abstract class PipelineRequest extends RequestAccount {
 
   /** A single call through the forwarding core, answered by `answerCall`. */
   forwardSingle(call: RpcCall): Pending {
-    const out = forwardCall(this.deps, this.pool!, this.policy, this.flightId, call, this.rules, this.trace);
+    const out = forwardCall(this.deps, this.pool!, this.policy, this.flight, call, this.rules, this.trace);
     return out instanceof Promise ? out.then((o) => this.answerCall(call, o)) : this.answerCall(call, out);
   }
 
@@ -207,15 +217,7 @@ export abstract class PipelineRequest extends RequestAccount {
     const plan = planBatch(items, this.requestId, (c) => elementRefusal(c, pool, policy, rules));
     const keeps = this.stage?.keepsAnswer;
     if (verbatim !== undefined && keeps !== undefined && plan.forward.some(keeps)) verbatim = undefined;
-    const done = await forwardPlan(
-      this.deps,
-      pool,
-      this.flightId,
-      plan,
-      this.requestId,
-      verbatim,
-      this.trace,
-    );
+    const done = await forwardPlan(this.deps, pool, this.flight, plan, this.requestId, verbatim, this.trace);
     if (this.gone) return;
     if (done.overCap !== undefined) return this.refuseOverCap(done.overCap, "null", items);
     const after = this.stage?.afterCall;

@@ -80,6 +80,15 @@ export function appQuotaKeys(names: RedisNames): QuotaKeys {
   };
 }
 
+/** The workspace compute-unit quota's keys: `cu:{workspaceId}:...` (the tracker's ids are workspace ids). */
+export function computeUnitQuotaKeys(names: RedisNames): QuotaKeys {
+  return {
+    seq: (id, instanceId) => names.computeUnitQuotaFlushSeq(id, instanceId),
+    day: (id, dayKey) => names.computeUnitQuotaDay(id, dayKey),
+    month: (id, monthKey) => names.computeUnitQuotaMonth(id, monthKey),
+  };
+}
+
 export interface RedisQuotaStoreOptions {
   redis: RedisClient;
   names: RedisNames;

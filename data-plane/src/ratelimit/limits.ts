@@ -3,7 +3,13 @@ import { env } from "../../../shared/src/config/env";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient, RedisNodeAddress } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
-import { appQuotaKeys, MemoryQuotaStore, RedisQuotaStore } from "../quota/quota-store";
+import {
+  appQuotaKeys,
+  computeUnitQuotaKeys,
+  MemoryQuotaStore,
+  type QuotaKeys,
+  RedisQuotaStore,
+} from "../quota/quota-store";
 import { NoopQuotaTracker, type QuotaTracker, ReconciledQuotaTracker } from "../quota/quota-tracker";
 import type { Clock } from "./clock";
 import { LocalRateLimiter, NoopRateLimiter, type RateLimiter } from "./rate-limiter";
@@ -42,6 +48,11 @@ export interface Limits {
    * quota; only apps with a cap are counted. Follows QUOTA_MODE.
    */
   readonly appQuota: QuotaTracker;
+  /**
+   * Workspaces' daily / monthly compute units (plans with `dailyComputeUnitLimit` or
+   * `monthlyComputeUnitLimit`), per workspace id under their own keys, reconciled like the workspace quota.
+   */
+  readonly computeUnitQuota: QuotaTracker;
   /** Starts the background loops (Redis connection opens by itself). */
   start(): void;
   /** Stops the loops, flushes the quota counts, closes the connection. */
@@ -106,46 +117,39 @@ export function createLimits(
   const rateLimiter: RateLimiter =
     reconciled ??
     (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter({ clock, counts }) : new NoopRateLimiter());
-  const tracker =
+  const quotaTracker = (keys: QuotaKeys | undefined) =>
     config.QUOTA_MODE === "off"
       ? undefined
       : new ReconciledQuotaTracker({
           store:
             config.QUOTA_MODE === "redis"
-              ? new RedisQuotaStore({ redis: redis!, names })
+              ? new RedisQuotaStore({ redis: redis!, names, keys })
               : new MemoryQuotaStore(),
           flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
           flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
           clock,
           logger,
         });
-  const appTracker =
-    config.QUOTA_MODE === "off"
-      ? undefined
-      : new ReconciledQuotaTracker({
-          store:
-            config.QUOTA_MODE === "redis"
-              ? new RedisQuotaStore({ redis: redis!, names, keys: appQuotaKeys(names) })
-              : new MemoryQuotaStore(),
-          flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
-          flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
-          clock,
-          logger,
-        });
+  const tracker = quotaTracker(undefined);
+  const appTracker = quotaTracker(appQuotaKeys(names));
+  const cuTracker = quotaTracker(computeUnitQuotaKeys(names));
   return {
     rateLimiter,
     quota: tracker ?? new NoopQuotaTracker(),
     appQuota: appTracker ?? new NoopQuotaTracker(),
+    computeUnitQuota: cuTracker ?? new NoopQuotaTracker(),
     start() {
       reconciled?.start();
       tracker?.start();
       appTracker?.start();
+      cuTracker?.start();
     },
     async close() {
       await reconciled?.stop();
       await Promise.all([
         tracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS),
         appTracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS),
+        cuTracker?.close(config.QUOTA_CLOSE_TIMEOUT_MS),
       ]);
       redis?.disconnect();
     },

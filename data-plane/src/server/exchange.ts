@@ -38,7 +38,8 @@ export interface ExchangeTracker {
  */
 const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
-const EXPOSE_HEADERS = "X-Request-Id, X-Cache, X-RateLimit-Limit, X-RateLimit-Remaining, Retry-After";
+const EXPOSE_HEADERS =
+  "X-Request-Id, X-Cache, X-Compute-Units, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Unit, Retry-After";
 
 /** A dedicated node's route: the node named in the path and the key as sent (path, query or header). */
 export interface NodeRoute {
@@ -380,7 +381,11 @@ export class RpcExchange extends PipelineRequest implements AppCredentials {
     }
     if (this.cache !== "") block += `\r\nx-cache: ${this.cache}`;
     const rl = rateLimitHeaders(this.rate);
-    if (rl !== undefined) block += `\r\nx-ratelimit-limit: ${rl[0]}\r\nx-ratelimit-remaining: ${rl[1]}`;
+    if (rl !== undefined) {
+      block += `\r\nx-ratelimit-limit: ${rl[0]}\r\nx-ratelimit-remaining: ${rl[1]}`;
+      if (this.rateUnit !== "") block += `\r\nx-ratelimit-unit: ${this.rateUnit}`;
+    }
+    if (this.computeUnits >= 0) block += `\r\nx-compute-units: ${this.computeUnits}`;
     if (this.retryAfterS > 0) block += `\r\nretry-after: ${this.retryAfterS}`;
     const close = this.tracker.closing;
     if (status === 204) {

@@ -1,5 +1,6 @@
 import { type ErrorRow, responseTooLargeRow } from "../../../shared/src/jsonrpc/errors";
 import type { NetworkRecord, UpstreamHealth } from "../../../shared/src/redis/records";
+import { MethodWeights, UNIT_WEIGHTS } from "../limits/compute-units";
 import type { Metrics } from "../metrics/metrics";
 import type { RpcCall } from "../rpc/parse";
 import { type Need, restricts } from "./capabilities";
@@ -55,6 +56,8 @@ export interface PoolOptions extends UpstreamOptions {
  */
 export class NetworkPool {
   record: NetworkRecord;
+  /** The record's method weights in compute units, rebuilt with each record (admission weighs requests). */
+  weights: MethodWeights = UNIT_WEIGHTS;
   private readonly members: PoolMembership;
   private readonly heads: HeadTracker;
   /** Finalized head and reorgs (undefined when CACHE_FINALITY_ENABLED is off). */
@@ -122,6 +125,7 @@ export class NetworkPool {
 
   /** Applies a new record: keeps unchanged upstreams (and their health), adds new, closes removed. */
   update(record: NetworkRecord): void {
+    this.weights = record.methodCosts === undefined ? UNIT_WEIGHTS : new MethodWeights(record.methodCosts);
     this.record = record;
     this.exchanges.batchesRefused = false;
     const added = this.members.update(record);
@@ -236,6 +240,11 @@ export class NetworkPool {
     traceparent?: string,
   ): Promise<{ ok: true; value: VerbatimReply } | { ok: false; error: ErrorRow }> {
     return this.exchanges.verbatim(text, calls, traceparent);
+  }
+
+  /** Upstream exchanges callBatch starts for `calls` (see BatchRouter.exchangesFor). */
+  exchangesFor(calls: readonly OutgoingCall[]): number {
+    return this.batches.exchangesFor(calls);
   }
 
   /** Whether callBatch handles any of `calls` on its own (see BatchRouter.sendsApart). */

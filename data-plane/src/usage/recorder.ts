@@ -29,6 +29,8 @@ export interface UsageContext {
   latencyMs: number;
   /** Request objects this record stands for (default 1). */
   units?: number;
+  /** Compute units of those request objects (their method's weight each); default: `units` (weight 1). */
+  computeUnits?: number;
 }
 
 /** Usage recording capability the request path calls. `record` is synchronous and O(1). */
@@ -131,6 +133,7 @@ interface Agg {
   method: string;
   category: ErrorCategory;
   count: number;
+  computeUnits: number;
   latencySumMs: number;
   /** The only bucket observed while `buckets` is null (-1 until the row's first record). */
   bucket: number;
@@ -275,6 +278,8 @@ export class RedisUsageRecorder implements UsageRecorder {
     const latency = Number.isFinite(ctx.latencyMs) && ctx.latencyMs > 0 ? ctx.latencyMs : 0;
     const b = bucketIndex(latency);
     a.count += units;
+    const cu = ctx.computeUnits;
+    a.computeUnits += cu !== undefined && cu >= 0 ? Math.floor(cu) : units;
     a.latencySumMs += latency * units;
     if (a.buckets === null) {
       if (a.bucket === -1) a.bucket = b;
@@ -322,6 +327,7 @@ export class RedisUsageRecorder implements UsageRecorder {
         method,
         category,
         count: 0,
+        computeUnits: 0,
         latencySumMs: 0,
         bucket: -1,
         buckets: null,
@@ -509,6 +515,7 @@ function toUsageRow(a: Agg): UsageRow {
     method: a.method,
     category: a.category,
     count: a.count,
+    computeUnits: a.computeUnits,
     latencySumMs: Math.round(a.latencySumMs * 1000) / 1000,
     buckets,
   };

@@ -112,7 +112,9 @@ export class WsMessages {
       return;
     }
     const n = items.length;
-    let refusal: WholeRefusal | undefined = admit(req, n, parsed.batch ? undefined : parsed.call.method);
+    let refusal: WholeRefusal | undefined = parsed.batch
+      ? admit(req, n, undefined, items)
+      : admit(req, n, parsed.call.method);
     const cap = this.ctx.config.WS_MAX_IN_FLIGHT_PER_CONNECTION;
     if (refusal === undefined && s.inFlight + n > cap) refusal = { row: WsLimitError.InFlight, limit: cap };
     if (refusal !== undefined) {
@@ -247,7 +249,7 @@ export class WsMessages {
     }
     if (plan.forward.length > 0) {
       pending.push(
-        forwardPlan(req.deps, pool, req.flightId, plan, requestId, text, req.trace).then((done) => {
+        forwardPlan(req.deps, pool, req.flight, plan, requestId, text, req.trace).then((done) => {
           if (done.overCap === undefined) return;
           // Over a concurrency cap: every forwarded element gets the refusal (the others keep their answers).
           const reason = GatewayError.ConcurrencyLimit.reason;

@@ -38,6 +38,11 @@ export enum JobName {
   WebhookQuotaCheck = "webhook-quota-check",
   /** Repeatable: deletes deliveries (and their attempts) older than the retention. */
   WebhookRetention = "webhook-retention",
+  /**
+   * Repeatable: emits usage.daily (the previous UTC day's totals) once per workspace and day, for workspaces
+   * with an endpoint subscribed to it; a payload `day` names another finished day (backfill, tests).
+   */
+  UsageDaily = "usage-daily",
   /** Repeatable (usage queue): creates request-log day partitions ahead, drops those past the retention. */
   RequestLogPartitions = "request-log-partitions",
 }
@@ -68,6 +73,12 @@ export interface WebhookEventPayload {
   data: Record<string, unknown>;
 }
 
+/** Payload of JobName.UsageDaily: no `day` = the previous UTC day once it is settled. */
+export interface UsageDailyPayload {
+  /** `YYYY-MM-DD`, a UTC day before today. */
+  day?: string;
+}
+
 /** Job id of an event's fan-out: one per event, so re-queueing it is a no-op. */
 export function webhookFanoutJobId(eventId: string): string {
   return `fanout-${eventId}`;
@@ -91,5 +102,6 @@ export interface JobPayloads {
   [JobName.WebhookDeliver]: { deliveryId: string };
   [JobName.WebhookQuotaCheck]: Record<string, never>;
   [JobName.WebhookRetention]: Record<string, never>;
+  [JobName.UsageDaily]: UsageDailyPayload;
   [JobName.RequestLogPartitions]: Record<string, never>;
 }

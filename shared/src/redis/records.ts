@@ -83,6 +83,11 @@ export const AccessRecordSchema = z.object({
   methods: z.array(z.string()),
   /** The app's own per-second cap; the plan's `requestsPerSecond` still applies when lower. */
   requestsPerSecond: z.number().int().positive().nullable(),
+  /**
+   * The app's own per-second cap in compute units (its request objects' method weights); the plan's
+   * `computeUnitsPerSecond` still applies when lower. Null or absent = none.
+   */
+  computeUnitsPerSecond: z.number().int().positive().nullable().optional(),
   /** The app's own cap on response units per UTC day (the workspace's daily limit still applies). */
   requestsPerDay: z.number().int().positive().nullable(),
   /** Allowed `User-Agent` glob patterns (`*` = any run of characters); empty = any user agent. */
@@ -98,6 +103,7 @@ export function hasAccessRules(r: AccessRecord): boolean {
     r.methodMode === "ALLOW" ||
     r.methods.length > 0 ||
     r.requestsPerSecond !== null ||
+    (r.computeUnitsPerSecond ?? null) !== null ||
     r.requestsPerDay !== null ||
     r.userAgents.length > 0 ||
     r.jwt !== null

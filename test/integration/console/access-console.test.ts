@@ -162,6 +162,32 @@ describe("console: access rules and JWT keys (Chromium -> /console -> GraphQL; d
     );
   });
 
+  it("sets the app's cap in compute units; the data plane weighs calls by the network's weights", async () => {
+    const form = page.getByRole("form", { name: "Access rules" });
+    // Above the highest cap accepted (1,000,000,000/s): the server's refusal shows on the field.
+    await form.locator('input[name="computeUnitsPerSecond"]').fill("2000000000");
+    await form.getByRole("button", { name: "Save access rules" }).click();
+    await page.locator('.field-error[data-field="computeUnitsPerSecond"]').waitFor();
+    // eth_blockNumber weighs 10 in the seeded platform table: a cap of 25 lets two through per second.
+    await form.locator('input[name="computeUnitsPerSecond"]').fill("25");
+    await form.getByRole("button", { name: "Save access rules" }).click();
+    await form.getByRole("status").filter({ hasText: "Saved" }).waitFor();
+    await eventually(async () => {
+      await nextSecond();
+      const burst = await Promise.all(Array.from({ length: 4 }, () => rpc(endpoint, "eth_blockNumber")));
+      const capped = burst.filter((r) => r.status === 429 && r.body.error.data.reason === "app_rate_limit");
+      return burst.filter((r) => r.status === 200).length <= 2 && capped[0]?.body.error.data.limit === 25;
+    }, "the app's compute-unit cap applied");
+    await form.locator('input[name="computeUnitsPerSecond"]').fill("");
+    await form.getByRole("button", { name: "Save access rules" }).click();
+    await form.getByRole("status").filter({ hasText: "Saved" }).waitFor();
+    await eventually(async () => {
+      await nextSecond();
+      const burst = await Promise.all(Array.from({ length: 4 }, () => rpc(endpoint, "eth_blockNumber")));
+      return burst.every((r) => r.status === 200);
+    }, "the cap cleared");
+  });
+
   it("registers JWT keys (bad PEM inline, a 4th refused), requires JWTs: no token 401, a signed one served", async () => {
     const card = page.locator('[data-card="JWT"]');
     const add = page.getByRole("form", { name: "Add JWT key" });

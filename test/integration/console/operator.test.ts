@@ -141,9 +141,119 @@ describe("console: operator pages (Chromium -> /console -> GraphQL; data plane h
       async () => (await ent.getByTestId("self-service").textContent()) === "yes",
       "enterprise self-service",
     );
-    const plans = await h.ok(`{ plans { name selfService } }`, {}, ADMIN_TOKEN);
+    const plans = await h.ok(`{ plans { name selfService maxApps } }`, {}, ADMIN_TOKEN);
     assert.equal(plans.plans.find((p: { name: string }) => p.name === "enterprise").selfService, true);
     await shot("operator-plans");
+  });
+
+  it("plans: the concurrency caps per key are shown and edited (empty = the data plane's default)", async () => {
+    const growth = page.locator('tr[data-plan="growth"]');
+    assert.equal(await growth.getByTestId("in-flight").textContent(), "500 (32)");
+    await growth.getByRole("button", { name: "Edit" }).click();
+    const form = page.getByRole("form", { name: "Plan" });
+    assert.equal(await form.getByLabel("Calls in flight per key", { exact: true }).inputValue(), "500");
+    await form.getByLabel("Calls in flight per key", { exact: true }).fill("0");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await form.locator('[data-field="maxInFlightPerKey"]').waitFor();
+    await form.getByLabel("Calls in flight per key", { exact: true }).fill("750");
+    await form.getByLabel("Heavy calls in flight per key").fill("");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await eventually(
+      async () => (await growth.getByTestId("in-flight").textContent()) === "750 (default)",
+      "growth's caps shown",
+    );
+    const d = await h.ok(
+      `{ plans { name maxApps maxInFlightPerKey maxHeavyInFlightPerKey } }`,
+      {},
+      ADMIN_TOKEN,
+    );
+    assert.deepEqual(
+      d.plans.find((p: { name: string }) => p.name === "growth"),
+      { name: "growth", maxApps: 100, maxInFlightPerKey: 750, maxHeavyInFlightPerKey: null },
+      "saved, and the form kept the plan's maxApps",
+    );
+    await shot("operator-plans-caps");
+  });
+
+  it("plans: the editor sets limits in compute units (blank = none) and the table shows them", async () => {
+    await page.getByRole("link", { name: "Plans" }).click();
+    await page.getByRole("heading", { name: "Plans", exact: true }).waitFor();
+    const form = page.getByRole("form", { name: "Plan" });
+    await form.getByLabel("Plan name").fill("cu-console");
+    await form.getByLabel("Requests per day").fill("100000");
+    await form.getByLabel("Requests per second", { exact: true }).fill("50");
+    await form.getByLabel("Compute units per second").fill("2500");
+    await form.getByLabel("Compute units per day").fill("9000000");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    const row = page.locator('tr[data-plan="cu-console"]');
+    await row.waitFor();
+    assert.equal(await row.getByTestId("cu-per-second").textContent(), "2,500");
+    const saved = await h.ok(
+      `{ plans { name computeUnitsPerSecond dailyComputeUnitLimit monthlyComputeUnitLimit } }`,
+      {},
+      ADMIN_TOKEN,
+    );
+    assert.deepEqual(
+      saved.plans.find((p: { name: string }) => p.name === "cu-console"),
+      {
+        name: "cu-console",
+        computeUnitsPerSecond: 2500,
+        dailyComputeUnitLimit: 9_000_000,
+        monthlyComputeUnitLimit: null,
+      },
+    );
+    // A bad value: the server's error is shown, nothing changes.
+    await row.getByRole("button", { name: "Edit" }).click();
+    await form.getByLabel("Compute units per second").fill("0");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await form.getByText(/computeUnitsPerSecond must be a positive integer/).waitFor();
+    // Blank: no limit in compute units any more.
+    await form.getByLabel("Compute units per second").fill("");
+    await form.getByRole("button", { name: "Save plan" }).click();
+    await eventually(
+      async () => (await row.getByTestId("cu-per-second").textContent()) === "–",
+      "the plan's compute units per second cleared",
+    );
+    // The seeded plans count requests only.
+    assert.equal(await page.locator('tr[data-plan="free"]').getByTestId("cu-per-second").textContent(), "–");
+  });
+
+  it("compute units: the platform table, a network override that reaches the network record, its removal", async () => {
+    await page.getByRole("link", { name: "Compute units" }).click();
+    await page.getByRole("heading", { name: "Compute units", exact: true }).waitFor();
+    const table = page.getByRole("table", { name: "Method weights" });
+    const units = (method: string) => table.locator(`tr[data-method="${method}"]`).getByTestId("units");
+    await units("eth_call").waitFor();
+    assert.equal(await units("eth_call").textContent(), "26");
+    assert.equal(await units("eth_getLogs").textContent(), "75");
+    assert.match((await page.getByTestId("default-units").textContent()) ?? "", /20 compute units/);
+    await page.getByLabel("Weights of").selectOption("local-evm");
+    await page.getByRole("heading", { name: "Set a weight for local-evm" }).waitFor();
+    const form = page.getByRole("form", { name: "Set a weight" });
+    // Hostile input is refused with the server's message.
+    await form.getByLabel("Method").fill("eth call; drop");
+    await form.getByLabel("Compute units").fill("5");
+    await form.getByRole("button", { name: "Save weight" }).click();
+    await form.getByText(/method must be a JSON-RPC method name/).waitFor();
+    await form.getByLabel("Method").fill("eth_call");
+    await form.getByLabel("Compute units").fill("-3");
+    await form.getByRole("button", { name: "Save weight" }).click();
+    await form.getByText(/units must be a whole number 0\.\.1000000/).waitFor();
+    await form.getByLabel("Compute units").fill("40");
+    await form.getByRole("button", { name: "Save weight" }).click();
+    await eventually(async () => (await units("eth_call").textContent()) === "40", "the override listed");
+    const record = async () =>
+      JSON.parse((await h.redis.hget(h.names.networks(), "local-evm")) ?? "{}") as {
+        methodCosts?: { methods: Record<string, number> };
+      };
+    assert.equal((await record()).methodCosts?.methods.eth_call, 40, "published in the network record");
+    await shot("operator-compute-units");
+    await table
+      .locator('tr[data-method="eth_call"]')
+      .getByRole("button", { name: "Remove override" })
+      .click();
+    await eventually(async () => (await units("eth_call").textContent()) === "26", "back to the platform's");
+    assert.equal((await record()).methodCosts?.methods.eth_call, 26);
   });
 
   it("workspaces: plan, members and today's usage against the limit; changes the plan", async () => {

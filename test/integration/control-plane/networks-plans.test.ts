@@ -186,6 +186,9 @@ describe("control-plane: networks and plans", () => {
       dailyRequestLimit: 1000,
       requestsPerSecond: 5,
       monthlyRequestLimit: 20000,
+      // Not in the input: the seeded caps stay.
+      maxInFlightPerKey: 50,
+      maxHeavyInFlightPerKey: 4,
     });
     assert.deepEqual(JSON.parse((await h.redis.hget(h.names.plans(), "free"))!), rec.plan);
 

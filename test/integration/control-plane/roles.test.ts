@@ -236,6 +236,12 @@ describe("control-plane: roles (every workspace resolver x every role)", functio
       allowed: ALL_MEMBERS,
     },
     {
+      name: "usageStatement(workspaceId)",
+      query: `query($w: ID, $m: String!) { usageStatement(workspaceId: $w, month: $m) { requests computeUnits csv } }`,
+      vars: async () => ({ w: ws, m: new Date().toISOString().slice(0, 7) }),
+      allowed: ADMINS,
+    },
+    {
       name: "members(workspaceId)",
       query: `query($w: ID) { members(workspaceId: $w) { id email role } }`,
       vars: async () => ({ w: ws }),

@@ -90,23 +90,30 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
     assert.match(metrics, /rpcgw_limit_refusals_total\{endpoint="app",reason="concurrency_limit"\} 3/);
   });
 
-  it("HTTP batches hold one slot per forwarded element; over the cap the batch is refused whole", async () => {
+  it("HTTP batches hold one slot per upstream exchange; over the cap a batch is refused whole", async () => {
     const held = Promise.all(Array.from({ length: 3 }, (_, i) => post(urlA, getLogs(i))));
     await until(() => flightsA() === 3, "3 calls in flight");
-    const batch = await post(urlA, [getLogs(10), getLogs(11), getLogs(12)]);
-    assert.equal(batch.status, 429, batch.text);
-    assert.equal(batch.json.id, null);
-    assert.equal(batch.json.error.data.reason, GatewayError.ConcurrencyLimit.reason);
-    const small = await post(urlA, [getLogs(20), getLogs(21)]);
-    assert.equal(small.status, 200, small.text);
-    assert.equal(small.json.length, 2);
+    // One upstream: a batch goes in one exchange and holds one slot, whatever its size.
+    const batches = Promise.all([
+      post(urlA, [getLogs(10), getLogs(11), getLogs(12)]),
+      post(urlA, [getLogs(13), getLogs(14)]),
+    ]);
+    await until(() => flightsA() === CAP, "3 calls and 2 batches in flight: the cap");
+    const over = await post(urlA, [getLogs(20), getLogs(21)]);
+    assert.equal(over.status, 429, over.text);
+    assert.equal(over.json.id, null);
+    assert.equal(over.json.error.data.reason, GatewayError.ConcurrencyLimit.reason);
+    const single = await post(urlA, getLogs(22));
+    assert.equal(single.status, 429, "separate calls are still refused past the cap");
+    for (const b of await batches) assert.equal(b.status, 200, b.text);
     assert.deepEqual(tally(await held), { "200 ok": 3 });
-    // With nothing in flight, a batch larger than the cap still goes through (it is not refused forever).
-    const big = await post(
+    // With nothing in flight, a batch larger than the cap goes through, holding one slot.
+    const big = post(
       urlA,
       Array.from({ length: CAP + 2 }, (_, i) => getLogs(30 + i)),
     );
-    assert.equal(big.status, 200, big.text);
+    await until(() => flightsA() === 1, "the big batch holds one slot");
+    assert.equal((await big).status, 200);
   });
 
   it("WebSocket shares the key's budget with HTTP; refusals are per-element error objects", async () => {
@@ -123,9 +130,9 @@ describe("data plane: per-key cap on upstream calls in flight", function () {
       assert.equal(refused[0].error.data.limit, CAP);
       assert.equal(answers.filter((m) => m.result !== undefined).length, 2);
       assert.deepEqual(tally(await http), { "200 ok": 3 });
-      // A WS batch over the remaining budget: its forwarded elements are refused, the socket stays open.
-      const held = Promise.all(Array.from({ length: 4 }, (_, i) => post(urlA, getLogs(i))));
-      await until(() => flightsA() === 4, "4 calls in flight");
+      // A WS batch with no slot left: its forwarded elements are refused, the socket stays open.
+      const held = Promise.all(Array.from({ length: CAP }, (_, i) => post(urlA, getLogs(i))));
+      await until(() => flightsA() === CAP, "CAP calls in flight");
       ws.sendRaw(JSON.stringify([{ ...getLogs(900) }, { jsonrpc: "2.0", id: 901, method: "eth_chainId" }]));
       await ws.until(() => ws.messages.some((m) => Array.isArray(m)), 5_000, "batch answer");
       const batch = ws.messages.find((m) => Array.isArray(m)) as {

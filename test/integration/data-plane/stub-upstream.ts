@@ -13,6 +13,11 @@ export class StubUpstream {
   refuseBatches = false;
   /** Extra latency per exchange. */
   delayMs = 0;
+  /** While set, exchanges carrying `gateMethod` wait for it before they are answered (see hold). */
+  private gate: Promise<void> | undefined;
+  private gateMethod = "";
+  /** Calls of the held method in exchanges hold() held so far (a batch's elements count each). */
+  held = 0;
   /** Extra latency of exchanges carrying these methods (e.g. a slow eth_getLogs next to fast eth_chainId). */
   readonly methodDelayMs = new Map<string, number>();
   /** `Retry-After` header value in mode http429 ("" = none). */
@@ -78,6 +83,24 @@ export class StubUpstream {
     this.refusedSingles = 0;
     this.largestBatch = 0;
     this.maxInFlight.clear();
+  }
+
+  /**
+   * Holds every exchange carrying `method` that arrives from now on at the node until the returned
+   * function is called (health probes and other calls pass): a test knows what is in flight without
+   * relying on how long a delay lasts.
+   */
+  hold(method: string): () => void {
+    this.gateMethod = method;
+    this.held = 0;
+    let release = () => {};
+    this.gate = new Promise<void>((r) => {
+      release = r;
+    });
+    return () => {
+      this.gate = undefined;
+      release();
+    };
   }
 
   /** Most calls of `method` being answered at once since reset(). */
@@ -147,6 +170,10 @@ export class StubUpstream {
     let delay = this.delayMs;
     for (const r of list) delay = Math.max(delay, this.methodDelayMs.get(r?.method ?? "") ?? 0);
     if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    if (this.gate !== undefined && methods.includes(this.gateMethod)) {
+      for (const m of methods) if (m === this.gateMethod) this.held++;
+      await this.gate;
+    }
     if (this.mode === "hang") return;
     if (this.mode === "http429") {
       const headers: Record<string, string> = { "content-type": "text/plain" };

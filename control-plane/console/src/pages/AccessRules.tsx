@@ -45,6 +45,7 @@ export function AccessRulesCard({
   const [methods, setMethods] = useState(r.methods.join("\n"));
   const [rps, setRps] = useState(r.requestsPerSecond === null ? "" : String(r.requestsPerSecond));
   const [daily, setDaily] = useState(r.requestsPerDay === null ? "" : String(r.requestsPerDay));
+  const [cups, setCups] = useState(r.computeUnitsPerSecond === null ? "" : String(r.computeUnitsPerSecond));
   const [agents, setAgents] = useState(r.userAgents.join("\n"));
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -55,6 +56,7 @@ export function AccessRulesCard({
     setMethods(r.methods.join("\n"));
     setRps(r.requestsPerSecond === null ? "" : String(r.requestsPerSecond));
     setDaily(r.requestsPerDay === null ? "" : String(r.requestsPerDay));
+    setCups(r.computeUnitsPerSecond === null ? "" : String(r.computeUnitsPerSecond));
     setAgents(r.userAgents.join("\n"));
   }, [r]);
 
@@ -72,6 +74,7 @@ export function AccessRulesCard({
             methodMode: mode,
             methods: methodList(methods),
             requestsPerSecond: capValue(rps),
+            computeUnitsPerSecond: capValue(cups),
             requestsPerDay: capValue(daily),
             userAgents: lineList(agents),
           },
@@ -99,6 +102,8 @@ export function AccessRulesCard({
           </dd>
           <dt>Requests per second</dt>
           <dd>{r.requestsPerSecond === null ? "the plan's limit" : fmtNum(r.requestsPerSecond)}</dd>
+          <dt>Compute units per second</dt>
+          <dd>{r.computeUnitsPerSecond === null ? "the plan's limit" : fmtNum(r.computeUnitsPerSecond)}</dd>
           <dt>Requests per day</dt>
           <dd>{r.requestsPerDay === null ? "the workspace's limit" : fmtNum(r.requestsPerDay)}</dd>
           <dt>User agents</dt>
@@ -147,6 +152,15 @@ export function AccessRulesCard({
               onChange={(e) => setRps(e.target.value)}
             />
           </Field>
+          <Field className="grow" label="Compute units per second (empty: the plan's)">
+            <input
+              name="computeUnitsPerSecond"
+              type="number"
+              min={1}
+              value={cups}
+              onChange={(e) => setCups(e.target.value)}
+            />
+          </Field>
           <Field className="grow" label="Requests per day (empty: no app cap)">
             <input
               name="requestsPerDay"
@@ -158,6 +172,7 @@ export function AccessRulesCard({
           </Field>
         </div>
         <FieldError error={error} field="requestsPerSecond" />
+        <FieldError error={error} field="computeUnitsPerSecond" />
         <FieldError error={error} field="requestsPerDay" />
         <Field
           label="Allowed User-Agent patterns (one per line, * = anything; empty: any)"
@@ -172,7 +187,10 @@ export function AccessRulesCard({
             onChange={(e) => setAgents(e.target.value)}
           />
         </Field>
-        <FormError error={error} fields={["methods", "requestsPerSecond", "requestsPerDay", "userAgents"]} />
+        <FormError
+          error={error}
+          fields={["methods", "requestsPerSecond", "computeUnitsPerSecond", "requestsPerDay", "userAgents"]}
+        />
         <div className="row">
           <button type="submit" disabled={busy}>
             {busy ? "Saving…" : "Save access rules"}

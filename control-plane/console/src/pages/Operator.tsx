@@ -51,6 +51,7 @@ export function OperatorNav() {
     <nav className="row wrap operator-nav" aria-label="Operator">
       <Link to="/operator/networks">Networks &amp; upstreams</Link>
       <Link to="/operator/plans">Plans</Link>
+      <Link to="/operator/compute-units">Compute units</Link>
       <Link to="/operator/workspaces">Workspaces</Link>
       <Link to="/operator/usage">Platform usage</Link>
     </nav>
@@ -376,7 +377,12 @@ function CreateNetwork({ onCreated }: { onCreated: () => void }) {
 }
 
 const PLAN_FIELDS =
-  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes selfService";
+  "id name dailyRequestLimit requestsPerSecond monthlyRequestLimit maxDedicatedNodes maxApps maxInFlightPerKey maxHeavyInFlightPerKey selfService computeUnitsPerSecond dailyComputeUnitLimit monthlyComputeUnitLimit";
+
+/** A cap field: empty = null (the data plane's default); text that is no number is sent as it is, for the API's error. */
+const capValue = (v: string): number | string | null =>
+  v.trim() === "" ? null : Number.isFinite(Number(v)) ? Number(v) : v;
+const capText = (v: number | null): string => (v === null ? "default" : fmtNum(v));
 
 export function OperatorPlansPage() {
   const q = useQuery(() => gql<{ plans: Plan[] }>(`{ plans { ${PLAN_FIELDS} } }`), []);
@@ -395,7 +401,11 @@ export function OperatorPlansPage() {
                     <th>Plan</th>
                     <th>Requests / day</th>
                     <th>Requests / s</th>
+                    <th>CU / s</th>
+                    <th>CU / day</th>
+                    <th>CU / month</th>
                     <th>Dedicated nodes</th>
+                    <th>In flight / key (heavy)</th>
                     <th>Self-service</th>
                     <th />
                   </tr>
@@ -406,7 +416,13 @@ export function OperatorPlansPage() {
                       <td>{p.name}</td>
                       <td>{fmtNum(p.dailyRequestLimit)}</td>
                       <td>{fmtNum(p.requestsPerSecond)}</td>
+                      <td data-testid="cu-per-second">{fmtNum(p.computeUnitsPerSecond)}</td>
+                      <td>{fmtNum(p.dailyComputeUnitLimit)}</td>
+                      <td>{fmtNum(p.monthlyComputeUnitLimit)}</td>
                       <td>{fmtNum(p.maxDedicatedNodes)}</td>
+                      <td data-testid="in-flight">
+                        {capText(p.maxInFlightPerKey)} ({capText(p.maxHeavyInFlightPerKey)})
+                      </td>
                       <td data-testid="self-service">{p.selfService ? "yes" : "no"}</td>
                       <td className="actions">
                         <button type="button" className="secondary" onClick={() => setEditing(p)}>
@@ -438,6 +454,15 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
   const [daily, setDaily] = useState(String(plan?.dailyRequestLimit ?? ""));
   const [rps, setRps] = useState(String(plan?.requestsPerSecond ?? ""));
   const [nodes, setNodes] = useState(String(plan?.maxDedicatedNodes ?? 0));
+  const [inFlight, setInFlight] = useState(String(plan?.maxInFlightPerKey ?? ""));
+  const [heavy, setHeavy] = useState(String(plan?.maxHeavyInFlightPerKey ?? ""));
+  // Compute-unit limits: blank = none in that unit.
+  const [cu, setCu] = useState({
+    perSecond: String(plan?.computeUnitsPerSecond ?? ""),
+    daily: String(plan?.dailyComputeUnitLimit ?? ""),
+    monthly: String(plan?.monthlyComputeUnitLimit ?? ""),
+  });
+  const cuValue = (v: string) => (v.trim() === "" ? null : Number(v));
   const [selfService, setSelfService] = useState(plan?.selfService ?? false);
   const [error, setError] = useState<unknown>(null);
   const submit = async (e: FormEvent) => {
@@ -451,6 +476,13 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
           requestsPerSecond: Number(rps),
           monthlyRequestLimit: plan?.monthlyRequestLimit ?? null,
           maxDedicatedNodes: Number(nodes),
+          // Not edited here, but set on every upsert: kept as it is.
+          maxApps: plan?.maxApps ?? null,
+          maxInFlightPerKey: capValue(inFlight),
+          maxHeavyInFlightPerKey: capValue(heavy),
+          computeUnitsPerSecond: cuValue(cu.perSecond),
+          dailyComputeUnitLimit: cuValue(cu.daily),
+          monthlyComputeUnitLimit: cuValue(cu.monthly),
           selfService,
         },
       });
@@ -483,13 +515,36 @@ function PlanForm({ plan, onSaved }: { plan: Plan | null; onSaved: () => void })
           onChange={(e) => setRps(e.target.value)}
         />
         <input aria-label="Dedicated nodes" value={nodes} onChange={(e) => setNodes(e.target.value)} />
+        <input
+          aria-label="Calls in flight per key"
+          placeholder="in flight / key (default)"
+          value={inFlight}
+          onChange={(e) => setInFlight(e.target.value)}
+        />
+        <input
+          aria-label="Heavy calls in flight per key"
+          placeholder="heavy in flight (default)"
+          value={heavy}
+          onChange={(e) => setHeavy(e.target.value)}
+        />
+        {(["perSecond", "daily", "monthly"] as const).map((k) => (
+          <input
+            key={k}
+            aria-label={`Compute units ${k === "perSecond" ? "per second" : k === "daily" ? "per day" : "per month"}`}
+            placeholder={`CU / ${k === "perSecond" ? "s" : k === "daily" ? "day" : "month"} (blank: none)`}
+            value={cu[k]}
+            onChange={(e) => setCu({ ...cu, [k]: e.target.value })}
+          />
+        ))}
         <label>
           <input type="checkbox" checked={selfService} onChange={(e) => setSelfService(e.target.checked)} />{" "}
           Self-service
         </label>
         <button type="submit">Save plan</button>
       </div>
-      <FormError error={error} fields={[]} />
+      <FieldError error={error} field="maxInFlightPerKey" />
+      <FieldError error={error} field="maxHeavyInFlightPerKey" />
+      <FormError error={error} fields={["maxInFlightPerKey", "maxHeavyInFlightPerKey"]} />
     </form>
   );
 }

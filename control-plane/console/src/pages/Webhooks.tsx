@@ -14,7 +14,7 @@ import {
 } from "../ui";
 import { useWorkspace } from "../workspace";
 
-type EventType = "QUOTA_THRESHOLD" | "NODE_STATUS" | "VALIDATOR_STATUS" | "KEY_REGENERATED";
+type EventType = "QUOTA_THRESHOLD" | "NODE_STATUS" | "VALIDATOR_STATUS" | "KEY_REGENERATED" | "USAGE_DAILY";
 type DeliveryStatus = "PENDING" | "SUCCEEDED" | "FAILED";
 
 const EVENT_TYPES: { value: EventType; wire: string; help: string }[] = [
@@ -34,6 +34,7 @@ const EVENT_TYPES: { value: EventType; wire: string; help: string }[] = [
     wire: "key.regenerated",
     help: "an app's or a dedicated node's API key was replaced",
   },
+  { value: "USAGE_DAILY", wire: "usage.daily", help: "yesterday's usage totals, once a day (billing)" },
 ];
 const wire = (t: EventType) => EVENT_TYPES.find((e) => e.value === t)?.wire ?? t;
 

@@ -165,6 +165,35 @@ export class BatchRouter {
   }
 
   /**
+   * Upstream exchanges call() starts for `calls`, before any failover or retry: one per split eth_getLogs
+   * (its sub-calls run one after another per slot of LOGS_SPLIT_CONCURRENCY, as a single call's do), one
+   * for the elements that need a particular upstream, and the chunks the others are spread over (as
+   * routed() and spread() decide them). At least 1 for a non-empty batch.
+   */
+  exchangesFor(calls: readonly OutgoingCall[]): number {
+    let apart = 0;
+    let needy = 0;
+    let plain = 0;
+    let head = false;
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!;
+      if (c.method === "eth_getLogs" && this.logsSplit(c.params) !== undefined) {
+        apart++;
+        continue;
+      }
+      const need = this.selector.need(c);
+      if (need?.head === true) head = true;
+      if (need !== undefined && restricts(need)) needy = 1;
+      else plain++;
+    }
+    if (plain === 0) return Math.max(1, apart + needy);
+    const chunks = head
+      ? Math.max(1, Math.min(this.chunksFor(plain), this.selector.atHeadCount()))
+      : this.chunksFor(plain);
+    return apart + needy + chunks;
+  }
+
+  /**
    * Whether call() handles any of `calls` on its own: one that needs a particular upstream (see need;
    * a head read only prefers one), or an eth_getLogs whose range is split (see logsSplit).
    */

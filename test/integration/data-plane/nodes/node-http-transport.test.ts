@@ -90,6 +90,20 @@ describe("data plane: a dedicated node's HTTP endpoint is the app endpoints' HTT
     assert.ok(rec, "no request-log record");
     assert.equal(rec.transport, "node");
     assert.equal(rec.clientIp, "127.8.9.0/24");
+    // A dedicated node weighs every method 1 (docs/compute-units.md): the answer and the record say so.
+    assert.equal(r.headers.get("x-compute-units"), "1");
+    assert.equal(rec.computeUnits, 1);
+  });
+
+  it("a batch on the node endpoint reports its compute units: one per request object", async () => {
+    const batch = JSON.stringify([
+      { jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] },
+      { jsonrpc: "2.0", id: 2, method: "eth_blockNumber", params: [] },
+      { jsonrpc: "2.0", id: 3, method: "eth_chainId", params: [] },
+    ]);
+    const r = await post(nodeUrl(), batch);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get("x-compute-units"), "3");
   });
 
   it("a body that does not arrive in time: the connection is closed (slow-body timeout)", async () => {

@@ -15,7 +15,7 @@ import {
 
 /**
  * The per-tenant caps are the process's, not each thread's: a tenant whose connections the kernel spreads
- * over both threads still gets MAX_IN_FLIGHT_PER_KEY calls in flight and WS_MAX_CONNECTIONS_PER_KEY sockets
+ * over both threads still gets MAX_IN_FLIGHT_PER_KEY (or its plan's maxInFlightPerKey) calls in flight and WS_MAX_CONNECTIONS_PER_KEY sockets
  * in all (limits/tenant-counts.ts). Counted per thread, the same tenant would get up to twice as many.
  */
 
@@ -99,9 +99,8 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
     assert.equal(up.count("eth_call"), 5);
   });
 
-  it("MAX_IN_FLIGHT_PER_KEY=4, two calls held on each thread: a fifth is refused on either thread", async () => {
-    const key = await seeder.putKey({ workspaceId: "ws-caps", appId: "app-pinned", plan });
-    plane = await start({ MAX_IN_FLIGHT_PER_KEY: "4", MAX_HEAVY_IN_FLIGHT_PER_KEY: "0" });
+  /** Two calls held on each thread with a cap of 4: a fifth is refused on either thread (data.limit 4). */
+  const twoHeldPerThread = async (key: string, running: ThreadedPlane) => {
     const path = `/eth/rpc?apikey=${key}`;
     const call = (i: number) => ({
       jsonrpc: "2.0",
@@ -112,7 +111,7 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
     const conns: ThreadConnection[] = [];
     try {
       // Three kept-alive connections on each thread (a connection carries one request at a time).
-      for (const thread of [1, 2, 1, 2, 1, 2]) conns.push(await connectionOn(plane.port, thread));
+      for (const thread of [1, 2, 1, 2, 1, 2]) conns.push(await connectionOn(running.port, thread));
       const held: Promise<Answer>[] = [];
       for (let i = 0; i < 4; i++) {
         held.push(conns[i]!.post(path, call(i)));
@@ -126,6 +125,7 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
       ] as const) {
         assert.equal(a.status, 429, `thread ${thread}: ${a.status} ${a.text}`);
         assert.equal(a.json.error.data.reason, "concurrency_limit", a.text);
+        assert.equal(a.json.error.data.limit, 4, a.text);
       }
       assert.equal(up.count("eth_call"), 4, "no refused call reached the node");
       for (const a of await Promise.all(held)) assert.equal(a.status, 200, a.text);
@@ -138,6 +138,22 @@ describe("data plane with DATA_PLANE_THREADS=2: per-tenant caps count the whole 
     } finally {
       for (const c of conns) c.close();
     }
+  };
+
+  it("MAX_IN_FLIGHT_PER_KEY=4, two calls held on each thread: a fifth is refused on either thread", async () => {
+    const key = await seeder.putKey({ workspaceId: "ws-caps", appId: "app-pinned", plan });
+    plane = await start({ MAX_IN_FLIGHT_PER_KEY: "4", MAX_HEAVY_IN_FLIGHT_PER_KEY: "0" });
+    await twoHeldPerThread(key, plane);
+  });
+
+  it("a plan's maxInFlightPerKey=4 (default 200), two calls held on each thread: a fifth is refused on either thread", async () => {
+    const key = await seeder.putKey({
+      workspaceId: "ws-caps",
+      appId: "app-plan-cap",
+      plan: { ...plan, maxInFlightPerKey: 4 },
+    });
+    plane = await start({ MAX_HEAVY_IN_FLIGHT_PER_KEY: "0" });
+    await twoHeldPerThread(key, plane);
   });
 
   it("WS_MAX_CONNECTIONS_PER_KEY=3: 16 upgrades at once over both threads open exactly 3; closing them frees every place", async () => {

@@ -39,7 +39,7 @@ describe("control-plane: the role table", () => {
     assert.deepEqual([...perms].sort(), Object.values(Permission).sort());
   });
 
-  it("grants as the issue says: OWNER everything, ADMIN all but plan and ownership, MEMBER uses, VIEWER reads", () => {
+  it("grants as the issue says: OWNER everything, ADMIN all but plan and ownership (billing statements included), MEMBER uses, VIEWER reads", () => {
     const grants = (role: WorkspaceRole) => Object.values(Permission).filter((p) => can(role, p));
     assert.deepEqual(
       grants(OWNER),
@@ -55,6 +55,7 @@ describe("control-plane: the role table", () => {
       Permission.ManageNodes,
       Permission.ManageWebhooks,
       Permission.Read,
+      Permission.ReadBilling,
       Permission.ReadKeys,
     ]);
     assert.deepEqual(grants(MEMBER).sort(), [

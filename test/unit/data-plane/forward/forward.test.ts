@@ -59,6 +59,11 @@ class FakePool {
   }
   batches: OutgoingCall[][] = [];
   batchAnswer: CallResult[] | undefined;
+  /** What NetworkPool.exchangesFor answers: the upstream exchanges a batch is spread over. */
+  exchanges = 1;
+  exchangesFor(_calls: readonly OutgoingCall[]): number {
+    return this.exchanges;
+  }
   callBatch(calls: OutgoingCall[]): Promise<CallResult[]> {
     this.batches.push(calls);
     return new Promise((r) => setImmediate(() => r(this.batchAnswer ?? calls.map(() => this.answer))));
@@ -88,7 +93,8 @@ function setup(cacheOn = true) {
     flights: new ConcurrencyLimiter(4, 1),
     config: { CACHE_PER_BLOCK_TTL_MS: 60_000 },
   };
-  return { pool, metrics, deps, asPool: pool as unknown as NetworkPool };
+  const f = (id: string) => deps.flights.flight(id);
+  return { pool, metrics, deps, asPool: pool as unknown as NetworkPool, f };
 }
 
 describe("data-plane: forwarding core", () => {
@@ -144,7 +150,7 @@ describe("data-plane: forwarding core", () => {
   });
 
   it("a sampled call's upstream span: its traceparent goes upstream; one that joins a call in flight links to it", async () => {
-    const { pool, asPool, deps } = setup();
+    const { pool, asPool, deps, f } = setup();
     const spans: { name: string; attributes?: SpanAttributes; link?: string; traceparent: string }[] = [];
     const trace = (n: number): RequestTrace => ({
       step: () => {},
@@ -158,8 +164,8 @@ describe("data-plane: forwarding core", () => {
       },
     });
     const c = call("eth_getBalance", ["0xab", "latest"]);
-    const unsampled = forwardCall(deps, asPool, blockDebug, "app:a", c);
-    const joinsUnsampled = forwardCall(deps, asPool, blockDebug, "app:b", c, undefined, trace(1));
+    const unsampled = forwardCall(deps, asPool, blockDebug, f("app:a"), c);
+    const joinsUnsampled = forwardCall(deps, asPool, blockDebug, f("app:b"), c, undefined, trace(1));
     await Promise.all([unsampled, joinsUnsampled]);
     assert.equal(pool.calls.length, 1);
     assert.equal(pool.calls[0]!.call.span, undefined, "the leader was not sampled");
@@ -167,8 +173,8 @@ describe("data-plane: forwarding core", () => {
     assert.equal(spans[0]!.link, undefined, "no sampled span to link to");
     deps.cache.clear();
     const c2 = call("eth_getBalance", ["0xcd", "latest"]);
-    const leads = forwardCall(deps, asPool, blockDebug, "app:a", c2, undefined, trace(2));
-    const joins = forwardCall(deps, asPool, blockDebug, "app:b", c2, undefined, trace(3));
+    const leads = forwardCall(deps, asPool, blockDebug, f("app:a"), c2, undefined, trace(2));
+    const joins = forwardCall(deps, asPool, blockDebug, f("app:b"), c2, undefined, trace(3));
     await Promise.all([leads, joins]);
     assert.equal(pool.calls.length, 2, "still one upstream call for the two");
     assert.equal(
@@ -196,12 +202,16 @@ describe("data-plane: forwarding core", () => {
 
   it("concurrency refusal names the cap that was hit", () => {
     const { deps } = setup();
-    const total = concurrencyRefusal(deps.flights, Acquired.OverTotal, 0);
+    const total = concurrencyRefusal(deps.flights.flight("k"), Acquired.OverTotal, 0);
     assert.equal(total.row, GatewayError.ConcurrencyLimit);
     assert.equal(total.limit, 4);
-    const heavy = concurrencyRefusal(deps.flights, Acquired.OverHeavy, 1);
+    const heavy = concurrencyRefusal(deps.flights.flight("k"), Acquired.OverHeavy, 1);
     assert.equal(heavy.limit, 1);
     assert.equal(heavy.retryAfterMs, 1000);
+    const plan = { name: "p", requestsPerSecond: 1, dailyRequestLimit: 1, monthlyRequestLimit: null };
+    const own = deps.flights.planFlight("k", { ...plan, maxInFlightPerKey: 40, maxHeavyInFlightPerKey: 3 });
+    assert.equal(concurrencyRefusal(own, Acquired.OverTotal, 0).limit, 40, "the plan's cap is named");
+    assert.equal(concurrencyRefusal(own, Acquired.HeavyRequestTooLarge, 5).limit, 3);
   });
 
   it("plans a batch (invalid, refused, local, forwarded) and reassembles it in request order", () => {
@@ -248,13 +258,13 @@ describe("data-plane: forwarding core", () => {
   });
 
   it("forwardCall: refused, forwarded (stored, slot released), cached, over the caps — sync unless it waits", async () => {
-    const { pool, deps, asPool } = setup();
-    const refused = forwardCall(deps, asPool, blockDebug, "app:a", call("debug_traceCall", []));
+    const { pool, deps, asPool, f } = setup();
+    const refused = forwardCall(deps, asPool, blockDebug, f("app:a"), call("debug_traceCall", []));
     assert.ok(!(refused instanceof Promise) && refused.kind === Outcome.Refused);
     assert.equal(refused.refusal.row, GatewayError.MethodBlocked);
     assert.equal(pool.calls.length, 0);
 
-    const first = forwardCall(deps, asPool, blockDebug, "app:a", call("eth_chainId", []));
+    const first = forwardCall(deps, asPool, blockDebug, f("app:a"), call("eth_chainId", []));
     assert.ok(first instanceof Promise, "a miss waits for the upstream");
     assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.OverTotal, "one slot is held while in flight");
     const out = await first;
@@ -262,13 +272,13 @@ describe("data-plane: forwarding core", () => {
     assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.Ok, "released once answered");
     deps.flights.release("app:a", 4);
 
-    const hit = forwardCall(deps, asPool, blockDebug, "app:a", call("eth_chainId", []));
+    const hit = forwardCall(deps, asPool, blockDebug, f("app:a"), call("eth_chainId", []));
     assert.ok(!(hit instanceof Promise) && hit.kind === Outcome.Cached, "a hit is answered synchronously");
     assert.equal(hit.reply.tail, ',"result":"0x1"}');
     assert.equal(pool.calls.length, 1);
 
     assert.equal(deps.flights.tryAcquire("app:b", 4), Acquired.Ok);
-    const over = forwardCall(deps, asPool, blockDebug, "app:b", call("eth_getBalance", ["0x1", "latest"]));
+    const over = forwardCall(deps, asPool, blockDebug, f("app:b"), call("eth_getBalance", ["0x1", "latest"]));
     assert.ok(!(over instanceof Promise) && over.kind === Outcome.OverCap);
     assert.equal(over.refusal.row, GatewayError.ConcurrencyLimit);
     assert.equal(pool.calls.length, 1, "nothing sent over the caps");
@@ -326,10 +336,10 @@ describe("data-plane: forwarding core", () => {
   });
 
   it("forwardPlan: settles the plan; over the caps nothing is sent and the plan is untouched; a whole failure is named", async () => {
-    const { pool, deps, asPool } = setup();
+    const { pool, deps, asPool, f } = setup();
     const items = [call("eth_chainId", [], "1"), call("debug_x", [], "2"), call("eth_blockNumber", [], "3")];
     const plan = planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug));
-    const done = await forwardPlan(deps, asPool, "app:a", plan, "req");
+    const done = await forwardPlan(deps, asPool, f("app:a"), plan, "req");
     assert.equal(done.overCap, undefined);
     assert.equal(done.failure, undefined);
     assert.deepEqual(
@@ -341,20 +351,67 @@ describe("data-plane: forwarding core", () => {
     assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.Ok, "slots released");
     deps.flights.release("app:a", 4);
 
-    assert.equal(deps.flights.tryAcquire("app:a", 3), Acquired.Ok);
+    assert.equal(deps.flights.tryAcquire("app:a", 4), Acquired.Ok);
     const plan2 = planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug));
-    const refused = await forwardPlan(deps, asPool, "app:a", plan2, "req");
+    const refused = await forwardPlan(deps, asPool, f("app:a"), plan2, "req");
     assert.equal(refused.overCap?.row, GatewayError.ConcurrencyLimit);
     assert.equal(pool.batches.length, 1, "nothing sent");
     assert.equal(plan2.out[0], undefined);
-    deps.flights.release("app:a", 3);
+    deps.flights.release("app:a", 4);
 
     pool.batchAnswer = [
       { ok: false, error: GatewayError.UpstreamTimeout },
       { ok: false, error: GatewayError.UpstreamUnreachable },
     ];
     const plan3 = planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug));
-    const failed = await forwardPlan(deps, asPool, "app:a", plan3, "req");
+    const failed = await forwardPlan(deps, asPool, f("app:a"), plan3, "req");
     assert.equal(failed.failure, GatewayError.UpstreamTimeout, "the first failure's row");
+  });
+
+  it("forwardPlan: a batch holds one slot per upstream exchange, heavy slots per heavy element, under its tenant's caps", async () => {
+    const { pool, deps, asPool } = setup();
+    const items = Array.from({ length: 100 }, (_, i) => call("eth_getBalance", [`0x${i}`, "latest"], `${i}`));
+    const tenant = deps.flights.planFlight("app:idx", {
+      name: "p",
+      requestsPerSecond: 1,
+      dailyRequestLimit: 1,
+      monthlyRequestLimit: null,
+      maxInFlightPerKey: 3,
+      maxHeavyInFlightPerKey: 2,
+    });
+    const send = () =>
+      forwardPlan(
+        deps,
+        asPool,
+        tenant,
+        planBatch(items, "req", (c) => elementRefusal(c, asPool, blockDebug)),
+        "req",
+      );
+    // Sent in one exchange, 100 elements hold one slot: three such batches fit a cap of 3, a fourth not.
+    const three = [send(), send(), send()];
+    assert.equal(deps.flights.inFlight("app:idx"), 3, "one slot per batch, not 100");
+    const fourth = await send();
+    assert.equal(fourth.overCap?.limit, 3, "refused by the plan's cap (3), not the default (4)");
+    for (const r of await Promise.all(three)) assert.equal(r.overCap, undefined);
+    assert.equal(deps.flights.inFlight("app:idx"), 0, "released once answered");
+    // Spread over 3 exchanges, the same batch holds 3 slots.
+    pool.exchanges = 3;
+    const spread = send();
+    assert.equal(deps.flights.inFlight("app:idx"), 3);
+    assert.equal((await send()).overCap?.row, GatewayError.ConcurrencyLimit);
+    await spread;
+    pool.exchanges = 1;
+    // Heavy elements each hold a heavy slot, batch or not: 3 getLogs in one exchange exceed a heavy cap of 2.
+    const logs = [0, 1, 2].map((i) => call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x2" }], `${i}`));
+    const heavy = await forwardPlan(
+      deps,
+      asPool,
+      tenant,
+      planBatch(logs, "req", (c) => elementRefusal(c, asPool, blockDebug)),
+      "req",
+    );
+    assert.equal(heavy.overCap?.limit, 2);
+    assert.match(heavy.overCap?.message ?? "", /carries 3 heavy calls/);
+    assert.equal(deps.flights.size, 0, "nothing held after the refusals");
   });
 });

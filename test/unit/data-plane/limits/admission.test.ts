@@ -48,6 +48,7 @@ function limitsWith(rateLimiter: RateLimiter, clock: FakeClock): Limits {
     rateLimiter,
     quota,
     appQuota: new ReconciledQuotaTracker({ store: new MemoryQuotaStore(), clock }),
+    computeUnitQuota: new ReconciledQuotaTracker({ store: new MemoryQuotaStore(), clock }),
     start() {},
     async close() {},
     redisHealth: () => ({ rateLimit: null, quota: null }),

@@ -98,4 +98,31 @@ describe("data plane: per-key concurrency limiter", () => {
     l.release("k", 5);
     assert.equal(l.inFlight("k"), 0);
   });
+
+  it("a key's plan sets its caps (null or absent = the defaults); a cap change keeps the counts of the id", () => {
+    const l = new ConcurrencyLimiter(200, 16);
+    const plan = { name: "p", requestsPerSecond: 1, dailyRequestLimit: 1, monthlyRequestLimit: null };
+    assert.deepEqual(l.planFlight("app:a", plan), { id: "app:a", max: 200, maxHeavy: 16 });
+    assert.deepEqual(l.planFlight("app:a", { ...plan, maxInFlightPerKey: null, maxHeavyInFlightPerKey: 4 }), {
+      id: "app:a",
+      max: 200,
+      maxHeavy: 4,
+    });
+    assert.deepEqual(l.flight("ip:1.2.3.4"), { id: "ip:1.2.3.4", max: 200, maxHeavy: 16 });
+    const small = l.planFlight("app:a", { ...plan, maxInFlightPerKey: 2, maxHeavyInFlightPerKey: 1 });
+    assert.equal(l.acquireFor(small, 1, 1), Ok);
+    assert.equal(l.acquireFor(small, 1, 1), OverHeavy, "the plan's heavy cap of 1, not the default 16");
+    assert.equal(l.acquireFor(small, 1, 0), Ok);
+    assert.equal(l.acquireFor(small, 1, 0), OverTotal, "the plan's cap of 2, not the default 200");
+    // The plan raised to 3: the calls in flight under the old caps still count, and are given back as taken.
+    const raised = l.planFlight("app:a", { ...plan, maxInFlightPerKey: 3 });
+    assert.equal(l.acquireFor(raised, 1, 0), Ok);
+    assert.equal(l.acquireFor(raised, 1, 0), OverTotal);
+    l.releaseFor(small, 1, 1);
+    l.releaseFor(small, 1, 0);
+    l.releaseFor(raised, 1, 0);
+    assert.equal(l.size, 0);
+    // Another key of another plan is not affected by app:a's caps.
+    assert.equal(l.acquireFor(l.planFlight("app:b", plan), 150, 0), Ok);
+  });
 });

@@ -2,6 +2,7 @@ import uWS from "uWebSockets.js";
 import assert from "node:assert/strict";
 import http from "node:http";
 import pino from "pino";
+import { ConcurrencyLimiter } from "../../../../data-plane/src/limits/concurrency";
 import { PromMetrics } from "../../../../data-plane/src/metrics/metrics";
 import { serveNodeHttp } from "../../../../data-plane/src/nodes/node-http";
 import type { GatewayContext } from "../../../../data-plane/src/pipeline/context";
@@ -69,6 +70,8 @@ describe("data-plane/nodes/node-http (a write that throws)", () => {
         admit: () => ({ ok: true, rate: { allowed: true, limit: 10, remaining: 9 } }),
         recordServed() {},
       },
+      // Admission sets the request's tenant at the concurrency caps (its plan's caps, else these).
+      flights: new ConcurrencyLimiter(10, 2),
     };
     const ctx = {
       config: { MAX_BODY_BYTES: 1 << 20 },
@@ -80,7 +83,10 @@ describe("data-plane/nodes/node-http (a write that throws)", () => {
       nodes: {
         authorize: async () => ({
           ok: true,
-          key: { hash: "k", record: { kind: "node", nodeId: "n1", workspaceId: "w", appId: null } },
+          key: {
+            hash: "k",
+            record: { kind: "node", nodeId: "n1", workspaceId: "w", appId: null, plan: { name: "p" } },
+          },
           node: {},
         }),
         serving: () => true,

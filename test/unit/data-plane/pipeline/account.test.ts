@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import type { LimitsGate } from "../../../../data-plane/src/limits/admission";
+import { MethodWeights } from "../../../../data-plane/src/limits/compute-units";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
 import { countPushes, nodeUsageNetwork, RequestAccount } from "../../../../data-plane/src/pipeline/account";
 import type { RequestLog } from "../../../../data-plane/src/requestlog/recorder";
@@ -16,6 +17,7 @@ function sinks(sample = true) {
   const usage: UsageContext[] = [];
   const logged: RequestLogRecord[] = [];
   const served: [string, number][] = [];
+  const servedUnits: number[] = [];
   const requests: [string, string, number][] = [];
   let draws = 0;
   class CountingMetrics extends NoopMetrics {
@@ -40,8 +42,9 @@ function sinks(sample = true) {
     close: async () => {},
   };
   const limits = {
-    recordServed: (k: VerifiedKey | undefined, units: number) => {
+    recordServed: (k: VerifiedKey | undefined, units: number, computeUnits = 0) => {
       if (k !== undefined && k.record.kind !== "node") served.push([k.record.workspaceId, units]);
+      servedUnits.push(computeUnits);
     },
   } as unknown as LimitsGate;
   return {
@@ -49,6 +52,7 @@ function sinks(sample = true) {
     usage,
     logged,
     served,
+    servedUnits,
     requests,
     draws: () => draws,
   };
@@ -104,6 +108,32 @@ describe("data-plane/pipeline/account", () => {
       ],
     );
     assert.equal(a.hasLogRows, false);
+  });
+
+  it("compute units: usage records carry weight x units, log rows each object's weight, served the message's", () => {
+    const k = sinks(true);
+    const a = new RequestAccount(k.s, "http", "r-cu", "eth", "eth", performance.now());
+    a.key = appKey;
+    a.weights = new MethodWeights({ defaultUnits: 20, methods: { eth_call: 26, eth_chainId: 0 } });
+    a.count("eth_call", ErrorCategory.Success, "", 0, 2);
+    a.count("eth_chainId", ErrorCategory.Success, "", 2, 1);
+    a.count("net_peerCount", ErrorCategory.Success, "", 3, 1);
+    assert.deepEqual(
+      k.usage.map((u) => [u.method, u.units, u.computeUnits]),
+      [
+        ["eth_call", 2, 52],
+        ["eth_chainId", 1, 0],
+        ["net_peerCount", 1, 20],
+      ],
+    );
+    a.logged(200, null);
+    assert.deepEqual(
+      k.logged.map((r) => r.computeUnits),
+      [26, 26, 0, 20],
+    );
+    a.computeUnits = 72;
+    a.served(4);
+    assert.deepEqual(k.servedUnits, [72]);
   });
 
   it("an unsampled success allocates no row; errors are still logged", () => {

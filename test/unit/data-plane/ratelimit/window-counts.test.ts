@@ -213,7 +213,9 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
       const { NoopQuotaTracker } = require(modules.quota);
       const rateLimiter = new LocalRateLimiter({ clock, counts: table });
       const gate = new LimitsGate({
-        limits: { rateLimiter, quota: new NoopQuotaTracker(), appQuota: new NoopQuotaTracker() },
+        limits: { rateLimiter, quota: new NoopQuotaTracker(), appQuota: new NoopQuotaTracker(),
+          computeUnitQuota: new NoopQuotaTracker(),
+        },
         metrics: new NoopMetrics(),
         publicPerSecond: 50,
       });

@@ -111,6 +111,20 @@ describe("data-plane: usage recorder", () => {
     assert.equal(rec.pendingRowCount, 0);
   });
 
+  it("adds up compute units per row: the weight of each record's objects, or its count when none is given", async () => {
+    const { rec, redis } = setup();
+    rec.record({ ...base, computeUnits: 26 });
+    rec.record({ ...base, units: 3, computeUnits: 78 });
+    rec.record({ ...base, method: "eth_chainId", units: 2, computeUnits: 0 });
+    rec.record({ ...base, method: "eth_getLogs", units: 2 });
+    await rec.flush();
+    const rows = redis.rows();
+    assert.equal(rows.find((r) => r.method === "eth_call")!.count, 4);
+    assert.equal(rows.find((r) => r.method === "eth_call")!.computeUnits, 104);
+    assert.equal(rows.find((r) => r.method === "eth_chainId")!.computeUnits, 0, "a free method");
+    assert.equal(rows.find((r) => r.method === "eth_getLogs")!.computeUnits, 2, "no weight given: 1 each");
+  });
+
   it("repeats of one request share a row, interleaved ones keep theirs, a flushed row is never counted into", async () => {
     const { rec, redis } = setup();
     rec.record(base);

@@ -76,6 +76,31 @@ describe("upstream pool: batches", () => {
     assert.deepEqual(metrics.of("capability:"), ["capability:state:routed"]);
   });
 
+  it("exchangesFor: the upstream exchanges call() starts, which a batch holds as in-flight slots", async () => {
+    for (const [nodes, n, want] of [
+      [1, 100, 1],
+      [3, 9, 1],
+      [3, 100, 3],
+      [5, 25, 3],
+    ] as const) {
+      const { r, chunks } = router(nodes);
+      assert.equal(r.exchangesFor(calls(n)), want, `${n} calls over ${nodes} nodes`);
+      await r.call(calls(n));
+      assert.equal(chunks.length, want, `${n} calls over ${nodes} nodes: exchanges made`);
+    }
+    // The elements that need a particular node: one exchange more, apart from the spread ones.
+    const needy = router(2);
+    const batch = [...calls(30), { method: "eth_getBalance", params: ["0xaa", "0x5"] }];
+    assert.equal(needy.r.exchangesFor(batch), 3);
+    await needy.r.call(batch);
+    assert.equal(needy.chunks.length, 3);
+    // A split eth_getLogs: one (its sub-calls are paced as a single call's), next to the chunks.
+    const split = router(2, 100);
+    const logs = { method: "eth_getLogs", params: [{ fromBlock: "0x0", toBlock: "0x12b" }] };
+    assert.equal(split.r.exchangesFor([logs, ...calls(20)]), 3);
+    assert.equal(split.r.exchangesFor([logs]), 1);
+  });
+
   it("splits an eth_getLogs range into sub-calls on the nodes in turn when the network splits logs", async () => {
     const { r, singles, metrics } = router(2, 100);
     const logs = { method: "eth_getLogs", params: [{ fromBlock: "0x0", toBlock: "0x12b" }] };

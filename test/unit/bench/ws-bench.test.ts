@@ -2,6 +2,7 @@ import uWS from "uWebSockets.js";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { buildCClient, CClient, runFloor } from "../../../bench/ws";
+import { eventually } from "../../helpers/eventually";
 
 /** A uWS server answering eth_subscribe like the gateway, and sending heads on demand. */
 function startHeadServer(): Promise<{ port: number; heads(n: number): void; close(): void }> {
@@ -25,7 +26,9 @@ function startHeadServer(): Promise<{ port: number; heads(n: number): void; clos
         port: uWS.us_socket_local_port(ls),
         heads(n) {
           for (let i = 0; i < n; i++) {
-            const at = performance.timeOrigin + performance.now();
+            // The reader stamps with CLOCK_REALTIME: Date.now() reads the same clock (truncated to the ms, so
+            // never after the reader's read), where timeOrigin + now() drifts from it by some microseconds.
+            const at = Date.now();
             const text = `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x0123456789abcdef0123456789abcdef","result":{"number":"0x${i.toString(16)}","emittedAtMs":${at}}}}`;
             for (const ws of socks) ws.send(text);
           }
@@ -61,15 +64,20 @@ describe("bench: WebSocket C reader (bench/ws-client.c)", function () {
     try {
       assert.deepEqual(await ok.subscribed(), { ok: 5, failed: 0 });
       assert.deepEqual(await bad.subscribed(), { ok: 0, failed: 2 });
+      // The reader takes stdin commands in order, and a report neither resets nor stamps anything: a report
+      // after a command is the barrier that it took effect, and reports are polled to see heads arrive.
+      const received = (n: number) =>
+        eventually(async () => (await ok.report()).received === n, `the reader counting ${n} heads`);
       server.heads(1);
-      await new Promise((r) => setTimeout(r, 200));
+      await received(5);
       ok.measure(true);
-      await new Promise((r) => setTimeout(r, 50));
+      await ok.report();
       server.heads(3);
-      await new Promise((r) => setTimeout(r, 300));
+      await received(20);
       ok.measure(false);
+      await ok.report();
       server.heads(1);
-      await new Promise((r) => setTimeout(r, 200));
+      await received(25);
       const r = await ok.report();
       assert.equal(r.received, 25, "every head counted");
       assert.equal(r.delays.length, 15, "only the heads received while measuring are stamped");

@@ -24,7 +24,7 @@ import { registerNodeWsRoutes } from "./nodes/node-ws";
 import type { GatewayContext } from "./pipeline/context";
 import { SharedNodeMethodPolicy } from "./policy/method-policy";
 import { type Clock, systemClock } from "./ratelimit/clock";
-import { createLimits, type Limits } from "./ratelimit/limits";
+import { createLimits, type Limits, type QuotaTables } from "./ratelimit/limits";
 import { createLimitsRedis } from "./ratelimit/redis-client";
 import { createRequestLog } from "./requestlog/create";
 import type { RequestLog } from "./requestlog/recorder";
@@ -109,6 +109,11 @@ export interface DataPlaneOverrides {
    */
   rateLimitTable?: SharedArrayBuffer;
   rateLimitInstanceId?: string;
+  /**
+   * The daily and monthly quota counts of the process (allocateQuotaTables; default: this plane's own;
+   * serving threads share them, so a quota holds for the process, not per thread).
+   */
+  quotaTables?: QuotaTables;
   /**
    * The response cache's shared memory (allocateSharedCache; default: this plane's own lru-cache). Serving
    * threads share one, so an answer is fetched once per process and CACHE_MAX_BYTES bounds the process.
@@ -209,6 +214,7 @@ export async function startDataPlane(
       clock: overrides.clock,
       rateLimitTable: overrides.rateLimitTable,
       rateLimitInstanceId: overrides.rateLimitInstanceId,
+      quotaTables: overrides.quotaTables,
     });
   const gate = new LimitsGate({ limits, metrics, publicPerSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND });
   const ownedUsage =

@@ -9,7 +9,8 @@ import {
 } from "../../../shared/src/quota/day";
 import type { PlanLimits } from "../../../shared/src/redis/records";
 import { type Clock, systemClock } from "../ratelimit/clock";
-import type { QuotaDelta, QuotaStore } from "./quota-store";
+import type { QuotaStore } from "./quota-store";
+import { dayIndexOf, type IndexedQuotaDelta, monthIndexOf, SharedQuotaCounts } from "./shared-quota-counts";
 
 /**
  * Daily (and monthly) quota per workspace, across all its apps and networks, in response units (each
@@ -70,26 +71,25 @@ export interface ReconciledQuotaTrackerOptions {
   flushTimeoutMs?: number;
   /** A workspace with nothing unflushed and no traffic for this long is forgotten. */
   idleEvictMs?: number;
+  /**
+   * The counts decisions are made on, shared with the process's other serving threads (a view of one
+   * SharedQuotaCounts.allocate()); this tracker's own by default.
+   */
+  shared?: SharedQuotaCounts;
   logger?: Logger;
 }
 
 /** A delta still being counted (only `record` writes `units`, until a flush sends it). */
-interface PendingDelta extends QuotaDelta {
+interface PendingDelta extends IndexedQuotaDelta {
   units: number;
 }
 
 interface Sent {
   readonly seq: number;
-  readonly deltas: readonly QuotaDelta[];
+  readonly deltas: readonly PendingDelta[];
 }
 
 interface Workspace {
-  /** Period the `known*` totals belong to. */
-  dayKey: string;
-  monthKey: string;
-  /** Global totals from the last answered flush (they include every batch this instance had applied). */
-  knownDay: number;
-  knownMonth: number;
   /** Units recorded, not yet sent. Usually one delta (today); a day change while unflushed adds one. */
   pending: PendingDelta[];
   /** Sent, not yet confirmed; re-sent unchanged (same seq) until the store answers. */
@@ -97,11 +97,17 @@ interface Workspace {
   /** Checked or recorded since the last flush: refresh its totals. */
   dirty: boolean;
   lastUsedMs: number;
+  /** SharedQuotaCounts handles of the day and month they were taken for (-1: none yet). */
+  dayIndex: number;
+  dayHandle: number;
+  monthIndex: number;
+  monthHandle: number;
 }
 
 /**
  * Counts locally and reconciles with a shared `QuotaStore` (Redis) every `flushIntervalMs`: decisions use
- * `global total at the last flush + this instance's unconfirmed units`, so no request waits on Redis.
+ * `global total at the last flush + the process's unconfirmed units` (SharedQuotaCounts: every serving
+ * thread's), so no request waits on Redis.
  *
  * Nothing answered goes uncounted: a batch that fails is kept and re-sent with the same sequence number
  * (the store applies each (instance, workspace, seq) once), new units accumulate in a per-workspace
@@ -117,6 +123,7 @@ export class ReconciledQuotaTracker implements QuotaTracker {
   private readonly flushTimeoutMs: number;
   private readonly idleEvictMs: number;
   private readonly logger?: Logger;
+  private readonly shared: SharedQuotaCounts;
   private readonly workspaces = new Map<string, Workspace>();
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -130,6 +137,9 @@ export class ReconciledQuotaTracker implements QuotaTracker {
   private dayKey = "";
   private monthKey = "";
   private monthEndMs = 0;
+  /** The current day and month as SharedQuotaCounts windows. */
+  private dayIndex = 0;
+  private monthIndex = 0;
 
   constructor(opts: ReconciledQuotaTrackerOptions) {
     this.store = opts.store;
@@ -138,6 +148,7 @@ export class ReconciledQuotaTracker implements QuotaTracker {
     this.flushIntervalMs = opts.flushIntervalMs ?? 200;
     this.flushTimeoutMs = opts.flushTimeoutMs ?? 1_000;
     this.idleEvictMs = opts.idleEvictMs ?? 10 * 60_000;
+    this.shared = opts.shared ?? new SharedQuotaCounts();
     this.logger = opts.logger;
   }
 
@@ -190,8 +201,8 @@ export class ReconciledQuotaTracker implements QuotaTracker {
     this.period(nowMs);
     const w = this.entry(workspaceId, nowMs);
     w.dirty = true;
-    const count = w.knownDay + this.unconfirmed(w, true);
-    const monthCount = w.knownMonth + this.unconfirmed(w, false);
+    const count = this.shared.dayAt(w.dayHandle);
+    const monthCount = this.shared.monthAt(w.monthHandle);
     const limit = limits.dailyRequestLimit;
     const monthLimit = limits.monthlyRequestLimit;
     const resetsAtMs = this.dayEndMs;
@@ -217,13 +228,15 @@ export class ReconciledQuotaTracker implements QuotaTracker {
     this.period(nowMs);
     const w = this.entry(workspaceId, nowMs);
     w.dirty = true;
+    this.shared.recordAt(w.dayHandle, w.monthHandle, units);
     // Pending deltas belong to `pending` alone until a flush moves the whole array to `inflight` (and
     // starts a new one), so the last one is counted up in place: no object per request.
     const last = w.pending[w.pending.length - 1];
     if (last !== undefined && last.dayKey === this.dayKey) {
       last.units += units;
     } else {
-      w.pending.push({ dayKey: this.dayKey, monthKey: this.monthKey, units });
+      const { dayKey, monthKey, dayIndex, monthIndex } = this;
+      w.pending.push({ dayKey, monthKey, dayIndex, monthIndex, units });
     }
   }
 
@@ -242,8 +255,7 @@ export class ReconciledQuotaTracker implements QuotaTracker {
   private async doRound(): Promise<boolean> {
     const nowMs = this.clock.now();
     this.period(nowMs);
-    const dayKey = this.dayKey;
-    const monthKey = this.monthKey;
+    const { dayKey, monthKey, dayIndex, monthIndex } = this;
     const sends: Promise<boolean>[] = [];
     for (const [id, w] of this.workspaces) {
       if (w.inflight === undefined && w.pending.length > 0) {
@@ -259,10 +271,11 @@ export class ReconciledQuotaTracker implements QuotaTracker {
       sends.push(
         this.store.apply(id, this.instanceId, sent?.seq ?? 0, sent?.deltas ?? [], dayKey, monthKey).then(
           (totals) => {
-            if (sent !== undefined && w.inflight === sent) w.inflight = undefined;
-            // A flush answered after the day (or month) changed describes a period that is over.
-            if (w.dayKey === dayKey) w.knownDay = totals.dayCount;
-            if (w.monthKey === monthKey) w.knownMonth = totals.monthCount;
+            // Confirmed now (not by an earlier answer to the same batch, re-sent after a timeout).
+            const confirmed = sent !== undefined && w.inflight === sent;
+            if (confirmed) w.inflight = undefined;
+            // The totals are the round's day and month (a period over by now is no longer decided on).
+            this.shared.confirm(id, totals, dayIndex, monthIndex, confirmed ? sent.deltas : []);
             return true;
           },
           (err: unknown) => {
@@ -310,48 +323,36 @@ export class ReconciledQuotaTracker implements QuotaTracker {
     this.dayKey = utcDayKey(nowMs);
     this.monthKey = utcMonthKey(nowMs);
     this.monthEndMs = nextUtcMonthStartMs(nowMs);
+    this.dayIndex = dayIndexOf(nowMs);
+    this.monthIndex = monthIndexOf(nowMs);
   }
 
   private entry(workspaceId: string, nowMs: number): Workspace {
     let w = this.workspaces.get(workspaceId);
     if (w === undefined) {
       w = {
-        dayKey: this.dayKey,
-        monthKey: this.monthKey,
-        knownDay: 0,
-        knownMonth: 0,
         pending: [],
         inflight: undefined,
         dirty: true,
         lastUsedMs: nowMs,
+        dayIndex: -1,
+        dayHandle: -1,
+        monthIndex: -1,
+        monthHandle: -1,
       };
       this.workspaces.set(workspaceId, w);
-      return w;
     }
     w.lastUsedMs = nowMs;
-    // A new day starts from zero; the old day's unflushed units stay in `pending`/`inflight` under their
-    // own day key and are still flushed.
-    if (w.dayKey !== this.dayKey) {
-      w.dayKey = this.dayKey;
-      w.knownDay = 0;
+    // A new day starts from zero (its own window of the shared counts); the old day's unflushed units stay
+    // in `pending`/`inflight` under their own day key and are still flushed.
+    if (w.dayIndex !== this.dayIndex) {
+      w.dayHandle = this.shared.daySlot(workspaceId, this.dayIndex);
+      w.dayIndex = this.dayIndex;
     }
-    if (w.monthKey !== this.monthKey) {
-      w.monthKey = this.monthKey;
-      w.knownMonth = 0;
+    if (w.monthIndex !== this.monthIndex) {
+      w.monthHandle = this.shared.monthSlot(workspaceId, this.monthIndex);
+      w.monthIndex = this.monthIndex;
     }
     return w;
-  }
-
-  /** Units recorded here for the current day (or month) that the known totals do not include yet. */
-  private unconfirmed(w: Workspace, day: boolean): number {
-    let n = 0;
-    for (const d of w.pending)
-      if (day ? d.dayKey === this.dayKey : d.monthKey === this.monthKey) n += d.units;
-    if (w.inflight !== undefined) {
-      for (const d of w.inflight.deltas) {
-        if (day ? d.dayKey === this.dayKey : d.monthKey === this.monthKey) n += d.units;
-      }
-    }
-    return n;
   }
 }

@@ -3,14 +3,13 @@ import { env } from "../../../shared/src/config/env";
 import type { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient, RedisNodeAddress } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
-import {
-  appQuotaKeys,
-  computeUnitQuotaKeys,
-  MemoryQuotaStore,
-  type QuotaKeys,
-  RedisQuotaStore,
-} from "../quota/quota-store";
+import { appQuotaKeys, computeUnitQuotaKeys, type QuotaKeys, RedisQuotaStore } from "../quota/quota-store";
 import { NoopQuotaTracker, type QuotaTracker, ReconciledQuotaTracker } from "../quota/quota-tracker";
+import {
+  SharedMemoryQuotaStore,
+  SharedQuotaCounts,
+  type SharedQuotaTables,
+} from "../quota/shared-quota-counts";
 import type { Clock } from "./clock";
 import { LocalRateLimiter, NoopRateLimiter, type RateLimiter } from "./rate-limiter";
 import { createLimitsRedis } from "./redis-client";
@@ -74,6 +73,27 @@ export interface CreateLimitsOptions {
   rateLimitTable?: SharedArrayBuffer;
   /** The process's rate-limit instance id in Redis, the same in every serving thread (random by default). */
   rateLimitInstanceId?: string;
+  /**
+   * The process's quota counts (allocateQuotaTables), shared by its serving threads so that a daily or
+   * monthly limit holds for the process; this plane's own by default.
+   */
+  quotaTables?: QuotaTables;
+}
+
+/** One SharedQuotaCounts table pair per quota the limits keep. */
+export interface QuotaTables {
+  readonly workspace: SharedQuotaTables;
+  readonly app: SharedQuotaTables;
+  readonly computeUnits: SharedQuotaTables;
+}
+
+/** Memory for the process's quota counts, given to every serving thread (2.3 MiB). */
+export function allocateQuotaTables(): QuotaTables {
+  return {
+    workspace: SharedQuotaCounts.allocate(),
+    app: SharedQuotaCounts.allocate(),
+    computeUnits: SharedQuotaCounts.allocate(),
+  };
 }
 
 /** Builds the limiter and quota tracker the server uses, from configuration. */
@@ -117,22 +137,26 @@ export function createLimits(
   const rateLimiter: RateLimiter =
     reconciled ??
     (config.RATE_LIMIT_MODE === "local" ? new LocalRateLimiter({ clock, counts }) : new NoopRateLimiter());
-  const quotaTracker = (keys: QuotaKeys | undefined) =>
-    config.QUOTA_MODE === "off"
-      ? undefined
-      : new ReconciledQuotaTracker({
-          store:
-            config.QUOTA_MODE === "redis"
-              ? new RedisQuotaStore({ redis: redis!, names, keys })
-              : new MemoryQuotaStore(),
-          flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
-          flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
-          clock,
-          logger,
-        });
-  const tracker = quotaTracker(undefined);
-  const appTracker = quotaTracker(appQuotaKeys(names));
-  const cuTracker = quotaTracker(computeUnitQuotaKeys(names));
+  const quotaTracker = (keys: QuotaKeys | undefined, tables: SharedQuotaTables | undefined) => {
+    if (config.QUOTA_MODE === "off") return undefined;
+    // With QUOTA_MODE=local the process's shared counts are the store too.
+    const shared = new SharedQuotaCounts(tables);
+    return new ReconciledQuotaTracker({
+      store:
+        config.QUOTA_MODE === "redis"
+          ? new RedisQuotaStore({ redis: redis!, names, keys })
+          : new SharedMemoryQuotaStore(shared),
+      shared,
+      flushIntervalMs: config.QUOTA_FLUSH_INTERVAL_MS,
+      flushTimeoutMs: config.QUOTA_FLUSH_TIMEOUT_MS,
+      clock,
+      logger,
+    });
+  };
+  const tables = opts.quotaTables;
+  const tracker = quotaTracker(undefined, tables?.workspace);
+  const appTracker = quotaTracker(appQuotaKeys(names), tables?.app);
+  const cuTracker = quotaTracker(computeUnitQuotaKeys(names), tables?.computeUnits);
   return {
     rateLimiter,
     quota: tracker ?? new NoopQuotaTracker(),

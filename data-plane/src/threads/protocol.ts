@@ -1,6 +1,7 @@
 import type { SharedCacheMemory } from "../cache/shared-response-cache";
 import type { DataPlaneConfig } from "../config";
 import type { MetricsSnapshot } from "../metrics/metrics";
+import type { QuotaTables } from "../ratelimit/limits";
 
 /** What the main thread gives each serving thread at its start (`workerData`). */
 export interface ThreadData {
@@ -21,6 +22,8 @@ export interface ThreadData {
   readonly rateLimitTable: SharedArrayBuffer;
   /** The process's field in the rate limiter's Redis hashes: the threads reconcile as one instance. */
   readonly rateLimitInstanceId: string;
+  /** Daily and monthly quota counts shared by every thread (ratelimit/limits.ts: allocateQuotaTables). */
+  readonly quotaTables: QuotaTables;
   /** The response cache shared by every thread (cache/shared-response-cache.ts); absent with CACHE_MAX_BYTES=0. */
   readonly responseCache: SharedCacheMemory | undefined;
 }

@@ -10,6 +10,7 @@ import { type DataPlaneConfig, shutdownBudgetMs } from "../config";
 import { allocateTenantTables } from "../limits/tenant-counts";
 import { type MetricsSnapshot, PromMetrics } from "../metrics/metrics";
 import { collectRuntimeMetrics } from "../metrics/runtime";
+import { allocateQuotaTables } from "../ratelimit/limits";
 import { WindowCounts } from "../ratelimit/window-counts";
 import { SharedBufferBudget } from "../upstream/buffer-budget";
 import { installFaultPolicy } from "./fault-policy";
@@ -78,6 +79,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
   const keyLookupTable = KeyLookupThrottle.allocate();
   const rateLimitTable = WindowCounts.allocate();
   const rateLimitInstanceId = randomBytes(6).toString("hex");
+  const quotaTables = allocateQuotaTables();
   const responseCache =
     config.CACHE_MAX_BYTES > 0
       ? allocateSharedCache(config.CACHE_MAX_BYTES, config.CACHE_ADMISSION)
@@ -209,6 +211,7 @@ export async function runThreads(config: DataPlaneConfig, threadCount: number): 
       keyLookupTable,
       rateLimitTable,
       rateLimitInstanceId,
+      quotaTables,
       responseCache,
     };
     const worker = new Worker(join(__dirname, "worker.js"), { workerData: data });

@@ -81,6 +81,7 @@ function run(port: NonNullable<typeof parentPort>, data: ThreadData): void {
     keyLookupTable: data.keyLookupTable,
     rateLimitTable: data.rateLimitTable,
     rateLimitInstanceId: data.rateLimitInstanceId,
+    quotaTables: data.quotaTables,
     responseCache: data.responseCache,
     thread: hooks,
   }).then(

@@ -16,9 +16,9 @@ function plan(requestsPerSecond: number, dailyRequestLimit = 10_000_000) {
 
 /**
  * Limits with DATA_PLANE_THREADS=2. The per-second counts are the process's (one table in shared memory,
- * one rate-limit instance in Redis: exact within the process, threads-seed-limit.test.ts); the quotas are
- * reconciled per thread (each its own quota instance id), so one process with two threads must stay as
- * close to exact as two processes do.
+ * one rate-limit instance in Redis: exact within the process, threads-seed-limit.test.ts); so are the
+ * quotas' (quota/shared-quota-counts.ts: each thread flushes its own units to Redis, under its own
+ * instance id, but decides on the units every thread has recorded).
  */
 describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across the threads", function () {
   this.timeout(120_000);
@@ -196,15 +196,16 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     assert.equal(up.count("lim_procs"), ra!.ok + rb!.ok);
   });
 
-  it("a daily quota shared by both threads: served within 10% of the limit, then counted exactly", async () => {
+  it("a daily quota shared by both threads: served to the limit, over by no more than the calls in flight, then counted exactly", async () => {
     const daily = 1500;
+    const loops = 24;
     const key = await seeder.putKey({ workspaceId: WS, plan: plan(1_000_000, daily) });
     const p = await start();
     const before = await scrape(p.metricsBase);
     const url = `${p.base}/eth/rpc?apikey=${key}`;
     const deadline = Date.now() + 60_000;
     // Until the quota has clearly closed: 200 refusals seen (or a minute, which fails below).
-    const r = await hammer(url, "lim_quota", 24, (o) => o.refused >= 200 || Date.now() > deadline);
+    const r = await hammer(url, "lim_quota", loops, (o) => o.refused >= 200 || Date.now() > deadline);
     assert.deepEqual(r.other, []);
     const d = perThreadDelta(before, await scrape(p.metricsBase));
     console.log(
@@ -212,7 +213,10 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
         `${r.refused} refused; answered by thread 1: ${d.get("1")}, thread 2: ${d.get("2")}`,
     );
     for (const [t, n] of d) assert.ok(n >= (r.ok + r.refused) * 0.2, `thread ${t} answered only ${n}`);
-    assert.ok(r.ok >= daily * 0.9 && r.ok <= daily * 1.1, `served ${r.ok}, daily limit ${daily}`);
+    // A call is checked when admitted and counted when answered: the calls in flight at the limit (one per
+    // loop at most) pass on its last units. Nothing else, however fast the threads serve: each decides on
+    // the other's units before they are flushed (per thread, 50 ms of flushes let 12.9% more through).
+    assert.ok(r.ok >= daily && r.ok <= daily + loops, `served ${r.ok}, daily limit ${daily}`);
     assert.equal(r.reasons.get("daily_limit"), r.refused);
     // SIGTERM: each thread flushes its last counts; the day's count is then exactly what was served.
     assert.equal(await p.proc.stop(20_000), 0, p.proc.output());

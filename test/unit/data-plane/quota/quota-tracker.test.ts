@@ -1,46 +1,8 @@
 import assert from "node:assert/strict";
-import {
-  MemoryQuotaStore,
-  type QuotaDelta,
-  type QuotaStore,
-  type QuotaTotals,
-} from "../../../../data-plane/src/quota/quota-store";
+import { MemoryQuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { NoopQuotaTracker, ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
-import type { PlanLimits } from "../../../../shared/src/redis/records";
 import { FakeClock } from "../ratelimit/fakes";
-
-const plan = (daily: number, monthly: number | null = null): PlanLimits => ({
-  name: "test",
-  requestsPerSecond: 50,
-  dailyRequestLimit: daily,
-  monthlyRequestLimit: monthly,
-});
-
-/** A store that can be taken down, or made to apply a batch and then fail (an ambiguous timeout). */
-class FlakyStore implements QuotaStore {
-  readonly inner = new MemoryQuotaStore();
-  down = false;
-  failAfterApply = false;
-  async apply(
-    ws: string,
-    inst: string,
-    seq: number,
-    deltas: readonly QuotaDelta[],
-    day: string,
-    month: string,
-  ): Promise<QuotaTotals> {
-    if (this.down) throw new Error("Connection is closed.");
-    const totals = await this.inner.apply(ws, inst, seq, deltas, day, month);
-    if (this.failAfterApply) throw new Error("Command timed out");
-    return totals;
-  }
-  day(ws: string, dayKey: string): number {
-    return this.inner.counters.get(`${ws}\u0000d\u0000${dayKey}`) ?? 0;
-  }
-  month(ws: string, monthKey: string): number {
-    return this.inner.counters.get(`${ws}\u0000m\u0000${monthKey}`) ?? 0;
-  }
-}
+import { FlakyStore, plan } from "./fakes";
 
 describe("data-plane quota: ReconciledQuotaTracker (fake clock)", () => {
   it("refuses once the daily limit is reached, until 00:00 UTC, then starts from zero", async () => {

@@ -15,8 +15,10 @@ interface Raced {
 
 /**
  * Runs `threads` worker threads over one shared table, each executing `body` (JavaScript with `table`,
- * `clock`, `T0`, `modules` and `index` in scope, returning a Raced) as soon as all are started, so their
- * loops overlap.
+ * `clock`, `T0`, `modules`, `index` and `barrier` in scope, returning a Raced) as soon as all are started,
+ * so their loops overlap. `barrier(round)` returns once every thread has reached round `round`: a body
+ * that works in rounds keeps every thread in the race however the scheduler runs them (four threads on
+ * two cores: one thread could otherwise finish its whole loop in one time slice).
  */
 async function race(shared: SharedArrayBuffer, threads: number, body: string): Promise<Raced[]> {
   const modules = {
@@ -27,16 +29,28 @@ async function race(shared: SharedArrayBuffer, threads: number, body: string): P
     metrics: require.resolve("../../../../data-plane/src/metrics/metrics"),
     quota: require.resolve("../../../../data-plane/src/quota/quota-tracker"),
   };
-  /** Start line: each thread adds 1 once ready and spins until all have (so the loops really overlap). */
-  const gate = new SharedArrayBuffer(4);
+  /**
+   * [0]: start line (each thread adds 1 once ready and spins until all have); [1]: rounds reached, for
+   * `barrier` (each thread adds 1 per round and sleeps until all have).
+   */
+  const gate = new SharedArrayBuffer(8);
   const source = `
     const { parentPort, workerData } = require("node:worker_threads");
     const { shared, gate, modules, T0, threads, index } = workerData;
     const { WindowCounts } = require(modules.windowCounts);
     const table = new WindowCounts(shared);
     const clock = { now: () => T0 };
-    const run = () => { ${body} };
     const g = new Int32Array(gate);
+    const barrier = (round) => {
+      Atomics.add(g, 1, 1);
+      Atomics.notify(g, 1);
+      for (;;) {
+        const reached = Atomics.load(g, 1);
+        if (reached >= threads * (round + 1)) return;
+        Atomics.wait(g, 1, reached, 5);
+      }
+    };
+    const run = () => { ${body} };
     Atomics.add(g, 0, 1);
     while (Atomics.load(g, 0) < threads) {}
     parentPort.postMessage(run());
@@ -163,14 +177,18 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
       const { LocalRateLimiter } = require(modules.rateLimiter);
       const rl = new LocalRateLimiter({ clock, counts: table });
       let admitted = 0;
-      for (let i = 0; i < 10000; i++) if (rl.check("ws:hot", 1, 5000).allowed) admitted++;
+      // 50 rounds of 200 checks, all threads in each round: the first rounds (800 checks) all fit.
+      for (let round = 0; round < 50; round++) {
+        for (let i = 0; i < 200; i++) if (rl.check("ws:hot", 1, 5000).allowed) admitted++;
+        barrier(round);
+      }
       return { admitted, byId: {} };
     `,
     );
     const total = results.reduce((n, r) => n + r.admitted, 0);
     assert.equal(total, 5000, JSON.stringify(results));
-    // Each thread got a share: the loops overlapped (not one thread taking all before the others ran).
-    assert.ok(results.filter((r) => r.admitted > 0).length >= 2, JSON.stringify(results));
+    // Every thread took part while the window had room (the rounds keep them in step).
+    for (const r of results) assert.ok(r.admitted >= 200, JSON.stringify(results));
     const rl = new LocalRateLimiter({ clock: new FakeClock(T0), counts: new WindowCounts(shared) });
     assert.equal(rl.check("ws:hot", 1, 5000).allowed, false, "the process's window is full");
   });
@@ -266,5 +284,64 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
     const view = new WindowCounts(shared);
     for (let i = 0; i < 2000; i++) assert.equal(view.count(`ip:${i}`, W0), 4, `ip:${i}`);
     assert.equal(view.active(W0), 2000);
+  });
+
+  /**
+   * A thread reading, in a worker, a slot that `claimer` left CLAIMING (the state between a claim and its
+   * publication); resolves with the handle it got and whether it spilled. `started` once it is reading.
+   */
+  const readClaimed = (shared: SharedArrayBuffer) => {
+    const source = `
+      const { parentPort, workerData } = require("node:worker_threads");
+      const { WindowCounts } = require(workerData.module);
+      const view = new WindowCounts(workerData.shared);
+      parentPort.postMessage("started");
+      const handle = view.slot("ws:claimed", workerData.window);
+      parentPort.postMessage({ handle, spilled: view.spilled });
+    `;
+    const w = new Worker(source, {
+      eval: true,
+      workerData: {
+        shared,
+        module: require.resolve("../../../../data-plane/src/ratelimit/window-counts"),
+        window: W0,
+      },
+    });
+    const started = new Promise<void>((resolve) => w.once("message", () => resolve()));
+    const done = new Promise<{ handle: number; spilled: number }>((resolve, reject) => {
+      w.on("message", (m) => {
+        if (m !== "started") resolve(m);
+      });
+      w.once("error", reject);
+    });
+    return { started, done: done.finally(() => w.terminate()) };
+  };
+
+  it("a claimer descheduled between its claim and its publication: the reader waits for it, no spill", async () => {
+    const shared = WindowCounts.allocate(1024);
+    const handle = new WindowCounts(shared).slot("ws:claimed", W0);
+    const t = new Int32Array(shared);
+    const windowWord = handle - 3; // [window, tagA, tagB, count]
+    const published = Atomics.load(t, windowWord);
+    // Back to mid-claim: tags written, window not yet published.
+    Atomics.store(t, windowWord, -1);
+    const reader = readClaimed(shared);
+    await reader.started;
+    // Time is the subject: the claimer runs again 50 ms later, far past the reader's spins (about 10 µs).
+    await new Promise((r) => setTimeout(r, 50));
+    Atomics.store(t, windowWord, published);
+    Atomics.notify(t, windowWord);
+    const got = await reader.done;
+    assert.deepEqual(got, { handle, spilled: 0 }, "the reader found the published slot");
+  });
+
+  it("a claim never published (its thread gone between two stores): the reader spills after its wait, never hangs", async () => {
+    const shared = WindowCounts.allocate(1024);
+    const handle = new WindowCounts(shared).slot("ws:claimed", W0);
+    Atomics.store(new Int32Array(shared), handle - 3, -1);
+    const reader = readClaimed(shared);
+    const got = await reader.done;
+    assert.ok(got.handle >= new Int32Array(shared).length, `a spill handle, got ${got.handle}`);
+    assert.equal(got.spilled, 1);
   });
 });

@@ -1,30 +1,10 @@
-/**
- * JWT benchmark (issue 16 §3): keyed cache-miss requests per second through one gateway process for an app
- * that requires a JWT (every request carries `Authorization: Bearer <jwt>`, RS256) against an app that does
- * not, measured in the same run, alternating (BENCH_JWT_REPEATS rounds, median kept), in front of the
- * instant stub upstream. The body is an `eth_call` with params unique per request, so every request goes
- * upstream: the figure is the JWT check's cost on the forwarding path, not on a cache hit.
- *
- * A client reuses its token, so the gateway verifies it once and then serves the verdict from its cache
- * (auth/jwt.ts); the run also reports how many signature verifications the gateway made
- * (rpcgw_jwt_verifications_total), which should be one.
- *
- *   node dist/bench/jwt.js     (alone: prints the figures and writes the `jwt` section of
- *                               bench/results.json, or BENCH_RESULTS; the rest of the file is kept)
- *   import { runJwtBench } from "./jwt"   (from bench/run.ts)
- *
- * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS,
- * BENCH_JWT_REPEATS (3), BENCH_STUB_IMPL (uws), REDIS_URL. Load by wrk when installed, else autocannon.
- */
-import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
-import { join, resolve } from "node:path";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
 import { type KeyRecord, KeyRecordSchema } from "../shared/src/redis/records";
 import { envInt } from "./env";
 import { BENCH_NETWORK, startGateway } from "./gateway";
+import { RESULTS_FILE, writeResultsSection } from "./results-file";
 import { runVariantsSection, type VariantMedian } from "./variants";
 
 export interface JwtBenchOptions {
@@ -237,18 +217,11 @@ async function main(): Promise<void> {
     repeats: envInt("BENCH_JWT_REPEATS", 3),
     stubImpl: (process.env.BENCH_STUB_IMPL ?? "uws") as "uws" | "node",
   });
-  const file = process.env.BENCH_RESULTS || join(resolve(__dirname, "../../bench"), "results.json");
-  const results = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>) : {};
-  results.jwt = { date: new Date().toISOString(), ...result };
-  const ratios = (results.ratios ?? {}) as Record<string, unknown>;
-  ratios.jwtOnVsOffCacheMissReqPerSec = result.ratios.cacheMissJwtOnVsOff;
-  ratios.jwtOnVsOffCpuPerRequest = result.ratios.cpuPerRequestJwtOnVsOff;
-  results.ratios = ratios;
-  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
-  // The committed results file is linted with the repo (`biome check .`), as bench/run.ts writes it.
-  const biome = require.resolve("@biomejs/biome/bin/biome");
-  spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
-  log(`\nwrote the jwt section of ${file}`);
+  writeResultsSection("jwt", { date: new Date().toISOString(), ...result }, RESULTS_FILE, {
+    jwtOnVsOffCacheMissReqPerSec: result.ratios.cacheMissJwtOnVsOff,
+    jwtOnVsOffCpuPerRequest: result.ratios.cpuPerRequestJwtOnVsOff,
+  });
+  log(`\nwrote the jwt section of ${RESULTS_FILE}`);
 }
 
 if (require.main === module) {

@@ -22,11 +22,20 @@ export function formatWithBiome(file: string): void {
 
 /**
  * Sets one top-level section of the results file and leaves the others as they are: a bench section run by
- * itself (`node dist/bench/<name>.js`) records its figures without a full `npm run bench`.
+ * itself (`node dist/bench/<name>.js`) records its figures without a full `npm run bench`. `ratios` are set
+ * in the file's `ratios` section (its other keys kept), where the headline ratios of every section live.
  */
-export function writeResultsSection(name: string, value: unknown, file = RESULTS_FILE): void {
+export function writeResultsSection(
+  name: string,
+  value: unknown,
+  file = RESULTS_FILE,
+  ratios: Record<string, number | null> = {},
+): void {
   const results = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>) : {};
   results[name] = value;
+  if (Object.keys(ratios).length > 0) {
+    results.ratios = { ...((results.ratios ?? {}) as Record<string, unknown>), ...ratios };
+  }
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   formatWithBiome(file);
 }

@@ -21,7 +21,7 @@ async function getLogs(
 }
 
 describe("bench: eth_getLogs split pieces", () => {
-  it("writeResultsSection sets one section and keeps the others", () => {
+  it("writeResultsSection sets one section (and its ratios) and keeps the others", () => {
     const dir = mkdtempSync(join(os.tmpdir(), "results-"));
     try {
       const file = join(dir, "results.json");
@@ -30,6 +30,16 @@ describe("bench: eth_getLogs split pieces", () => {
       assert.deepEqual(JSON.parse(readFileSync(file, "utf8")), {
         full: { a: 1 },
         logsSplit: { speedup: 4.5 },
+      });
+      // A section with headline ratios sets its keys in `ratios`, keeping the other sections' keys.
+      writeFileSync(
+        file,
+        JSON.stringify({ jwt: { old: true }, ratios: { cacheHitVsNginx: 1.3, jwtOnVsOff: 0.5 } }),
+      );
+      writeResultsSection("jwt", { new: true }, file, { jwtOnVsOff: 0.97, jwtCpu: null });
+      assert.deepEqual(JSON.parse(readFileSync(file, "utf8")), {
+        jwt: { new: true },
+        ratios: { cacheHitVsNginx: 1.3, jwtOnVsOff: 0.97, jwtCpu: null },
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });

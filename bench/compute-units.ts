@@ -1,9 +1,26 @@
+/**
+ * Compute-unit benchmark (issue 28 §1): keyed cache-miss requests per second through one gateway process
+ * for a workspace whose plan limits compute units (per second, per day and per month, all far above the
+ * load, so nothing is refused) against one whose plan counts requests only, measured in the same run,
+ * alternating (BENCH_CU_REPEATS rounds, median kept), in front of the instant stub upstream. The network
+ * carries method weights (eth_call 26, as the seeded platform table), so both variants weigh each request;
+ * the compute-unit one also passes its compute-unit window and quotas. The body is an `eth_call` with
+ * params unique per request: every request goes upstream.
+ *
+ *   node dist/bench/compute-units.js   (alone: prints the figures and writes the `computeUnits` section of
+ *                                       bench/results.json, or BENCH_RESULTS; the rest of the file is kept)
+ *   import { runComputeUnitsBench } from "./compute-units"   (from bench/run.ts)
+ *
+ * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS,
+ * BENCH_CU_REPEATS (3), BENCH_STUB_IMPL (uws), REDIS_URL. Load by wrk when installed, else autocannon.
+ */
 import os from "node:os";
 import { generateApiKey, hashApiKey } from "../shared/src/crypto/api-key";
 import { KeyRecordSchema, NetworkRecordSchema, type PlanLimits } from "../shared/src/redis/records";
 import { envInt } from "./env";
 import { BENCH_NETWORK, startGateway } from "./gateway";
 import { RESULTS_FILE, writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 import { runVariantsSection, type VariantMedian } from "./variants";
 
 export interface ComputeUnitsBenchOptions {
@@ -194,12 +211,4 @@ async function main(): Promise<void> {
   log(`\nwrote the computeUnits section of ${RESULTS_FILE}`);
 }
 
-if (require.main === module) {
-  main().then(
-    () => process.exit(0),
-    (e: unknown) => {
-      process.stderr.write(`compute units bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runStandalone("compute units", main);

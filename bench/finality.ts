@@ -28,6 +28,7 @@ import { type Anvil, startAnvil } from "../test/helpers/anvil";
 import { envInt } from "./env";
 import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
 import { RESULTS_FILE, writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 
 export interface FinalityBenchOptions {
   redisUrl?: string;
@@ -286,12 +287,4 @@ async function main(): Promise<void> {
   log(`\nwrote the finality section of ${RESULTS_FILE}`);
 }
 
-if (require.main === module) {
-  main().then(
-    () => process.exit(0),
-    (e: unknown) => {
-      process.stderr.write(`finality bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runStandalone("finality", main);

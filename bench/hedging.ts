@@ -26,15 +26,15 @@
  * (200), BENCH_HEDGING_MIN_DELAY_MS (1), REDIS_URL. Standalone, the result is written into
  * bench/results.json under `hedging` (BENCH_RESULTS elsewhere).
  */
-import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { freePort } from "../test/helpers/ports";
 import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
 import { type FixedRateResult, runFixedRate } from "./load";
+import { RESULTS_FILE, writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 
 export interface HedgingBenchOptions {
   redisUrl: string;
@@ -331,31 +331,16 @@ export function hedgingOptionsFromEnv(log: (s: string) => void): HedgingBenchOpt
 }
 
 if (require.main === module) {
-  const log = (s: string) => process.stdout.write(`${s}\n`);
-  const o = hedgingOptionsFromEnv(log);
-  log(
-    `hedging bench: ${o.rate} req/s open-loop, ${o.durationS} s per run (+${o.warmupS} s warm-up), slow node: ${o.slowPercent}% of exchanges after ${o.slowMs} ms`,
-  );
-  runHedgingBench(o).then(
-    (r) => {
-      printHedgingBench(r, log);
-      // Into the committed results file, next to the other sections (the full bench rewrites it whole).
-      const file = process.env.BENCH_RESULTS || join(resolve(__dirname, "../../bench"), "results.json");
-      const all = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>) : {};
-      all.hedging = { date: new Date().toISOString(), ...r };
-      writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
-      try {
-        const biome = require.resolve("@biomejs/biome/bin/biome");
-        spawnSync(process.execPath, [biome, "format", "--write", file], { encoding: "utf8" });
-      } catch {
-        // biome missing: the file stays as JSON.stringify wrote it
-      }
-      log(`\nwrote ${file} (hedging)`);
-      process.exit(0);
-    },
-    (e: unknown) => {
-      process.stderr.write(`hedging bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
+  runStandalone("hedging", async () => {
+    const log = (s: string) => process.stdout.write(`${s}\n`);
+    const o = hedgingOptionsFromEnv(log);
+    log(
+      `hedging bench: ${o.rate} req/s open-loop, ${o.durationS} s per run (+${o.warmupS} s warm-up), slow node: ${o.slowPercent}% of exchanges after ${o.slowMs} ms`,
+    );
+    const r = await runHedgingBench(o);
+    printHedgingBench(r, log);
+    // Into the committed results file, next to the other sections (the full bench rewrites it whole).
+    writeResultsSection("hedging", { date: new Date().toISOString(), ...r });
+    log(`\nwrote the hedging section of ${RESULTS_FILE}`);
+  });
 }

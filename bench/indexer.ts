@@ -27,6 +27,7 @@ import { KeyRecordSchema, type PlanLimits } from "../shared/src/redis/records";
 import { envInt } from "./env";
 import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
 import { writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 import { startStubUpstream } from "./stub-upstream";
 
 /**
@@ -239,12 +240,4 @@ async function main(): Promise<void> {
   log("\nwrote the indexer section of the results file");
 }
 
-if (require.main === module) {
-  main().then(
-    () => process.exit(0),
-    (e: unknown) => {
-      process.stderr.write(`indexer bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runStandalone("indexer", main);

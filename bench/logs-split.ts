@@ -30,6 +30,7 @@ import { ANVIL_DETERMINISTIC_ARGS, LogHistory } from "../test/helpers/evm-logs";
 import { BenchRedis, type Gateway, startGateway } from "./gateway";
 import { startLogsNode } from "./logs-node-stub";
 import { RESULTS_FILE, writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 
 export interface LogsSplitBenchOptions {
   nodes?: "stub" | "anvil";
@@ -279,16 +280,11 @@ export function printLogsSplitBench(r: LogsSplitBenchResult): void {
 }
 
 if (require.main === module) {
-  runLogsSplitBench()
-    .then((r) => {
-      printLogsSplitBench(r);
-      // Standalone: only this section of the results file changes.
-      writeResultsSection("logsSplit", { date: new Date().toISOString(), ...r });
-      process.stdout.write(`wrote the logsSplit section of ${RESULTS_FILE}\n`);
-      process.exit(0);
-    })
-    .catch((e: unknown) => {
-      process.stderr.write(`bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    });
+  runStandalone("logs-split", async () => {
+    const r = await runLogsSplitBench();
+    printLogsSplitBench(r);
+    // Standalone: only this section of the results file changes.
+    writeResultsSection("logsSplit", { date: new Date().toISOString(), ...r });
+    process.stdout.write(`wrote the logsSplit section of ${RESULTS_FILE}\n`);
+  });
 }

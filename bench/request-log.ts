@@ -12,6 +12,7 @@
 import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
 import type { BenchRedis } from "./gateway";
 import { writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 import { medianRow, runVariantsSection, type VariantRow, variantRow } from "./variants";
 
 export interface RequestLogBenchOptions extends SectionLoadOptions {
@@ -102,20 +103,14 @@ export function requestLogOptionsFromEnv(log: (s: string) => void): RequestLogBe
 }
 
 if (require.main === module) {
-  const log = (s: string) => process.stdout.write(`${s}\n`);
-  const o = requestLogOptionsFromEnv(log);
-  log(
-    `request-log bench: ${o.durationS} s per run (+${o.warmupS} s warm-up), ${o.connections} connections, ${o.repeats} rounds`,
-  );
-  runRequestLogBench(o).then(
-    (r) => {
-      printRequestLogBench(r, log);
-      writeResultsSection("requestLog", { date: new Date().toISOString(), ...r });
-      process.exit(0);
-    },
-    (e: unknown) => {
-      process.stderr.write(`request-log bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
+  runStandalone("request-log", async () => {
+    const log = (s: string) => process.stdout.write(`${s}\n`);
+    const o = requestLogOptionsFromEnv(log);
+    log(
+      `request-log bench: ${o.durationS} s per run (+${o.warmupS} s warm-up), ${o.connections} connections, ${o.repeats} rounds`,
+    );
+    const r = await runRequestLogBench(o);
+    printRequestLogBench(r, log);
+    writeResultsSection("requestLog", { date: new Date().toISOString(), ...r });
+  });
 }

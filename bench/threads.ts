@@ -20,8 +20,7 @@
  * Environment: BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (64), BENCH_THREADS (wrk
  * threads), BENCH_REPEATS (1; round-robin, median by req/s kept), BENCH_RESULTS, REDIS_URL.
  */
-import { spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "../test/helpers/ports";
@@ -29,6 +28,8 @@ import { type StartedProcess, startProcess } from "../test/helpers/process";
 import { CHAIN_ID_BODY } from "./bodies";
 import { BENCH_NETWORK, BenchRedis, type Gateway, startGateway } from "./gateway";
 import { type Body, type LoadResult, runLoad, which } from "./load";
+import { RESULTS_FILE, writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 
 export interface ThreadsBenchOptions {
   durationS: number;
@@ -351,39 +352,17 @@ if (require.main === module) {
     const v = process.env[name];
     return v === undefined || v === "" ? def : Math.max(0, Number.parseInt(v, 10));
   };
-  const benchDir = resolve(__dirname, "../../bench");
-  const resultsFile = process.env.BENCH_RESULTS || join(benchDir, "results.json");
-  runThreadsBench({
-    durationS: Math.max(1, envInt("BENCH_DURATION_S", 10)),
-    warmupS: envInt("BENCH_WARMUP_S", 2),
-    connections: Math.max(1, envInt("BENCH_CONNECTIONS", 64)),
-    wrkThreads: Math.max(1, envInt("BENCH_THREADS", os.cpus().length <= 2 ? 1 : 2)),
-    repeats: Math.max(1, envInt("BENCH_REPEATS", 1)),
-    redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
-    outDir: join(benchDir, "out"),
-  }).then(
-    (threads) => {
-      let results: Record<string, unknown> = {};
-      try {
-        results = JSON.parse(readFileSync(resultsFile, "utf8")) as Record<string, unknown>;
-      } catch {
-        // no results file yet: this section alone
-      }
-      results.threads = threads;
-      writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
-      // The committed results file is linted with the repo: in Biome's format, as bench/run.ts writes it.
-      spawnSync(process.execPath, [
-        require.resolve("@biomejs/biome/bin/biome"),
-        "format",
-        "--write",
-        resultsFile,
-      ]);
-      process.stdout.write(`\nwrote the threads section of ${resultsFile}\n`);
-      process.exit(0);
-    },
-    (e: unknown) => {
-      process.stderr.write(`threads bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
+  runStandalone("threads", async () => {
+    const threads = await runThreadsBench({
+      durationS: Math.max(1, envInt("BENCH_DURATION_S", 10)),
+      warmupS: envInt("BENCH_WARMUP_S", 2),
+      connections: Math.max(1, envInt("BENCH_CONNECTIONS", 64)),
+      wrkThreads: Math.max(1, envInt("BENCH_THREADS", os.cpus().length <= 2 ? 1 : 2)),
+      repeats: Math.max(1, envInt("BENCH_REPEATS", 1)),
+      redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+      outDir: join(resolve(__dirname, "../../bench"), "out"),
+    });
+    writeResultsSection("threads", threads);
+    process.stdout.write(`\nwrote the threads section of ${RESULTS_FILE}\n`);
+  });
 }

@@ -18,6 +18,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type SectionLoadOptions, sectionLoadFromEnv } from "./env";
 import { writeResultsSection } from "./results-file";
+import { runStandalone } from "./standalone";
 import { medianRow, runVariantsSection, type VariantRowWithCpu, variantRow } from "./variants";
 
 export interface TracingBenchOptions extends SectionLoadOptions {
@@ -153,20 +154,14 @@ export function tracingOptionsFromEnv(log: (s: string) => void): TracingBenchOpt
 }
 
 if (require.main === module) {
-  const log = (s: string) => process.stdout.write(`${s}\n`);
-  const o = tracingOptionsFromEnv(log);
-  log(
-    `tracing bench: ${o.durationS} s per run (+${o.warmupS} s warm-up), ${o.connections} connections, ${o.repeats} rounds`,
-  );
-  runTracingBench(o).then(
-    (r) => {
-      printTracingBench(r, log);
-      writeResultsSection("tracing", { date: new Date().toISOString(), ...r });
-      process.exit(0);
-    },
-    (e: unknown) => {
-      process.stderr.write(`tracing bench failed: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.exit(1);
-    },
-  );
+  runStandalone("tracing", async () => {
+    const log = (s: string) => process.stdout.write(`${s}\n`);
+    const o = tracingOptionsFromEnv(log);
+    log(
+      `tracing bench: ${o.durationS} s per run (+${o.warmupS} s warm-up), ${o.connections} connections, ${o.repeats} rounds`,
+    );
+    const r = await runTracingBench(o);
+    printTracingBench(r, log);
+    writeResultsSection("tracing", { date: new Date().toISOString(), ...r });
+  });
 }

@@ -1,5 +1,7 @@
 import { ControlPlaneConfig, loadConfig } from "../../../control-plane/src/config";
 import { ControlPlane, createControlPlane } from "../../../control-plane/src/server";
+import { loadDataPlaneConfig } from "../../../data-plane/src/config";
+import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
 import { Logger } from "../../../shared/src/log/logger";
 import type { RedisClient } from "../../../shared/src/redis/connect";
 import { RedisNames } from "../../../shared/src/redis/keys";
@@ -135,4 +137,22 @@ export async function createApp(
     token,
   );
   return d.createApp;
+}
+
+/**
+ * A data plane in this process over the harness's Redis (its namespace and connection settings), on a free
+ * loopback port, logging at LOG_LEVEL (silent by default); `env` is laid over that, as the process
+ * environment would give it. The caller closes it.
+ */
+export function startHarnessDataPlane(h: Harness, env: Record<string, string> = {}): Promise<DataPlane> {
+  return startDataPlane(
+    loadDataPlaneConfig({
+      ...h.ns.redis.env(),
+      REDIS_KEY_PREFIX: h.ns.prefix,
+      DATA_PLANE_PORT: "0",
+      DATA_PLANE_HOST: "127.0.0.1",
+      LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
+      ...env,
+    }),
+  );
 }

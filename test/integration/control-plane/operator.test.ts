@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { HealthRecordSchema } from "../../../shared/src/redis/records";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { eventually } from "../../helpers/eventually";
 import { describeOnRedisCluster } from "../../helpers/redis";
 import { StubUpstream } from "../data-plane/stub-upstream";
-import { ADMIN_TOKEN, code, createApp, type Harness, startHarness } from "./harness";
+import { ADMIN_TOKEN, code, createApp, type Harness, startHarness, startHarnessDataPlane } from "./harness";
 
 const SET_OP = `mutation($a: String!, $o: Boolean!) { setOperator(account: $a, operator: $o) { id email isOperator } }`;
 const HEALTH_Q = `{ networks { slug upstreams { id httpUrl health { instances healthyInstances healthy head lagBlocks
@@ -352,20 +351,13 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x7"] }),
       });
-      dp = await startDataPlane(
-        loadDataPlaneConfig({
-          ...h.ns.redis.env(),
-          REDIS_KEY_PREFIX: h.ns.prefix,
-          DATA_PLANE_PORT: "0",
-          DATA_PLANE_HOST: "127.0.0.1",
-          LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-          RATE_LIMIT_MODE: "off",
-          QUOTA_MODE: "off",
-          USAGE_MODE: "off",
-          HEALTH_CHECK_INTERVAL_MS: "200",
-          HEALTH_PUBLISH_INTERVAL_MS: "200",
-        }),
-      );
+      dp = await startHarnessDataPlane(h, {
+        RATE_LIMIT_MODE: "off",
+        QUOTA_MODE: "off",
+        USAGE_MODE: "off",
+        HEALTH_CHECK_INTERVAL_MS: "200",
+        HEALTH_PUBLISH_INTERVAL_MS: "200",
+      });
     });
     after(async () => {
       await dp?.close();
@@ -480,20 +472,13 @@ describeOnRedisCluster("control-plane: upstream health records", (redis) => {
       { u: anvil.httpUrl },
       ADMIN_TOKEN,
     );
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        ...h.ns.redis.env(),
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        RATE_LIMIT_MODE: "off",
-        QUOTA_MODE: "off",
-        USAGE_MODE: "off",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        HEALTH_PUBLISH_INTERVAL_MS: "200",
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      RATE_LIMIT_MODE: "off",
+      QUOTA_MODE: "off",
+      USAGE_MODE: "off",
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      HEALTH_PUBLISH_INTERVAL_MS: "200",
+    });
   });
   after(async () => {
     await dp?.close();

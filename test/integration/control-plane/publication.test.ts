@@ -4,8 +4,6 @@ import type { DataSource } from "typeorm";
 import { loadConfig } from "../../../control-plane/src/config";
 import { PublicationService } from "../../../control-plane/src/publication/publication.service";
 import { startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { startDataPlane } from "../../../data-plane/src/data-plane";
 import { hashApiKey } from "../../../shared/src/crypto/api-key";
 import { createLogger } from "../../../shared/src/log/logger";
 import { type RedisClient, scanKeys } from "../../../shared/src/redis/connect";
@@ -15,7 +13,7 @@ import { freePort } from "../../helpers/ports";
 import { describeOverRedis } from "../../helpers/redis";
 import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
-import { ADMIN_TOKEN, createApp, Harness, startHarness } from "./harness";
+import { ADMIN_TOKEN, createApp, Harness, startHarness, startHarnessDataPlane } from "./harness";
 
 /** Every key under `prefix` with its value (on a cluster: every master scanned). */
 async function dumpPrefix(
@@ -174,18 +172,11 @@ describeOverRedis("control-plane: publication to Redis", (redis) => {
       { u: stub.url },
       ADMIN_TOKEN,
     );
-    const dp = await startDataPlane(
-      loadDataPlaneConfig({
-        ...h.ns.redis.env(),
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        RATE_LIMIT_MODE: "off",
-        QUOTA_MODE: "off",
-        USAGE_MODE: "off",
-      }),
-    );
+    const dp = await startHarnessDataPlane(h, {
+      RATE_LIMIT_MODE: "off",
+      QUOTA_MODE: "off",
+      USAGE_MODE: "off",
+    });
     try {
       const app = await createApp(h, user.token, "revoked-later");
       const body = { jsonrpc: "2.0", id: 1, method: "eth_chainId" };

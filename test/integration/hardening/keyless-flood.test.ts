@@ -2,11 +2,16 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { REQUEST_LOG_CONSUMER_GROUP } from "../../../shared/src/requestlog/contract";
 import { eventually } from "../../helpers/eventually";
-import { createApp, createStubNetwork, type Harness, startHarness } from "../control-plane/harness";
+import {
+  createApp,
+  createStubNetwork,
+  type Harness,
+  startHarness,
+  startHarnessDataPlane,
+} from "../control-plane/harness";
 import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
@@ -46,29 +51,22 @@ describe("keyless flood: 10,000 unknown keys from one address", function () {
 
   const startDp = async (env: Record<string, string>) => {
     await dp?.close();
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        USAGE_FLUSH_INTERVAL_MS: "200",
-        REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
-        RATE_LIMIT_MODE: "local",
-        QUOTA_MODE: "off",
-        SHARED_NODE_EXTRA_NAMESPACES: "stub",
-        // The tenant's key, looked up once before the flood, stays cached however long a loaded machine
-        // takes over the flood (past the default minute its next look-up would meet the address's throttle).
-        KEY_CACHE_TTL_MS: "3600000",
-        // Each unknown key is a Redis read: on a loaded machine one of 10,000 can outlast the default
-        // command timeout and be answered 500 `internal` (the contract's row for a failed look-up), which
-        // is not what this test is about.
-        REDIS_COMMAND_TIMEOUT_MS: "10000",
-        ...h.ns.redis.env(),
-        ...env,
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      USAGE_FLUSH_INTERVAL_MS: "200",
+      REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
+      RATE_LIMIT_MODE: "local",
+      QUOTA_MODE: "off",
+      SHARED_NODE_EXTRA_NAMESPACES: "stub",
+      // The tenant's key, looked up once before the flood, stays cached however long a loaded machine
+      // takes over the flood (past the default minute its next look-up would meet the address's throttle).
+      KEY_CACHE_TTL_MS: "3600000",
+      // Each unknown key is a Redis read: on a loaded machine one of 10,000 can outlast the default
+      // command timeout and be answered 500 `internal` (the contract's row for a failed look-up), which
+      // is not what this test is about.
+      REDIS_COMMAND_TIMEOUT_MS: "10000",
+      ...env,
+    });
     return `http://127.0.0.1:${dp.port}`;
   };
 

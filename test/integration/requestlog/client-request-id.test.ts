@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { eventually } from "../../helpers/eventually";
 import {
   createApp,
@@ -9,6 +8,7 @@ import {
   type Harness,
   type Json,
   startHarness,
+  startHarnessDataPlane,
 } from "../control-plane/harness";
 import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
@@ -51,21 +51,14 @@ describe("a client's own X-Request-Id: returned, in data.requestId and in the re
     owner = await h.signUp();
     const app = await createApp(h, owner.token, "ids");
     worker = await startWorker(h.config, undefined, { usage: { blockMs: 100, consumerName: "reqid-test" } });
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
-        REQUEST_LOG_SAMPLE_PERCENT: "100",
-        RATE_LIMIT_MODE: "off",
-        QUOTA_MODE: "off",
-        SHARED_NODE_EXTRA_NAMESPACES: "stub",
-        ...h.ns.redis.env(),
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
+      REQUEST_LOG_SAMPLE_PERCENT: "100",
+      RATE_LIMIT_MODE: "off",
+      QUOTA_MODE: "off",
+      SHARED_NODE_EXTRA_NAMESPACES: "stub",
+    });
     url = `http://127.0.0.1:${dp.port}/evm-stub/rpc?apikey=${app.apiKey}`;
     await eventually(
       async () => (await post(url, { jsonrpc: "2.0", id: 1, method: "eth_chainId" })).status === 200,

@@ -1,14 +1,19 @@
 import assert from "node:assert/strict";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import {
   REQUEST_LOG_CONSUMER_GROUP,
   REQUEST_LOG_STREAM_FIELD,
 } from "../../../shared/src/requestlog/contract";
 import { BUCKET_COUNT, USAGE_CONSUMER_GROUP, USAGE_STREAM_FIELD } from "../../../shared/src/usage/contract";
 import { eventually } from "../../helpers/eventually";
-import { createApp, createStubNetwork, type Harness, startHarness } from "../control-plane/harness";
+import {
+  createApp,
+  createStubNetwork,
+  type Harness,
+  startHarness,
+  startHarnessDataPlane,
+} from "../control-plane/harness";
 import { post } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
 
@@ -73,22 +78,15 @@ describe("request log and usage ingestion: hostile records cannot stall what all
     worker = await startWorker(h.config, undefined, {
       usage: { blockMs: 100, consumerName: "poison-test", maxAttempts: 3, retryBaseMs: 50 },
     });
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        USAGE_FLUSH_INTERVAL_MS: "200",
-        REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
-        REQUEST_LOG_SAMPLE_PERCENT: "100",
-        RATE_LIMIT_MODE: "local",
-        QUOTA_MODE: "off",
-        SHARED_NODE_EXTRA_NAMESPACES: "stub",
-        ...h.ns.redis.env(),
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      USAGE_FLUSH_INTERVAL_MS: "200",
+      REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
+      REQUEST_LOG_SAMPLE_PERCENT: "100",
+      RATE_LIMIT_MODE: "local",
+      QUOTA_MODE: "off",
+      SHARED_NODE_EXTRA_NAMESPACES: "stub",
+    });
     base = `http://127.0.0.1:${dp.port}`;
   });
 

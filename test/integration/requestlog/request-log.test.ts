@@ -9,8 +9,7 @@ import {
   partitionName,
 } from "../../../control-plane/src/requestlog/requestlog.partitions";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { createLogger } from "../../../shared/src/log/logger";
 import { JobName, QueueName } from "../../../shared/src/queue/names";
 import {
@@ -24,6 +23,7 @@ import {
   type Harness,
   type Json,
   startHarness,
+  startHarnessDataPlane,
 } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
@@ -48,22 +48,15 @@ describe("request log: gateway -> Redis stream -> worker -> partitioned Postgres
   let base = "";
   const startDp = async (samplePercent: string) => {
     await dp?.close();
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        USAGE_FLUSH_INTERVAL_MS: "200",
-        REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
-        REQUEST_LOG_SAMPLE_PERCENT: samplePercent,
-        RATE_LIMIT_MODE: "local",
-        QUOTA_MODE: "off",
-        SHARED_NODE_EXTRA_NAMESPACES: "stub",
-        ...h.ns.redis.env(),
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      USAGE_FLUSH_INTERVAL_MS: "200",
+      REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
+      REQUEST_LOG_SAMPLE_PERCENT: samplePercent,
+      RATE_LIMIT_MODE: "local",
+      QUOTA_MODE: "off",
+      SHARED_NODE_EXTRA_NAMESPACES: "stub",
+    });
     base = `http://127.0.0.1:${dp.port}`;
   };
   const startLogWorker = () =>

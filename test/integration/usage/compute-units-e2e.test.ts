@@ -1,12 +1,18 @@
 import assert from "node:assert/strict";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { utcDayKey } from "../../../shared/src/quota/day";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { eventually } from "../../helpers/eventually";
 import { usageSettled } from "../../helpers/usage-stream";
-import { ADMIN_TOKEN, createApp, type Harness, type Json, startHarness } from "../control-plane/harness";
+import {
+  ADMIN_TOKEN,
+  createApp,
+  type Harness,
+  type Json,
+  startHarness,
+  startHarnessDataPlane,
+} from "../control-plane/harness";
 import { WebhookReceiver } from "../control-plane/webhooks/receiver";
 import { post } from "../data-plane/harness";
 
@@ -60,19 +66,12 @@ describe("compute units end to end: gateway -> Redis -> worker -> Postgres -> Gr
     );
     rx.setSecret("/quota", created.createWebhookEndpoint.secret);
     worker = await startWorker(h.config, undefined, { usage: { blockMs: 100, consumerName: "cu-e2e" } });
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        USAGE_FLUSH_INTERVAL_MS: "200",
-        REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
-        REQUEST_LOG_SAMPLE_PERCENT: "100",
-        ...h.ns.redis.env(),
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      USAGE_FLUSH_INTERVAL_MS: "200",
+      REQUEST_LOG_FLUSH_INTERVAL_MS: "100",
+      REQUEST_LOG_SAMPLE_PERCENT: "100",
+    });
     rpc = `http://127.0.0.1:${dp.port}/${NET}/rpc?apikey=${app.apiKey}`;
     // The network's upstream is usable once health checked.
     await eventually(

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { utcDayKey, utcMonthKey } from "../../../shared/src/quota/day";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
 import { eventually } from "../../helpers/eventually";
@@ -12,6 +11,7 @@ import {
   type Harness,
   type Json,
   startHarness,
+  startHarnessDataPlane,
 } from "../control-plane/harness";
 import { WebhookReceiver } from "../control-plane/webhooks/receiver";
 import { post } from "../data-plane/harness";
@@ -98,20 +98,13 @@ describe("billing end to end: the statement adds up (data plane -> Redis -> work
     );
     rx.setSecret("/daily", d.createWebhookEndpoint.secret);
     worker = await startWorker(h.config, undefined, { usage: { blockMs: 100, consumerName: "billing-e2e" } });
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        USAGE_FLUSH_INTERVAL_MS: "200",
-        RATE_LIMIT_MODE: "local",
-        QUOTA_MODE: "redis",
-        SHARED_NODE_EXTRA_NAMESPACES: "stub",
-        ...h.ns.redis.env(),
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      HEALTH_CHECK_INTERVAL_MS: "200",
+      USAGE_FLUSH_INTERVAL_MS: "200",
+      RATE_LIMIT_MODE: "local",
+      QUOTA_MODE: "redis",
+      SHARED_NODE_EXTRA_NAMESPACES: "stub",
+    });
   });
 
   after(async () => {

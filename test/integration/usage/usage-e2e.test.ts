@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { NIL_UUID } from "../../../control-plane/src/usage/usage.sql";
 import { type ControlPlaneWorker, startWorker } from "../../../control-plane/src/worker/worker";
-import { loadDataPlaneConfig } from "../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../data-plane/src/data-plane";
 import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { bucketIndex } from "../../../shared/src/usage/contract";
 import { type Anvil, startAnvil } from "../../helpers/anvil";
@@ -15,6 +14,7 @@ import {
   type Harness,
   type Json,
   startHarness,
+  startHarnessDataPlane,
 } from "../control-plane/harness";
 import { post, sleep } from "../data-plane/harness";
 import { StubUpstream } from "../data-plane/stub-upstream";
@@ -61,22 +61,15 @@ describeOverRedis(
     let appB: { id: string; apiKey: string };
     let base = "";
     const startDp = (env: Record<string, string> = {}) =>
-      startDataPlane(
-        loadDataPlaneConfig({
-          REDIS_KEY_PREFIX: h.ns.prefix,
-          DATA_PLANE_PORT: "0",
-          DATA_PLANE_HOST: "127.0.0.1",
-          LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-          HEALTH_CHECK_INTERVAL_MS: "200",
-          USAGE_FLUSH_INTERVAL_MS: "200",
-          RATE_LIMIT_MODE: "local",
-          QUOTA_MODE: "off",
-          // stub_error / stub_invalidParams: the stub's own namespace, opened as an operator would.
-          SHARED_NODE_EXTRA_NAMESPACES: "stub",
-          ...h.ns.redis.env(),
-          ...env,
-        }),
-      );
+      startHarnessDataPlane(h, {
+        HEALTH_CHECK_INTERVAL_MS: "200",
+        USAGE_FLUSH_INTERVAL_MS: "200",
+        RATE_LIMIT_MODE: "local",
+        QUOTA_MODE: "off",
+        // stub_error / stub_invalidParams: the stub's own namespace, opened as an operator would.
+        SHARED_NODE_EXTRA_NAMESPACES: "stub",
+        ...env,
+      });
     const startUsageWorker = () =>
       startWorker(h.config, undefined, { usage: { blockMs: 100, consumerName: "usage-e2e" } });
 

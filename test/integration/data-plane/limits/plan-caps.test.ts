@@ -1,9 +1,14 @@
 import assert from "node:assert/strict";
-import { loadDataPlaneConfig } from "../../../../data-plane/src/config";
-import { type DataPlane, startDataPlane } from "../../../../data-plane/src/data-plane";
+import type { DataPlane } from "../../../../data-plane/src/data-plane";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import { eventually } from "../../../helpers/eventually";
-import { ADMIN_TOKEN, createApp, type Harness, startHarness } from "../../control-plane/harness";
+import {
+  ADMIN_TOKEN,
+  createApp,
+  type Harness,
+  startHarness,
+  startHarnessDataPlane,
+} from "../../control-plane/harness";
 import { post, type RpcResponse } from "../harness";
 import { StubUpstream } from "../stub-upstream";
 
@@ -51,20 +56,13 @@ describe("data plane: per-key concurrency caps from the key's plan", function ()
       { s: stub.url },
       ADMIN_TOKEN,
     );
-    dp = await startDataPlane(
-      loadDataPlaneConfig({
-        REDIS_KEY_PREFIX: h.ns.prefix,
-        DATA_PLANE_PORT: "0",
-        DATA_PLANE_HOST: "127.0.0.1",
-        LOG_LEVEL: process.env.LOG_LEVEL ?? "silent",
-        RATE_LIMIT_MODE: "off",
-        QUOTA_MODE: "off",
-        USAGE_MODE: "off",
-        CACHE_MAX_BYTES: "0",
-        UPSTREAM_TIMEOUT_MS: "60000",
-        ...h.ns.redis.env(),
-      }),
-    );
+    dp = await startHarnessDataPlane(h, {
+      RATE_LIMIT_MODE: "off",
+      QUOTA_MODE: "off",
+      USAGE_MODE: "off",
+      CACHE_MAX_BYTES: "0",
+      UPSTREAM_TIMEOUT_MS: "60000",
+    });
     base = `http://127.0.0.1:${dp.port}`;
   });
 

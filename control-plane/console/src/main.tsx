@@ -5,16 +5,14 @@ import { AppPage } from "./pages/AppPage";
 import { AppsPage } from "./pages/Apps";
 import { AuthPage } from "./pages/Auth";
 import { BillingPage } from "./pages/Billing";
-import { OperatorComputeUnitsPage } from "./pages/ComputeUnits";
 import { InvitePage } from "./pages/Invite";
 import { MembersPage } from "./pages/Members";
 import { NodeDeployPage, NodePage, NodesPage } from "./pages/Nodes";
-import {
-  OperatorNetworksPage,
-  OperatorPlansPage,
-  OperatorUsagePage,
-  OperatorWorkspacesPage,
-} from "./pages/Operator";
+import { OperatorComputeUnitsPage } from "./pages/OperatorComputeUnits";
+import { OperatorNetworksPage } from "./pages/OperatorNetworks";
+import { OperatorPlansPage } from "./pages/OperatorPlans";
+import { OperatorUsagePage } from "./pages/OperatorUsage";
+import { OperatorWorkspacesPage } from "./pages/OperatorWorkspaces";
 import { PlanPage } from "./pages/Plan";
 import { RequestLogPage } from "./pages/RequestLog";
 import { UsagePage } from "./pages/Usage";

@@ -212,3 +212,28 @@ export function fmtBytes(n: number): string {
   }
   return `${n.toFixed(i === 0 ? 0 : 1)} ${u[i]}`;
 }
+
+/** A text input for a piece of a form's string state, named by `label` (its accessible name). */
+export function TextInput({
+  label,
+  placeholder,
+  value,
+  readOnly,
+  onChange,
+}: {
+  label: string;
+  placeholder?: string;
+  value: string;
+  readOnly?: boolean;
+  onChange: (value: string) => void;
+}) {
+  return (
+    <input
+      aria-label={label}
+      placeholder={placeholder}
+      value={value}
+      readOnly={readOnly}
+      onChange={(e) => onChange(e.target.value)}
+    />
+  );
+}

@@ -50,32 +50,30 @@ export interface Answer {
   // biome-ignore lint/suspicious/noExplicitAny: test convenience
   json: any;
   text: string;
+  headers: http.IncomingHttpHeaders;
 }
 
-/**
- * One POST on a connection of its own (no keep-alive agent): the kernel picks the serving thread per
- * connection, so requests sent this way spread over the threads.
- */
-export function postFresh(
+/** One HTTP exchange with the plane on `agent` (false: a connection of its own); `json` unset unless JSON. */
+function exchange(
   port: number,
+  method: string,
   path: string,
-  body: string | object,
+  agent: http.Agent | false,
+  text?: string,
   headers: Record<string, string> = {},
 ): Promise<Answer> {
-  const text = typeof body === "string" ? body : JSON.stringify(body);
   return new Promise((done, fail) => {
     const req = http.request(
       {
         host: "127.0.0.1",
         port,
         path,
-        method: "POST",
-        agent: false,
-        headers: {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(text),
-          ...headers,
-        },
+        method,
+        agent,
+        headers:
+          text === undefined
+            ? headers
+            : { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers },
       },
       (res) => {
         let out = "";
@@ -90,13 +88,26 @@ export function postFresh(
           } catch {
             json = undefined;
           }
-          done({ status: res.statusCode ?? 0, json, text: out });
+          done({ status: res.statusCode ?? 0, json, text: out, headers: res.headers });
         });
       },
     );
     req.on("error", fail);
     req.end(text);
   });
+}
+
+/**
+ * One POST on a connection of its own (no keep-alive agent): the kernel picks the serving thread per
+ * connection, so requests sent this way spread over the threads.
+ */
+export function postFresh(
+  port: number,
+  path: string,
+  body: string | object,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  return exchange(port, "POST", path, false, typeof body === "string" ? body : JSON.stringify(body), headers);
 }
 
 /** `n` fresh-connection POSTs, `concurrency` at a time; answers in sending order. */
@@ -187,40 +198,7 @@ export interface ThreadConnection {
 export async function connectionOn(port: number, thread: number): Promise<ThreadConnection> {
   for (let attempt = 0; attempt < 100; attempt++) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const send = (method: string, path: string, text?: string) =>
-      new Promise<Answer>((done, fail) => {
-        const req = http.request(
-          {
-            host: "127.0.0.1",
-            port,
-            path,
-            method,
-            agent,
-            headers:
-              text === undefined
-                ? {}
-                : { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
-          },
-          (res) => {
-            let out = "";
-            res.setEncoding("utf8");
-            res.on("data", (d) => {
-              out += d;
-            });
-            res.on("end", () => {
-              let json: unknown;
-              try {
-                json = JSON.parse(out);
-              } catch {
-                json = undefined;
-              }
-              done({ status: res.statusCode ?? 0, json, text: out });
-            });
-          },
-        );
-        req.on("error", fail);
-        req.end(text);
-      });
+    const send = (method: string, path: string, text?: string) => exchange(port, method, path, agent, text);
     const health = await send("GET", "/healthz");
     if (health.json?.thread === thread) {
       return {

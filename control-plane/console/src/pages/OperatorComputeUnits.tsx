@@ -1,6 +1,6 @@
 import { type FormEvent, useState } from "react";
 import { gql } from "../api";
-import { Async, FormError, useQuery } from "../ui";
+import { Async, FormError, TextInput, useQuery } from "../ui";
 import { OperatorNav } from "./Operator";
 
 /**
@@ -144,18 +144,13 @@ function SetWeight({ networkSlug, onSaved }: { networkSlug: string | null; onSav
     <form className="card" onSubmit={submit} aria-label="Set a weight">
       <h2>{networkSlug === null ? "Set a platform weight" : `Set a weight for ${networkSlug}`}</h2>
       <div className="row wrap">
-        <input
-          aria-label="Method"
+        <TextInput
+          label="Method"
           placeholder="eth_call, or * for the default"
           value={method}
-          onChange={(e) => setMethod(e.target.value)}
+          onChange={setMethod}
         />
-        <input
-          aria-label="Compute units"
-          placeholder="0..1000000"
-          value={units}
-          onChange={(e) => setUnits(e.target.value)}
-        />
+        <TextInput label="Compute units" placeholder="0..1000000" value={units} onChange={setUnits} />
         <button type="submit">Save weight</button>
       </div>
       <FormError error={error} fields={[]} />

@@ -38,6 +38,7 @@ import { UsageComputeUnits1700000025200 } from "./migrations/1700000025200-usage
 import { RequestLogComputeUnits1700000025210 } from "./migrations/1700000025210-request-log-compute-units";
 import { PlanInFlightCaps1700000025300 } from "./migrations/1700000025300-plan-in-flight-caps";
 import { Billing1700000025400 } from "./migrations/1700000025400-billing";
+import { SubscriptionEventWeight1700000025500 } from "./migrations/1700000025500-subscription-event-weight";
 
 export const ENTITIES = [
   Account,
@@ -83,6 +84,7 @@ export const MIGRATIONS = [
   RequestLogComputeUnits1700000025210,
   PlanInFlightCaps1700000025300,
   Billing1700000025400,
+  SubscriptionEventWeight1700000025500,
 ];
 
 /** Fixed key of the session-level advisory lock held while migrations run. */

@@ -175,8 +175,9 @@ export class RequestAccount {
 /**
  * `count` subscription notifications pushed to clients of `key` on `network` (a published message counts
  * its clients of one key in one call): usage as Success with latency 0 (a push has no request to time),
- * method = the notification method (`eth_subscription`...), and as many response units against the quota.
- * Not in the request log (not a request).
+ * method = the notification method (`eth_subscription`...), as many response units against the quota, and
+ * `count` times that method's weight (`weights`: the network's) in compute units, in the usage rows and
+ * against the compute-unit quota. Not in the request log (not a request).
  */
 export function countPushes(
   sinks: AccountSinks,
@@ -184,9 +185,11 @@ export function countPushes(
   network: string,
   method: string,
   count: number,
+  weights: MethodWeights,
 ): void {
   if (network === "") return;
   const rec = key?.record;
+  const computeUnits = weights.of(method) * count;
   sinks.usage.record({
     workspaceId: rec?.workspaceId ?? null,
     appId: rec?.appId ?? null,
@@ -195,6 +198,7 @@ export function countPushes(
     category: ErrorCategory.Success,
     latencyMs: 0,
     units: count,
+    computeUnits,
   });
-  if (key !== undefined) sinks.limits.recordServed(key, count);
+  if (key !== undefined) sinks.limits.recordServed(key, count, computeUnits);
 }

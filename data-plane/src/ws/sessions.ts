@@ -1,4 +1,5 @@
 import type uWS from "uWebSockets.js";
+import { UNIT_WEIGHTS } from "../limits/compute-units";
 import type { TenantCounts } from "../limits/tenant-counts";
 import { countPushes } from "../pipeline/account";
 import type { GatewayContext } from "../pipeline/context";
@@ -98,10 +99,13 @@ export class WsSessions {
     }
   }
 
-  /** Notifications delivered: counted, and accounted to the session's key (pipeline/account.ts). */
+  /**
+   * Notifications delivered: counted, and accounted to the session's key (pipeline/account.ts) at the
+   * network's weight for the notification method (a dedicated node's endpoint weighs every method 1).
+   */
   private notified(s: WsSession, method: string, count: number): void {
     this.notifications += count;
-    countPushes(this.ctx, s.key, s.usageNetwork, method, count);
+    countPushes(this.ctx, s.key, s.usageNetwork, method, count, s.pool?.weights ?? UNIT_WEIGHTS);
   }
 
   /** A notification: sent without corking (one write per socket anyway), counted. */

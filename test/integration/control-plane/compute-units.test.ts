@@ -51,11 +51,14 @@ describe("control-plane: compute units (method weights, plan and app limits)", (
     assert.equal(unitsOf(platform, "eth_sendRawTransaction")?.units, 250);
     assert.equal(unitsOf(platform, "eth_blockNumber")?.units, 10);
     assert.equal(unitsOf(platform, "eth_chainId")?.units, 0);
+    // A pushed subscription event (Alchemy's typical event: about 1,000 bytes at 0.04 per byte).
+    assert.equal(unitsOf(platform, "eth_subscription")?.units, 40);
     assert.equal(unitsOf(platform, "*"), undefined, "the default is its own field");
     const rec = await published("cu-a");
     assert.equal(rec.methodCosts?.defaultUnits, 20);
     assert.equal(rec.methodCosts?.methods.eth_call, 26);
     assert.equal(rec.methodCosts?.methods.eth_chainId, 0);
+    assert.equal(rec.methodCosts?.methods.eth_subscription, 40);
   });
 
   it("a network override applies to that network only; a platform change republishes every network; removal falls back", async () => {

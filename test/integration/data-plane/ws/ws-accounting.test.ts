@@ -35,6 +35,14 @@ describe("WebSocket accounting (the request pipeline over WebSocket)", function 
   before(async () => {
     stub = await startStubWsUpstream();
     await seeder.putNetwork(wsNetwork("eth", "EVM", [{ id: "a", httpUrl: stub.httpUrl, wsUrl: stub.wsUrl }]));
+    // The same node under method weights: each pushed event costs eth_subscription's 40 compute units.
+    await seeder.putNetwork({
+      ...wsNetwork("eth-cu", "EVM", [{ id: "a", httpUrl: stub.httpUrl, wsUrl: stub.wsUrl }]),
+      methodCosts: {
+        defaultUnits: 20,
+        methods: { eth_subscribe: 10, eth_blockNumber: 10, eth_subscription: 40 },
+      },
+    });
     key = await seeder.putKey({
       appId: "app-hooks",
       workspaceId: "ws-hooks",
@@ -87,6 +95,42 @@ describe("WebSocket accounting (the request pipeline over WebSocket)", function 
       stub.emitHead();
       await c.until(() => c.notifications(sub).length === 2);
       assert.equal(units("app-hooks", "eth_subscription"), 2);
+    } finally {
+      c.terminate();
+    }
+  });
+
+  it("pushed events cost their notification method's weight: in the usage rows and against a daily compute-unit limit", async () => {
+    // 130 compute units a day: the subscribe (10) and three events (3 x 40) use all of them.
+    const cuKey = await seeder.putKey({
+      appId: "app-cu",
+      workspaceId: "ws-cu",
+      plan: {
+        name: "t",
+        requestsPerSecond: 1000,
+        dailyRequestLimit: 1_000_000,
+        monthlyRequestLimit: null,
+        dailyComputeUnitLimit: 130,
+      },
+    });
+    const c = await TestWsClient.open(`ws://127.0.0.1:${plane.port}/eth-cu/rpc?apikey=${cuKey}`);
+    try {
+      const sub = (await c.call("eth_subscribe", ["newHeads"])).result;
+      for (let i = 0; i < 3; i++) stub.emitHead();
+      await c.until(() => c.notifications(sub).length === 3);
+      const pushes = usage.seen.filter((u) => u.appId === "app-cu" && u.method === "eth_subscription");
+      assert.equal(
+        pushes.reduce((n, u) => n + (u.units ?? 1), 0),
+        3,
+      );
+      assert.equal(
+        pushes.reduce((n, u) => n + (u.computeUnits ?? 0), 0),
+        120,
+      );
+      // 130 used: one more call of 10 is over the day's compute units.
+      const refused = await c.call("eth_blockNumber");
+      assert.equal(refused.error?.data?.reason, "daily_limit", JSON.stringify(refused));
+      assert.match(refused.error.message, /compute unit/);
     } finally {
       c.terminate();
     }

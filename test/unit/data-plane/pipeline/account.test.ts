@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import type { LimitsGate } from "../../../../data-plane/src/limits/admission";
-import { MethodWeights } from "../../../../data-plane/src/limits/compute-units";
+import { MethodWeights, UNIT_WEIGHTS } from "../../../../data-plane/src/limits/compute-units";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
 import { countPushes, nodeUsageNetwork, RequestAccount } from "../../../../data-plane/src/pipeline/account";
 import type { RequestLog } from "../../../../data-plane/src/requestlog/recorder";
@@ -172,9 +172,9 @@ describe("data-plane/pipeline/account", () => {
 
   it("countPushes: notifications as Success units for the key (quota too), public under no workspace, custom endpoints skipped", () => {
     const k = sinks();
-    countPushes(k.s, appKey, "eth", "eth_subscription", 3);
-    countPushes(k.s, undefined, "eth", "eth_subscription", 1);
-    countPushes(k.s, appKey, "", "eth_subscription", 1);
+    countPushes(k.s, appKey, "eth", "eth_subscription", 3, UNIT_WEIGHTS);
+    countPushes(k.s, undefined, "eth", "eth_subscription", 1, UNIT_WEIGHTS);
+    countPushes(k.s, appKey, "", "eth_subscription", 1, UNIT_WEIGHTS);
     assert.deepEqual(
       k.usage.map((u) => [u.workspaceId, u.method, u.category, u.latencyMs, u.units]),
       [
@@ -183,5 +183,20 @@ describe("data-plane/pipeline/account", () => {
       ],
     );
     assert.deepEqual(k.served, [[WS, 3]]);
+  });
+
+  it("countPushes: each event costs its notification method's weight, in the usage rows and against the compute-unit quota", () => {
+    const k = sinks();
+    const weights = new MethodWeights({ defaultUnits: 20, methods: { eth_subscription: 40 } });
+    countPushes(k.s, appKey, "eth", "eth_subscription", 3, weights);
+    countPushes(k.s, appKey, "dot", "chain_newHead", 2, weights);
+    assert.deepEqual(
+      k.usage.map((u) => [u.method, u.units, u.computeUnits]),
+      [
+        ["eth_subscription", 3, 120],
+        ["chain_newHead", 2, 40],
+      ],
+    );
+    assert.deepEqual(k.servedUnits, [120, 40]);
   });
 });

@@ -134,12 +134,17 @@ describe("data plane limits: the plan's per-second limit per workspace, across i
     const lim = b.plane.context.limits.limits.rateLimiter as RedisReconciledRateLimiter;
     await lim.syncNow();
     await lim.syncNow();
+    // B keeps what is left for A while A may still be serving: A's 40 arrived at one sync, so B holds as
+    // much again in reserve, halved at each of its syncs that shows A's total standing still; then B
+    // takes the rest. Never more than the 9 left, and all of them refused with the rate-limit row.
     const rs: RpcResponse[] = [];
-    for (let i = 0; i < 12; i++) rs.push(await post(bUrl, call("lim_x", i)));
-    // B keeps a fair share of what is left for A (which may still be serving), so it admits at most 9.
+    for (let i = 0; i < 40 && rs.filter((r) => r.status === 200).length < 9; i++) {
+      rs.push(await post(bUrl, call("lim_x", i)));
+      await lim.syncNow();
+    }
     const t = tally(rs);
     assert.ok((t.get("200") ?? 0) >= 1 && (t.get("200") ?? 0) <= 9, JSON.stringify([...t]));
-    assert.equal(t.get("200")! + t.get("429 rate_limit")!, 12, JSON.stringify([...t]));
+    assert.equal((t.get("200") ?? 0) + (t.get("429 rate_limit") ?? 0), rs.length, JSON.stringify([...t]));
     assert.ok(up.count("lim_x") <= 50, `forwarded ${up.count("lim_x")}: more than 50 across both instances`);
   });
 

@@ -50,7 +50,7 @@ describe("data-plane ratelimit: RedisReconciledRateLimiter (fake Redis, fake clo
   });
 
   it("counts what other instances admitted, once reconciled", async () => {
-    const { a, b } = pair();
+    const { a, b, clock } = pair();
     assert.equal(admitted(a, 40), 40);
     // b's first request for the identifier is decided blind; it is synced from then on.
     assert.ok(b.check("app:k", 1, 50).allowed);
@@ -59,7 +59,44 @@ describe("data-plane ratelimit: RedisReconciledRateLimiter (fake Redis, fake clo
     const r = b.check("app:k", 10, 50);
     assert.equal(r.allowed, false);
     assert.equal(r.remaining, 9);
-    assert.ok(b.check("app:k", 9, 50).allowed);
+    // a's 40 arrived at one sync: b keeps as much again in reserve for a (it may still be admitting) until
+    // syncs show a's total standing still; the reserve halves at each, and the 9 left are b's.
+    assert.equal(b.check("app:k", 9, 50).allowed, false);
+    let syncs = 0;
+    while (!b.check("app:k", 9, 50).allowed) {
+      assert.ok(++syncs <= 6, "the reserve for a's burst outlasted six syncs");
+      clock.advance(25);
+      await Promise.all([a.syncNow(), b.syncNow()]);
+    }
+    assert.equal(b.check("app:k", 1, 50).allowed, false, "the window is full");
+  });
+
+  it("a busy peer syncing less often than this instance: its admissions are reserved for, not let through twice", async () => {
+    // Uneven load (a takes 60 calls per 25 ms, b 10) and a's syncs three times as far apart as b's: b
+    // used to read a's total late and size its share on its own light load (105-111 of 100, simulated).
+    for (const [perA, perB, aEvery, bEvery] of [
+      [60, 10, 3, 1],
+      [60, 10, 1, 4],
+      [80, 5, 1, 4],
+      [5, 80, 1, 4],
+    ] as const) {
+      const { a, b, clock } = pair();
+      await learnPeers(a, b, 100);
+      clock.advance(1000);
+      let total = 0;
+      for (let round = 0; round < 40; round++) {
+        total += admitted(a, perA, "app:k", 100) + admitted(b, perB, "app:k", 100);
+        const syncs: Promise<void>[] = [];
+        if (round % aEvery === 0) syncs.push(a.syncNow());
+        if (round % bEvery === 0) syncs.push(b.syncNow());
+        await Promise.all(syncs);
+        clock.advance(25);
+      }
+      assert.ok(
+        total <= 103 && total >= 95,
+        `${perA}/${perB} per round, syncs every ${aEvery}/${bEvery}: ${total} of 100`,
+      );
+    }
   });
 
   it("splits what is left between instances while they are blind to each other", async () => {

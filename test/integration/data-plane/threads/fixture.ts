@@ -1,5 +1,8 @@
 import http from "node:http";
 import { resolve } from "node:path";
+import type { Redis } from "ioredis";
+import { RedisNames } from "../../../../shared/src/redis/keys";
+import { eventually } from "../../../helpers/eventually";
 import { freePort } from "../../../helpers/ports";
 import { type StartedProcess, startProcess } from "../../../helpers/process";
 import { TEST_REDIS_URL } from "../../../helpers/redis";
@@ -217,4 +220,23 @@ export async function connectionOn(port: number, thread: number): Promise<Thread
     agent.destroy();
   }
   throw new Error(`no connection landed on thread ${thread} in 100 attempts`);
+}
+
+/**
+ * Waits until every serving thread of `n` data-plane processes on `prefix` knows there are `n` rate-limit
+ * instances. A thread's limiter learns it from its own heartbeat's answer (one at most every 525 ms: the
+ * 500 ms heartbeat is sent by a sync round, every 25 ms), so the process that registered first believes it
+ * is alone until its threads' next heartbeats, and load started before then lets it take a whole window by
+ * itself. The hash's values are the Redis times (ms) of each process's latest heartbeat: once every value
+ * is 600 ms past the moment all `n` were there, every thread has heartbeated since.
+ */
+export async function instancesSeeEachOther(redis: Redis, prefix: string, n: number): Promise<void> {
+  const key = new RedisNames(prefix).rateLimitInstances();
+  let allThereMs = 0;
+  await eventually(async () => {
+    const beats = Object.values(await redis.hgetall(key)).map(Number);
+    if (beats.length < n) return false;
+    allThereMs ||= Math.max(...beats);
+    return Math.min(...beats) >= allThereMs + 600;
+  }, `${n} rate-limit instances seeing each other`);
 }

@@ -7,7 +7,13 @@ import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } fro
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { post } from "../harness";
 import { batchOf, call, LIMITS_ENV, RecordingUpstream } from "../limits/fixtures";
-import { perThreadDelta, scrape, startThreadedPlane, type ThreadedPlane } from "./fixture";
+import {
+  instancesSeeEachOther,
+  perThreadDelta,
+  scrape,
+  startThreadedPlane,
+  type ThreadedPlane,
+} from "./fixture";
 
 const WS = "ws-threads-cu";
 /**
@@ -175,8 +181,7 @@ describe("data plane with DATA_PLANE_THREADS=2: a compute-unit limit across thre
     planes.push(
       ...(await Promise.all([startThreadedPlane(ns.prefix, env), startThreadedPlane(ns.prefix, env)])),
     );
-    const instances = new RedisNames(ns.prefix).rateLimitInstances();
-    await eventually(async () => (await redis.hlen(instances)) >= 2, "the two processes registered", 5_000);
+    await instancesSeeEachOther(redis, ns.prefix, 2);
     up.watch = "lim_cu";
     await nextSecond();
     const first = Math.floor(Date.now() / 1000);

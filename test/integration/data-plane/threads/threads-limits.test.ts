@@ -6,7 +6,13 @@ import { createTestRedisNamespace, TEST_REDIS_URL, type TestRedisNamespace } fro
 import { evmNetwork, RedisSeeder } from "../../../helpers/seed-redis";
 import { post } from "../harness";
 import { call, LIMITS_ENV, RecordingUpstream, UsageReader } from "../limits/fixtures";
-import { perThreadDelta, scrape, startThreadedPlane, type ThreadedPlane } from "./fixture";
+import {
+  instancesSeeEachOther,
+  perThreadDelta,
+  scrape,
+  startThreadedPlane,
+  type ThreadedPlane,
+} from "./fixture";
 
 const WS = "ws-threads-limits";
 
@@ -155,11 +161,7 @@ describe("data plane with DATA_PLANE_THREADS=2: rate limits and quotas across th
     ]);
     // Four threads, two processes: two instances reconcile through Redis (heartbeats every 500 ms).
     const instances = new RedisNames(ns.prefix).rateLimitInstances();
-    await eventually(
-      async () => (await redis.hlen(instances)) >= 2,
-      "the two processes registering as rate-limit instances",
-      5_000,
-    );
+    await instancesSeeEachOther(redis, ns.prefix, 2);
     up.watch = "lim_procs";
     await nextSecond();
     const first = Math.floor(Date.now() / 1000);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { Worker } from "node:worker_threads";
 import { LocalRateLimiter } from "../../../../data-plane/src/ratelimit/rate-limiter";
 import { WindowCounts } from "../../../../data-plane/src/ratelimit/window-counts";
+import { eventually } from "../../../helpers/eventually";
 import { FakeClock } from "./fakes";
 
 const T0 = Date.UTC(2026, 0, 10, 12, 0, 0, 200);
@@ -327,11 +328,22 @@ describe("data-plane ratelimit: WindowCounts (per-second counts shared by the se
     Atomics.store(t, windowWord, -1);
     const reader = readClaimed(shared);
     await reader.started;
-    // Time is the subject: the claimer runs again 50 ms later, far past the reader's spins (about 10 µs).
-    await new Promise((r) => setTimeout(r, 50));
+    // The claimer runs again only once the reader is past its spins and asleep on the window word:
+    // `Atomics.notify` wakes one sleeper and says so (the reader looks, finds the claim, sleeps again).
+    // A reader that gave up instead (spilled, as it used to) ends first, and the assertion below fails.
+    let ended = false;
+    const done = reader.done.finally(() => {
+      ended = true;
+    });
+    await eventually(
+      () => ended || Atomics.notify(t, windowWord, 1) === 1,
+      "the reader asleep on the claim",
+      10_000,
+      1,
+    );
     Atomics.store(t, windowWord, published);
     Atomics.notify(t, windowWord);
-    const got = await reader.done;
+    const got = await done;
     assert.deepEqual(got, { handle, spilled: 0 }, "the reader found the published slot");
   });
 

@@ -7,6 +7,15 @@ import { describeOnRedisCluster } from "../../helpers/redis";
 import { StubUpstream } from "../data-plane/stub-upstream";
 import { ADMIN_TOKEN, code, createApp, type Harness, startHarness, startHarnessDataPlane } from "./harness";
 
+/** A data plane that publishes its upstreams' health every 200 ms, with limits and usage off. */
+const HEALTH_PLANE_ENV = {
+  RATE_LIMIT_MODE: "off",
+  QUOTA_MODE: "off",
+  USAGE_MODE: "off",
+  HEALTH_CHECK_INTERVAL_MS: "200",
+  HEALTH_PUBLISH_INTERVAL_MS: "200",
+};
+
 const SET_OP = `mutation($a: String!, $o: Boolean!) { setOperator(account: $a, operator: $o) { id email isOperator } }`;
 const HEALTH_Q = `{ networks { slug upstreams { id httpUrl health { instances healthyInstances healthy head lagBlocks
   latencyMs errorRate breakerOpen perInstance { instanceId at healthy head lagBlocks } } } } }`;
@@ -351,13 +360,7 @@ describe("control-plane: platform operators (issue 17 §1)", () => {
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_mine", params: ["0x7"] }),
       });
-      dp = await startHarnessDataPlane(h, {
-        RATE_LIMIT_MODE: "off",
-        QUOTA_MODE: "off",
-        USAGE_MODE: "off",
-        HEALTH_CHECK_INTERVAL_MS: "200",
-        HEALTH_PUBLISH_INTERVAL_MS: "200",
-      });
+      dp = await startHarnessDataPlane(h, HEALTH_PLANE_ENV);
     });
     after(async () => {
       await dp?.close();
@@ -472,13 +475,7 @@ describeOnRedisCluster("control-plane: upstream health records", (redis) => {
       { u: anvil.httpUrl },
       ADMIN_TOKEN,
     );
-    dp = await startHarnessDataPlane(h, {
-      RATE_LIMIT_MODE: "off",
-      QUOTA_MODE: "off",
-      USAGE_MODE: "off",
-      HEALTH_CHECK_INTERVAL_MS: "200",
-      HEALTH_PUBLISH_INTERVAL_MS: "200",
-    });
+    dp = await startHarnessDataPlane(h, HEALTH_PLANE_ENV);
   });
   after(async () => {
     await dp?.close();

@@ -154,35 +154,3 @@ export class RedisQuotaStore implements QuotaStore {
     return { dayCount, monthCount };
   }
 }
-
-/** In-process counters: a single instance without Redis, and tests. */
-export class MemoryQuotaStore implements QuotaStore {
-  readonly counters = new Map<string, number>();
-  private readonly lastSeq = new Map<string, number>();
-
-  async apply(
-    workspaceId: string,
-    instanceId: string,
-    seq: number,
-    deltas: readonly QuotaDelta[],
-    dayKey: string,
-    monthKey: string,
-  ): Promise<QuotaTotals> {
-    const seqKey = `${workspaceId}\u0000${instanceId}`;
-    if (seq > (this.lastSeq.get(seqKey) ?? 0)) {
-      for (const d of deltas) {
-        this.add(`${workspaceId}\u0000d\u0000${d.dayKey}`, d.units);
-        this.add(`${workspaceId}\u0000m\u0000${d.monthKey}`, d.units);
-      }
-      this.lastSeq.set(seqKey, seq);
-    }
-    return {
-      dayCount: this.counters.get(`${workspaceId}\u0000d\u0000${dayKey}`) ?? 0,
-      monthCount: this.counters.get(`${workspaceId}\u0000m\u0000${monthKey}`) ?? 0,
-    };
-  }
-
-  private add(key: string, units: number): void {
-    this.counters.set(key, (this.counters.get(key) ?? 0) + units);
-  }
-}

@@ -8,7 +8,6 @@ import {
   workspaceIdentifier,
 } from "../../../../data-plane/src/limits/admission";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
-import { MemoryQuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { NoopQuotaTracker, ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
 import type { Limits } from "../../../../data-plane/src/ratelimit/limits";
 import {
@@ -18,6 +17,7 @@ import {
 } from "../../../../data-plane/src/ratelimit/rate-limiter";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import type { KeyRecord } from "../../../../shared/src/redis/records";
+import { MemoryQuotaStore } from "../quota/fakes";
 import { FakeClock } from "../ratelimit/fakes";
 
 class CountingMetrics extends NoopMetrics {

@@ -4,7 +4,6 @@ import type { VerifiedKey } from "../../../../data-plane/src/auth/key-verifier";
 import { LimitsGate } from "../../../../data-plane/src/limits/admission";
 import { MethodWeights, UNIT_WEIGHTS } from "../../../../data-plane/src/limits/compute-units";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
-import { MemoryQuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
 import type { Limits } from "../../../../data-plane/src/ratelimit/limits";
 import {
@@ -15,6 +14,7 @@ import {
 import { type BatchItem, parseRpcBody } from "../../../../data-plane/src/rpc/parse";
 import { GatewayError } from "../../../../shared/src/jsonrpc/errors";
 import type { KeyRecord, PlanLimits } from "../../../../shared/src/redis/records";
+import { MemoryQuotaStore } from "../quota/fakes";
 import { FakeClock } from "../ratelimit/fakes";
 
 const COSTS = { defaultUnits: 20, methods: { eth_chainId: 0, eth_call: 26, eth_getLogs: 75 } };

@@ -1,9 +1,4 @@
-import {
-  MemoryQuotaStore,
-  type QuotaDelta,
-  type QuotaStore,
-  type QuotaTotals,
-} from "../../../../data-plane/src/quota/quota-store";
+import type { QuotaDelta, QuotaStore, QuotaTotals } from "../../../../data-plane/src/quota/quota-store";
 import type { PlanLimits } from "../../../../shared/src/redis/records";
 
 /** A plan's limits with the given daily (and monthly) quota; the per-second limit plays no part here. */
@@ -47,5 +42,37 @@ export class FlakyStore implements QuotaStore {
   }
   month(ws: string, monthKey: string): number {
     return this.inner.counters.get(`${ws}\u0000m\u0000${monthKey}`) ?? 0;
+  }
+}
+
+/** In-process counters standing for Redis: the store every tracker of a test shares. */
+export class MemoryQuotaStore implements QuotaStore {
+  readonly counters = new Map<string, number>();
+  private readonly lastSeq = new Map<string, number>();
+
+  async apply(
+    workspaceId: string,
+    instanceId: string,
+    seq: number,
+    deltas: readonly QuotaDelta[],
+    dayKey: string,
+    monthKey: string,
+  ): Promise<QuotaTotals> {
+    const seqKey = `${workspaceId}\u0000${instanceId}`;
+    if (seq > (this.lastSeq.get(seqKey) ?? 0)) {
+      for (const d of deltas) {
+        this.add(`${workspaceId}\u0000d\u0000${d.dayKey}`, d.units);
+        this.add(`${workspaceId}\u0000m\u0000${d.monthKey}`, d.units);
+      }
+      this.lastSeq.set(seqKey, seq);
+    }
+    return {
+      dayCount: this.counters.get(`${workspaceId}\u0000d\u0000${dayKey}`) ?? 0,
+      monthCount: this.counters.get(`${workspaceId}\u0000m\u0000${monthKey}`) ?? 0,
+    };
+  }
+
+  private add(key: string, units: number): void {
+    this.counters.set(key, (this.counters.get(key) ?? 0) + units);
   }
 }

@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
-import { MemoryQuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { NoopQuotaTracker, ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
 import { FakeClock } from "../ratelimit/fakes";
-import { FlakyStore, plan } from "./fakes";
+import { FlakyStore, MemoryQuotaStore, plan } from "./fakes";
 
 describe("data-plane quota: ReconciledQuotaTracker (fake clock)", () => {
   it("refuses once the daily limit is reached, until 00:00 UTC, then starts from zero", async () => {

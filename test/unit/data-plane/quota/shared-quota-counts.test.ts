@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Worker } from "node:worker_threads";
-import { MemoryQuotaStore, type QuotaStore } from "../../../../data-plane/src/quota/quota-store";
+import type { QuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
 import {
   dayIndexOfKey,
@@ -9,7 +9,7 @@ import {
   SharedQuotaCounts,
 } from "../../../../data-plane/src/quota/shared-quota-counts";
 import { FakeClock } from "../ratelimit/fakes";
-import { FlakyStore, plan } from "./fakes";
+import { FlakyStore, MemoryQuotaStore, plan } from "./fakes";
 
 describe("data-plane quota: SharedQuotaCounts (a quota exact for the process, whatever thread serves)", () => {
   const T = Date.UTC(2026, 10, 27, 12, 0, 0);

@@ -60,7 +60,8 @@ export interface RedisRateLimiterOptions {
   keyTtlMs?: number;
   /**
    * How often this instance announces itself in the instances hash (an instance silent for 6x this long
-   * no longer counts). The live count is the peer guess for an identifier no instance has synced yet.
+   * no longer counts). The live count is the peer guess for an identifier no instance has synced yet;
+   * sync answers raise it sooner when a peer joins.
    */
   heartbeatIntervalMs?: number;
   logger?: Logger;
@@ -146,7 +147,10 @@ export class RedisReconciledRateLimiter implements RateLimiter {
   private readonly heartbeatIntervalMs: number;
   private readonly counts: WindowCounts;
   private lastHeartbeatMs = Number.NEGATIVE_INFINITY;
-  /** Live instances (from the heartbeat hash): the peer guess for an identifier not seen before. */
+  /**
+   * Live instances: the peer guess for an identifier not seen before. Set by the heartbeat, and raised
+   * between heartbeats by any sync answer that shows more instances writing one identifier.
+   */
   private instances = 1;
 
   private windowIndex = -1;
@@ -381,6 +385,9 @@ export class RedisReconciledRateLimiter implements RateLimiter {
       e.localAtSync = localCount;
       if (othersN + 1 > e.peersSeen) e.peersSeen = othersN + 1;
       e.peers = Math.max(e.peersSeen, e.peersBefore);
+      // Every instance writing this window's hash is live: a peer that joined shows here at its first
+      // sync, up to a heartbeat interval before the heartbeat would tell (only the heartbeat lowers it).
+      if (othersN + 1 > this.instances) this.instances = othersN + 1;
     }
     if (failure !== undefined) {
       this.markUnhealthy(failure);

@@ -13,12 +13,13 @@ export class FakeClock implements Clock {
 }
 
 /**
- * Just enough of ioredis for `RedisReconciledRateLimiter`: the sync script evaluated over an in-memory
- * map shared by every limiter built on the same `FakeRateLimitRedis`. `down` makes every command fail,
+ * Just enough of ioredis for `RedisReconciledRateLimiter`: the sync and heartbeat scripts evaluated over
+ * in-memory state shared by every limiter built on the same `FakeRateLimitRedis`. `down` makes every command fail,
  * as a closed connection does.
  */
 export class FakeRateLimitRedis {
   readonly hashes = new Map<string, Map<string, number>>();
+  readonly live = new Set<string>();
   down = false;
   calls = 0;
 
@@ -31,10 +32,7 @@ export class FakeRateLimitRedis {
         c[name] =
           name === "rgRateLimitSync"
             ? async (key: string, instanceId: string, count: number) => store.sync(key, instanceId, count)
-            : async () => {
-                if (store.down) throw new Error("Connection is closed.");
-                return 1;
-              };
+            : async (_key: string, instanceId: string) => store.heartbeat(instanceId);
       },
       async hdel() {
         return 1;
@@ -47,6 +45,13 @@ export class FakeRateLimitRedis {
       },
     };
     return c as unknown as Redis;
+  }
+
+  /** The heartbeat: every instance that has announced itself stays live (the fake never expires one). */
+  private heartbeat(instanceId: string): number {
+    if (this.down) throw new Error("Connection is closed.");
+    this.live.add(instanceId);
+    return this.live.size;
   }
 
   private async sync(key: string, instanceId: string, count: number): Promise<[number, number]> {

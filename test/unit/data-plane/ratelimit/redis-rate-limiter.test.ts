@@ -117,6 +117,22 @@ describe("data-plane ratelimit: RedisReconciledRateLimiter (fake Redis, fake clo
     assert.equal(admitted(a, 10) + admitted(b, 10), 0, "the window is full");
   });
 
+  it("a peer that joins counts from its first sync answer, before this instance's next heartbeat", async () => {
+    const { a, b, clock } = pair();
+    a.check("app:k", 1, 50);
+    await a.syncNow();
+    assert.equal(a.liveInstances, 1, "a heartbeats alone");
+    // b joins and serves the identifier; a's next heartbeat is 500 ms away.
+    b.check("app:k", 1, 50);
+    await b.syncNow();
+    clock.advance(25);
+    a.check("app:k", 1, 50);
+    await a.syncNow();
+    assert.equal(a.liveInstances, 2, "a's sync answer showed b writing the identifier");
+    // So an identifier new to this window is shared from its first request: a takes its half of the 50.
+    assert.equal(admitted(a, 50, "app:new"), 25);
+  });
+
   it("converges on the limit when two instances hammer one identifier between syncs", async () => {
     const { a, b, clock } = pair();
     await learnPeers(a, b, 1000);

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { Worker } from "node:worker_threads";
 import type { QuotaStore } from "../../../../data-plane/src/quota/quota-store";
 import { ReconciledQuotaTracker } from "../../../../data-plane/src/quota/quota-tracker";
 import {
@@ -8,6 +7,7 @@ import {
   SharedMemoryQuotaStore,
   SharedQuotaCounts,
 } from "../../../../data-plane/src/quota/shared-quota-counts";
+import { raceThreads } from "../../../helpers/thread-race";
 import { FakeClock } from "../ratelimit/fakes";
 import { FlakyStore, MemoryQuotaStore, plan } from "./fakes";
 
@@ -112,63 +112,36 @@ describe("data-plane quota: SharedQuotaCounts (a quota exact for the process, wh
 
   it("QUOTA_MODE=local over 4 worker threads: the process serves its limit, not 4 times it, and counts every unit", async () => {
     const tables = SharedQuotaCounts.allocate(1024);
-    const gate = new SharedArrayBuffer(8);
     const limit = 3000;
     const threads = 4;
-    const source = `
-      const { parentPort, workerData } = require("node:worker_threads");
-      const { ReconciledQuotaTracker } = require(workerData.tracker);
-      const { SharedQuotaCounts, SharedMemoryQuotaStore } = require(workerData.shared);
-      const shared = new SharedQuotaCounts(workerData.tables);
-      const clock = { now: () => workerData.t };
-      const q = new ReconciledQuotaTracker({ store: new SharedMemoryQuotaStore(shared), shared, clock, instanceId: "t" + workerData.index });
-      const limits = { name: "t", requestsPerSecond: 1, dailyRequestLimit: workerData.limit, monthlyRequestLimit: null };
-      const g = new Int32Array(workerData.gate);
-      const barrier = (round) => {
-        Atomics.add(g, 1, 1);
-        Atomics.notify(g, 1);
-        for (;;) {
-          const reached = Atomics.load(g, 1);
-          if (reached >= workerData.threads * (round + 1)) return;
-          Atomics.wait(g, 1, reached, 5);
+    const served = await raceThreads<number>(
+      threads,
+      {
+        t: T,
+        limit,
+        tables,
+        tracker: require.resolve("../../../../data-plane/src/quota/quota-tracker"),
+        shared: require.resolve("../../../../data-plane/src/quota/shared-quota-counts"),
+      },
+      `
+      const { ReconciledQuotaTracker } = require(data.tracker);
+      const { SharedQuotaCounts, SharedMemoryQuotaStore } = require(data.shared);
+      const shared = new SharedQuotaCounts(data.tables);
+      const clock = { now: () => data.t };
+      const q = new ReconciledQuotaTracker({ store: new SharedMemoryQuotaStore(shared), shared, clock, instanceId: "t" + index });
+      const limits = { name: "t", requestsPerSecond: 1, dailyRequestLimit: data.limit, monthlyRequestLimit: null };
+      let served = 0;
+      // Rounds of 100 requests per thread, a flush every other round: units unconfirmed and confirmed.
+      for (let round = 0; round < 20; round++) {
+        for (let i = 0; i < 100; i++) {
+          if (q.check("ws1", limits, 1).allowed) { q.record("ws1", 1); served++; }
         }
-      };
-      (async () => {
-        let served = 0;
-        // Rounds of 100 requests per thread, a flush every other round: units unconfirmed and confirmed.
-        for (let round = 0; round < 20; round++) {
-          for (let i = 0; i < 100; i++) {
-            if (q.check("ws1", limits, 1).allowed) { q.record("ws1", 1); served++; }
-          }
-          if (round % 2 === 1) await q.flushNow();
-          barrier(round);
-        }
-        await q.close();
-        parentPort.postMessage(served);
-      })();
-    `;
-    const served = await Promise.all(
-      Array.from(
-        { length: threads },
-        (_, index) =>
-          new Promise<number>((resolve, reject) => {
-            const w = new Worker(source, {
-              eval: true,
-              workerData: {
-                index,
-                t: T,
-                threads,
-                limit,
-                gate,
-                tables,
-                tracker: require.resolve("../../../../data-plane/src/quota/quota-tracker"),
-                shared: require.resolve("../../../../data-plane/src/quota/shared-quota-counts"),
-              },
-            });
-            w.once("message", resolve);
-            w.once("error", reject);
-          }),
-      ),
+        if (round % 2 === 1) await q.flushNow();
+        barrier(round);
+      }
+      await q.close();
+      return served;
+    `,
     );
     const total = served.reduce((n, s) => n + s, 0);
     // 8,000 asked for. A check and its record are one step per thread, so threads racing between them can

@@ -3,6 +3,7 @@ import { Worker } from "node:worker_threads";
 import { LocalRateLimiter } from "../../../../data-plane/src/ratelimit/rate-limiter";
 import { WindowCounts } from "../../../../data-plane/src/ratelimit/window-counts";
 import { eventually } from "../../../helpers/eventually";
+import { raceThreads } from "../../../helpers/thread-race";
 import { FakeClock } from "./fakes";
 
 const T0 = Date.UTC(2026, 0, 10, 12, 0, 0, 200);
@@ -15,11 +16,8 @@ interface Raced {
 }
 
 /**
- * Runs `threads` worker threads over one shared table, each executing `body` (JavaScript with `table`,
- * `clock`, `T0`, `modules`, `index` and `barrier` in scope, returning a Raced) as soon as all are started,
- * so their loops overlap. `barrier(round)` returns once every thread has reached round `round`: a body
- * that works in rounds keeps every thread in the race however the scheduler runs them (four threads on
- * two cores: one thread could otherwise finish its whole loop in one time slice).
+ * `raceThreads` over one shared table: `body` has `table`, `clock`, `T0`, `modules`, `index` and
+ * `barrier` in scope, and returns a Raced.
  */
 async function race(shared: SharedArrayBuffer, threads: number, body: string): Promise<Raced[]> {
   const modules = {
@@ -30,45 +28,16 @@ async function race(shared: SharedArrayBuffer, threads: number, body: string): P
     metrics: require.resolve("../../../../data-plane/src/metrics/metrics"),
     quota: require.resolve("../../../../data-plane/src/quota/quota-tracker"),
   };
-  /**
-   * [0]: start line (each thread adds 1 once ready and spins until all have); [1]: rounds reached, for
-   * `barrier` (each thread adds 1 per round and sleeps until all have).
-   */
-  const gate = new SharedArrayBuffer(8);
-  const source = `
-    const { parentPort, workerData } = require("node:worker_threads");
-    const { shared, gate, modules, T0, threads, index } = workerData;
+  return raceThreads<Raced>(
+    threads,
+    { shared, modules, T0 },
+    `
+    const { shared, modules, T0 } = data;
     const { WindowCounts } = require(modules.windowCounts);
     const table = new WindowCounts(shared);
     const clock = { now: () => T0 };
-    const g = new Int32Array(gate);
-    const barrier = (round) => {
-      Atomics.add(g, 1, 1);
-      Atomics.notify(g, 1);
-      for (;;) {
-        const reached = Atomics.load(g, 1);
-        if (reached >= threads * (round + 1)) return;
-        Atomics.wait(g, 1, reached, 5);
-      }
-    };
-    const run = () => { ${body} };
-    Atomics.add(g, 0, 1);
-    while (Atomics.load(g, 0) < threads) {}
-    parentPort.postMessage(run());
-  `;
-  return Promise.all(
-    Array.from(
-      { length: threads },
-      (_, index) =>
-        new Promise<Raced>((resolve, reject) => {
-          const w = new Worker(source, {
-            eval: true,
-            workerData: { shared, gate, modules, T0, threads, index },
-          });
-          w.once("message", resolve);
-          w.once("error", reject);
-        }),
-    ),
+    ${body}
+  `,
   );
 }
 

@@ -1,19 +1,10 @@
-import { type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import { maxLogsBlockRange } from "../../../shared/src/redis/records";
+import { type ErrorRow } from "../../../shared/src/jsonrpc/errors";
 import type { MethodRules } from "../access/access-rules";
-import { CacheRule, cacheRule, finalizableBlock, headHint } from "../cache/policy";
+import { type CachingDeps, cacheKey, fetchCall, lookup, store } from "../cache/call-cache";
 import type { ResponseCache } from "../cache/response-cache";
-import {
-  Acquired,
-  type ConcurrencyLimiter,
-  concurrencyRefusalMessage,
-  type Flight,
-} from "../limits/concurrency";
-import { checkedFilterParams, checkLogsRange, hasLogsRange } from "../limits/logs-range";
-import type { Metrics } from "../metrics/metrics";
-import { type MethodPolicy, readsParams } from "../policy/method-policy";
-import { type BatchItem, isItemError, type RpcCall } from "../rpc/parse";
-import { errorJson, replyJson } from "../rpc/response-json";
+import { Acquired, type ConcurrencyLimiter, type Flight } from "../limits/concurrency";
+import { type MethodPolicy } from "../policy/method-policy";
+import { type RpcCall } from "../rpc/parse";
 import {
   type ChildSpan,
   jsonRpcError,
@@ -21,19 +12,29 @@ import {
   type SpanAttributes,
   tailErrorCode,
 } from "../telemetry/tracing";
-import { isHeavy, type NetworkPool, type OutgoingCall } from "../upstream/network-pool";
+import { isHeavy, type NetworkPool } from "../upstream/network-pool";
 import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
+import { type BatchPlan, settleBatch } from "./batch-plan";
 import type { PoolCalls } from "./pool-calls";
-import { atServedHead, isCall } from "./served-head";
+import {
+  type ConcurrencyRefusal,
+  checkedCall,
+  concurrencyRefusal,
+  type ElementRefusal,
+  elementRefusal,
+} from "./refusals";
+import { atServedHead, isCall, observeHead } from "./served-head";
 import { verbatimEligible } from "./verbatim";
 
 /**
  * The forwarding core: what happens to a parsed call or batch between a transport (HTTP exchange,
  * WebSocket session, dedicated-node endpoint) and the upstream nodes. Transports keep what is theirs
  * (admission, status codes, framing, when to answer, usage records); everything per request object is
- * here, once: method policy and eth_getLogs range, cache rule and key, cache lookup / in-flight merge /
- * store, concurrency slots, batch planning (which elements go upstream) and reassembly (answer texts and
- * dashboard categories in request order), head observation.
+ * in one place: the checks before forwarding (refusals.ts: method policy, the app's method rules,
+ * eth_getLogs range, concurrency caps), the cache rule, key, lookup, in-flight merge and store
+ * (cache/call-cache.ts), batch planning and reassembly (batch-plan.ts: which elements go upstream, answer texts and
+ * dashboard categories in request order), the served head (served-head.ts), and here the two entries that
+ * hold them together with the tenant's in-flight slots.
  *
  * The two entries every transport uses, as eRPC's Network.Forward: `forwardCall` for a single call and
  * `planBatch` + `forwardPlan` for a batch. A shared network and a dedicated node are both a NetworkPool
@@ -44,62 +45,14 @@ import { verbatimEligible } from "./verbatim";
  */
 
 /** What the core needs from the gateway (a subset of GatewayContext, so tests can pass their own). */
-export interface ForwardDeps {
-  readonly cache: ResponseCache;
-  readonly metrics: Metrics;
+export interface ForwardDeps extends CachingDeps {
   readonly flights: ConcurrencyLimiter;
-  readonly config: { readonly CACHE_PER_BLOCK_TTL_MS: number };
   /**
    * Calls answered from the pool as a whole rather than by one node (filters, pending nonces, broadcast
    * sends, reading one's own write: forward/pool-calls.ts); absent = every call goes to one node (a
    * dedicated node's endpoint, which is one node).
    */
   readonly poolCalls?: PoolCalls;
-}
-
-/** A request object refused before anything is forwarded: its row and the error's `data` extras. */
-export interface ElementRefusal {
-  readonly row: ErrorRow;
-  readonly message?: string;
-  readonly limit?: number;
-}
-
-/**
- * Per-element checks before forwarding, in this order: the endpoint's method policy (shared-node
- * namespaces, a node key's Safe mode), then the app's own method rules (access rules: allow- or
- * deny-list, `method_not_allowed_by_app`), then the network's eth_getLogs / eth_newFilter block range
- * (tags resolved against the pool's head). Undefined = forward it.
- */
-export function elementRefusal(
-  call: RpcCall,
-  pool: NetworkPool,
-  policy: MethodPolicy,
-  rules?: MethodRules,
-): ElementRefusal | undefined {
-  const network = pool.record;
-  const blocked = policy.check(call.method, network, readsParams(call.method) ? call.params : undefined);
-  if (blocked !== undefined) return { row: GatewayError.MethodBlocked, message: blocked };
-  if (rules !== undefined) {
-    const refused = rules.refusal(call.method);
-    if (refused !== undefined) return { row: GatewayError.MethodNotAllowedByApp, message: refused };
-  }
-  if (hasLogsRange(call.method)) {
-    const max = maxLogsBlockRange(network);
-    if (max > 0) return checkLogsRange(call.method, call.params, pool.cacheHead(), max);
-  }
-  return undefined;
-}
-
-/**
- * The call as it is checked and sent: for a method with a filter object (eth_getLogs, eth_newFilter) the
- * filter rebuilt from the members the range check reads (checkedFilterParams), every other call as it is.
- * Every entry applies it before the checks, so that what the node runs is what was checked.
- */
-export function checkedCall(call: RpcCall): RpcCall {
-  if (!hasLogsRange(call.method)) return call;
-  const params = call.params;
-  const checked = checkedFilterParams(params);
-  return checked === params ? call : { method: call.method, params: checked, idText: call.idText };
 }
 
 /** What forwardCall did with a single call. */
@@ -198,7 +151,7 @@ async function sendCall(
   }
   span?.end(upstreamAttributes(result), result.ok ? undefined : result.error.reason);
   store(deps, pool, key, result);
-  observe(pool, call.method, result);
+  observeHead(pool, call.method, result);
   return { kind: Outcome.Forwarded, result, cacheable: key !== "" };
 }
 
@@ -393,16 +346,6 @@ async function forwardMixed(
   return results;
 }
 
-/** Answers every forwarded element of a plan with a concurrency refusal (a transport that answers per element). */
-export function refuseForwarded(plan: BatchPlan, r: ConcurrencyRefusal, requestId: string): void {
-  const forward = plan.forward;
-  for (let j = 0; j < forward.length; j++) {
-    const idText = forward[j]!.idText;
-    const text = idText === undefined ? undefined : errorJson(r.row, idText, { requestId, ...r });
-    setElement(plan, plan.forwardIdx[j]!, text, r.row.category);
-  }
-}
-
 /** An upstream call's outcome on its span: the category, and the JSON-RPC error code of an error answer. */
 function upstreamAttributes(r: CallResult): SpanAttributes {
   if (!r.ok) return { "gateway.category": r.error.category, ...jsonRpcError(r.error.code) };
@@ -423,115 +366,6 @@ function batchAttributes(pool: NetworkPool, elements: number, verbatim: boolean)
 function firstFailure(results: readonly CallResult[]): ErrorRow | undefined {
   for (const r of results) if (!r.ok) return r.error;
   return undefined;
-}
-
-/** A refused element's error response text (the client's id, the row, `data.requestId` and extras). */
-export function refusalJson(r: ElementRefusal, idText: string, requestId: string): string {
-  return errorJson(r.row, idText, { requestId, limit: r.limit, message: r.message });
-}
-
-/**
- * The cache key of a single call on this pool now, "" when it must not be cached: caching off, a
- * method the cache rules never keep, or a per-block answer while the head is unknown. Layout
- * `{slug}\0{tag}\0{method}\0{params JSON}` (paramsFromKey reads the params back), the tag being:
- * - `p`: permanent by method (chain id, data addressed by hash);
- * - `f`: a per-block method about a block given by number at or below the pool's finalized head
- *   (finalizableBlock, NetworkPool.finalizedHead): final, so permanent, whatever the head does later;
- * - the head height (decimal): per block, valid while the pool's cacheHead is that height.
- */
-export function cacheKey(deps: ForwardDeps, call: RpcCall, pool: NetworkPool): string {
-  const cache = deps.cache;
-  if (!cache.enabled) return "";
-  const rule = cacheRule(call.method, call.params);
-  if (rule === CacheRule.Never) return "";
-  let tag: number | string = "p";
-  if (rule === CacheRule.PerBlock) {
-    const finalized = pool.finalizedHead();
-    const n = finalized >= 0 ? finalizableBlock(call.method, call.params) : -1;
-    if (n >= 0 && n <= finalized) {
-      tag = "f";
-    } else {
-      const head = pool.cacheHead();
-      if (head < 0) return "";
-      tag = head;
-    }
-  }
-  return `${pool.record.slug}\u0000${tag}\u0000${call.method}\u0000${paramsText(call.params)}`;
-}
-
-/** The params JSON inside a cache key made by cacheKey for `method` on network `slug`. */
-export function paramsFromKey(key: string, slug: string, method: string): string {
-  const tagEnd = key.indexOf("\u0000", slug.length + 1);
-  return key.slice(tagEnd + 2 + method.length);
-}
-
-/** Whether a cache key holds a per-block answer (its tag is a head height, not "p" or "f"). */
-function perBlock(key: string, slug: string): boolean {
-  const c = key.charCodeAt(slug.length + 1);
-  return c >= 48 && c <= 57; // a decimal digit
-}
-
-/**
- * After a reorg on network `slug` (NetworkPool's chain watch): drops its per-block entries keyed to a
- * head at or above `fromHeight`, the only per-block entries a lookup can reach again (lookups use the
- * current head, and the head is now below or at `fromHeight`). Permanent (`p`) and finalized (`f`) entries
- * stay: finality means no reorg there. Returns how many entries were dropped.
- */
-export function dropReorged(cache: ResponseCache, slug: string, fromHeight: number): number {
-  const start = slug.length + 1;
-  return cache.dropTimed((key) => {
-    if (key.length <= start || key.charCodeAt(slug.length) !== 0 || !key.startsWith(slug)) return false;
-    let head = 0;
-    let i = start;
-    for (; i < key.length; i++) {
-      const c = key.charCodeAt(i);
-      if (c === 0) break;
-      if (c < 48 || c > 57) return false; // "p" / "f": not per-block
-      head = head * 10 + (c - 48);
-    }
-    return i > start && head >= fromHeight;
-  });
-}
-
-/** The cached reply under `key` (counted as a hit or a miss in the cache metrics). */
-export function lookup(deps: ForwardDeps, pool: NetworkPool, key: string): Reply | undefined {
-  const hit = deps.cache.get(key);
-  deps.metrics.cache(pool.record.slug, hit !== undefined);
-  return hit;
-}
-
-/**
- * Sends a single call upstream: through the in-flight merge when it has a cache key (concurrent
- * identical calls share one upstream call), straight to the pool otherwise. The caller stores the
- * result with `store` once it has it (no extra promise here).
- */
-export function fetchCall(
-  call: OutgoingCall,
-  pool: NetworkPool,
-  key: string,
-  cache: ResponseCache,
-): Promise<CallResult> {
-  if (key === "") return pool.call(call);
-  const params = paramsFromKey(key, pool.record.slug, call.method);
-  return cache.merge(key, () => pool.call(call, params), call.span?.traceparent);
-}
-
-/**
- * Keeps a single call's answer under its key: only real results (never errors or nulls: a node that has
- * not got the block yet answers null, which must not be kept, least of all under a finalized key),
- * per-block ones for CACHE_PER_BLOCK_TTL_MS, permanent and finalized ones until evicted.
- */
-export function store(deps: ForwardDeps, pool: NetworkPool, key: string, r: CallResult): void {
-  if (key === "" || !r.ok || r.reply.kind !== ReplyKind.Result) return;
-  const ttl = perBlock(key, pool.record.slug) ? deps.config.CACHE_PER_BLOCK_TTL_MS : undefined;
-  deps.cache.set(key, r.reply, ttl);
-}
-
-/** Feeds a result's head hint (eth_blockNumber, receipts, blocks) to the pool's head tracking. */
-function observe(pool: NetworkPool, method: string, r: CallResult): void {
-  if (!r.ok || r.reply.kind !== ReplyKind.Result) return;
-  const n = headHint(method, r.reply.tail);
-  if (n !== undefined) pool.observeHead(n);
 }
 
 /**
@@ -568,173 +402,4 @@ function heavyCount(calls: readonly RpcCall[]): number {
     if (is) heavy++;
   }
   return heavy;
-}
-
-/**
- * Retry hint on a concurrency refusal: slots free up as calls end (at most UPSTREAM_TIMEOUT_MS), usually
- * much sooner. Whole seconds, for Retry-After.
- */
-const CONCURRENCY_RETRY_AFTER_MS = 1000;
-
-/** The error details of a refusal by the tenant's concurrency caps (its plan's, else the defaults). */
-export interface ConcurrencyRefusal {
-  readonly row: ErrorRow;
-  readonly limit: number;
-  readonly message: string | undefined;
-  readonly retryAfterMs: number;
-}
-
-export function concurrencyRefusal(flight: Flight, got: Acquired, heavy: number): ConcurrencyRefusal {
-  return {
-    row: GatewayError.ConcurrencyLimit,
-    limit: got !== Acquired.OverTotal ? flight.maxHeavy : flight.max,
-    message: concurrencyRefusalMessage(got, heavy, flight.maxHeavy),
-    retryAfterMs: CONCURRENCY_RETRY_AFTER_MS,
-  };
-}
-
-/** One forwarded element's answer text (undefined for a notification) and dashboard category. */
-export function resultJson(idText: string | undefined, r: CallResult, requestId: string): string | undefined {
-  if (idText === undefined) return undefined;
-  return r.ok ? replyJson(idText, r.reply.tail) : errorJson(r.error, idText, { requestId });
-}
-
-/** The dashboard category of a forwarded element's result. */
-export function resultCategory(r: CallResult): string {
-  return r.ok ? r.reply.category : r.error.category;
-}
-
-/**
- * A batch split by the core: per element its answer text (undefined = no answer: a notification, or
- * not known yet) and category, and the elements still to forward (`forward[j]` is `items[forwardIdx[j]]`)
- * or to answer by the transport itself (`localIdx`, e.g. WebSocket subscriptions).
- */
-export interface BatchPlan {
-  /**
-   * The node's answer text for the whole batch, when it went upstream verbatim (forward/verbatim.ts):
-   * then it is the response body, and `out` holds nothing.
-   */
-  whole?: string | Uint8Array;
-  readonly out: (string | undefined)[];
-  readonly categories: string[];
-  readonly forwardIdx: number[];
-  readonly forward: RpcCall[];
-  readonly localIdx: number[];
-}
-
-/**
- * Plans a batch: invalid elements and elements refused by `refuse` (see elementRefusal) are answered
- * here; elements `local` claims are left to the transport; the rest are to be forwarded together.
- * As elementRefusal, `refuse` reads a call's params only for methods with a block range (hasLogsRange):
- * a run of elements of one other method takes the run's first verdict.
- */
-export function planBatch(
-  items: readonly BatchItem[],
-  requestId: string,
-  refuse: (call: RpcCall) => ElementRefusal | undefined,
-  local?: (call: RpcCall) => boolean,
-): BatchPlan {
-  const n = items.length;
-  const out = new Array<string | undefined>(n);
-  const categories = new Array<string>(n);
-  const forwardIdx: number[] = [];
-  const forward: RpcCall[] = [];
-  const localIdx: number[] = [];
-  let runMethod: string | undefined;
-  let runRefusal: ElementRefusal | undefined;
-  for (let i = 0; i < n; i++) {
-    const element = items[i]!;
-    if (isItemError(element)) {
-      out[i] = errorJson(element.error, element.idText, { requestId });
-      categories[i] = element.error.category;
-      continue;
-    }
-    // A run's method never has a filter object (runMethod is unset for those), so only the first element of
-    // a run needs checkedCall.
-    let item: RpcCall = element;
-    let refused: ElementRefusal | undefined;
-    if (item.method === runMethod) {
-      refused = runRefusal;
-    } else {
-      item = checkedCall(element);
-      refused = refuse(item);
-      runMethod = hasLogsRange(item.method) || readsParams(item.method) ? undefined : item.method;
-      runRefusal = refused;
-    }
-    if (refused !== undefined) {
-      categories[i] = refused.row.category;
-      if (item.idText !== undefined) out[i] = refusalJson(refused, item.idText, requestId);
-      continue;
-    }
-    if (local?.(item)) {
-      localIdx.push(i);
-      continue;
-    }
-    forwardIdx.push(i);
-    forward.push(item);
-  }
-  return { out, categories, forwardIdx, forward, localIdx };
-}
-
-/**
- * Reassembles the forwarded elements' results (results[j] answers plan.forward[j]) into the plan, feeding
- * head hints to `pool`. Returns whether any forwarded element got an answer from a node.
- */
-export function settleBatch(
-  plan: BatchPlan,
-  results: readonly CallResult[],
-  requestId: string,
-  pool: NetworkPool | undefined,
-): boolean {
-  let anyOk = false;
-  for (let j = 0; j < results.length; j++) {
-    const r = results[j]!;
-    const i = plan.forwardIdx[j]!;
-    const call = plan.forward[j]!;
-    if (r.ok) anyOk = true;
-    if (pool !== undefined) observe(pool, call.method, r);
-    plan.categories[i] = resultCategory(r);
-    plan.out[i] = resultJson(call.idText, r, requestId);
-  }
-  return anyOk;
-}
-
-/** Sets one element's answer from a transport-made text and category (local elements, refusals). */
-export function setElement(plan: BatchPlan, i: number, text: string | undefined, category: string): void {
-  plan.out[i] = text;
-  plan.categories[i] = category;
-}
-
-/** A settled plan's response body: the node's text of a verbatim batch, else the answers in request order. */
-export function planBody(plan: BatchPlan): string | Uint8Array {
-  return plan.whole ?? batchJson(plan.out);
-}
-
-/** Response objects a settled plan answers (the quota's response units): every element with an id. */
-export function planUnits(plan: BatchPlan, items: readonly BatchItem[]): number {
-  let units = 0;
-  if (plan.whole !== undefined) {
-    for (const it of items) if (it.idText !== undefined) units++;
-    return units;
-  }
-  for (const s of plan.out) if (s !== undefined) units++;
-  return units;
-}
-
-/** The batch response body: the answers in request order, "" when there is none (all notifications). */
-export function batchJson(out: readonly (string | undefined)[]): string {
-  let body = "";
-  for (let i = 0; i < out.length; i++) {
-    const s = out[i];
-    if (s === undefined) continue;
-    body = body === "" ? `[${s}` : `${body},${s}`;
-  }
-  return body === "" ? "" : `${body}]`;
-}
-
-/** Params as JSON text for cache keys and forwarding ("" when absent); `[]` (common: eth_chainId) without a stringify. */
-export function paramsText(params: unknown): string {
-  if (params === undefined) return "";
-  if (Array.isArray(params) && params.length === 0) return "[]";
-  return JSON.stringify(params);
 }

@@ -2,7 +2,7 @@ import { ErrorCategory } from "../../../shared/src/jsonrpc/errors";
 import { headHint } from "../cache/policy";
 import type { RpcCall } from "../rpc/parse";
 import type { NetworkPool } from "../upstream/network-pool";
-import { type Reply, ReplyKind } from "../upstream/reply";
+import { type CallResult, type Reply, ReplyKind } from "../upstream/reply";
 
 /**
  * A head that never goes back (docs/contracts.md): behind one URL, nodes a block or two apart would
@@ -45,4 +45,11 @@ export function isCall(result: Reply | RpcCall): result is RpcCall {
 
 function isLatest(params: unknown): boolean {
   return Array.isArray(params) && params[0] === "latest";
+}
+
+/** Feeds a result's head hint (eth_blockNumber, receipts, blocks) to the pool's head tracking. */
+export function observeHead(pool: NetworkPool, method: string, r: CallResult): void {
+  if (!r.ok || r.reply.kind !== ReplyKind.Result) return;
+  const n = headHint(method, r.reply.tail);
+  if (n !== undefined) pool.observeHead(n);
 }

@@ -2,20 +2,9 @@ import type { ErrorRow } from "../../../shared/src/jsonrpc/errors";
 import { GatewayError } from "../../../shared/src/jsonrpc/errors";
 import { OTHER_METHOD } from "../../../shared/src/usage/contract";
 import type { MethodRules } from "../access/access-rules";
-import {
-  type BatchPlan,
-  type CallOutcome,
-  type ConcurrencyRefusal,
-  elementRefusal,
-  type ForwardDeps,
-  forwardCall,
-  forwardPlan,
-  Outcome,
-  planBatch,
-  planBody,
-  planUnits,
-  refusalJson,
-} from "../forward/forward";
+import { type BatchPlan, planBatch, planBody, planUnits } from "../forward/batch-plan";
+import { type CallOutcome, type ForwardDeps, forwardCall, forwardPlan, Outcome } from "../forward/forward";
+import { type ConcurrencyRefusal, elementRefusal, refusalJson } from "../forward/refusals";
 import type { RateUnit } from "../limits/admission";
 import type { Flight } from "../limits/concurrency";
 import type { MethodPolicy } from "../policy/method-policy";

@@ -1,15 +1,8 @@
 import type uWS from "uWebSockets.js";
 import { ErrorCategory, type ErrorRow, GatewayError } from "../../../shared/src/jsonrpc/errors";
-import {
-  elementRefusal,
-  forwardPlan,
-  planBatch,
-  planBody,
-  planUnits,
-  refusalJson,
-  refuseForwarded,
-  setElement,
-} from "../forward/forward";
+import { planBatch, planBody, planUnits, refuseForwarded, setElement } from "../forward/batch-plan";
+import { forwardPlan } from "../forward/forward";
+import { elementRefusal, refusalJson } from "../forward/refusals";
 import { admit } from "../pipeline/admit";
 import type { GatewayContext } from "../pipeline/context";
 import { methodOf, type Pending } from "../pipeline/request";

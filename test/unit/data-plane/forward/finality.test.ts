@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { LruResponseCache } from "../../../../data-plane/src/cache/response-cache";
 import {
   cacheKey,
   dropReorged,
-  type ForwardDeps,
   lookup,
   paramsFromKey,
   store,
-} from "../../../../data-plane/src/forward/forward";
+} from "../../../../data-plane/src/cache/call-cache";
+import { LruResponseCache } from "../../../../data-plane/src/cache/response-cache";
+import { type ForwardDeps } from "../../../../data-plane/src/forward/forward";
 import { ConcurrencyLimiter } from "../../../../data-plane/src/limits/concurrency";
 import { NoopMetrics } from "../../../../data-plane/src/metrics/metrics";
 import type { RpcCall } from "../../../../data-plane/src/rpc/parse";

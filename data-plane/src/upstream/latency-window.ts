@@ -111,3 +111,37 @@ function bucketOf(ms: number): number {
 function upperEdge(i: number): number {
   return BASE_MS * GROWTH ** (i + 1);
 }
+
+/** Health probes kept by ProbeLatencies. Odd, so the median is one of them. */
+const PROBES_KEPT = 5;
+
+/**
+ * The latencies of an upstream's last few answered health probes, read as their median. Probes are one
+ * sample every HEALTH_CHECK_INTERVAL_MS, fired by a timer together with the other upstreams' probes, so a
+ * single one can carry the gateway's own scheduling delay (tens of ms on a loaded host) rather than the
+ * node's: the median of five ignores up to two such outliers, where an EWMA of them stays raised for many
+ * intervals. Selection judges a node without a recent window of answers by it (selector.ts).
+ */
+export class ProbeLatencies {
+  private readonly ring = new Float64Array(PROBES_KEPT);
+  private readonly sorted = new Float64Array(PROBES_KEPT);
+  private count = 0;
+  private next = 0;
+  private medianMs = -1;
+
+  record(ms: number): void {
+    this.ring[this.next] = ms;
+    this.next = (this.next + 1) % PROBES_KEPT;
+    if (this.count < PROBES_KEPT) this.count++;
+    // Once per probe (seconds apart): a sort of at most five numbers.
+    const view = this.sorted.subarray(0, this.count);
+    view.set(this.ring.subarray(0, this.count));
+    view.sort();
+    this.medianMs = view[(this.count - 1) >> 1]!;
+  }
+
+  /** The median of the probes kept (the lower middle of an even count), in ms; -1 before the first. */
+  median(): number {
+    return this.medianMs;
+  }
+}

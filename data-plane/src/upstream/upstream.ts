@@ -3,7 +3,7 @@ import { type ErrorRow, GatewayError, responseTooLargeRow } from "../../../share
 import type { UpstreamRecord } from "../../../shared/src/redis/records";
 import { type BufferBudget, defaultBufferBudget } from "./buffer-budget";
 import { UpstreamCapabilities } from "./capabilities";
-import { LatencyWindow } from "./latency-window";
+import { LatencyWindow, ProbeLatencies } from "./latency-window";
 
 /**
  * Why an exchange failed. `timeout`: no complete answer in time (or HTTP 408/504 from a proxy in front of
@@ -142,6 +142,8 @@ export class Upstream {
    * would push the p95 up by the hedge delay at every recomputation until hedging stopped (see settle).
    */
   readonly latency = new LatencyWindow();
+  /** The last answered health probes' latencies: how selection judges a node without recent answers. */
+  readonly probeLatency = new ProbeLatencies();
   private openUntil = 0;
   /** Epoch ms until which the node asked us (429) to send nothing. */
   private backoffUntil = 0;
@@ -254,6 +256,7 @@ export class Upstream {
     // The EWMA above takes a cancelled exchange's time so far (the node was at least that slow, which
     // steers selection); the p95 window only answers, whose times are known.
     if (kind === ExchangeKind.Light && failure === undefined) this.latency.record(ms, performance.now());
+    else if (kind === ExchangeKind.Probe && failure === undefined) this.probeLatency.record(ms);
     if (failure === undefined) {
       this.recordSuccess();
     } else if (failure === "buffer_full" || failure === "cancelled") {

@@ -22,12 +22,26 @@ const LATENCY_TIE_MS = 10;
 const LATENCY_TIE_RATIO = 1.5;
 
 /**
- * An upstream's latency as selection weighs it: the tail, not only the mean. A node slow on 30% of its
- * calls has an EWMA that swings with each answer but a p90 that stays its slow answers' time, so it loses
- * the comparison while it is slow.
+ * An upstream's latency as selection weighs it against `other`'s: the tail, not only the mean. A node
+ * slow on 30% of its calls has an EWMA that swings with each answer but a p90 that stays its slow answers'
+ * time, so it loses the comparison while it is slow.
+ *
+ * Like is compared with like. A node without a recent window of answers (too few calls lately: new, or
+ * steered away) has no p90, and its EWMA is then mostly its health probes, which read higher than calls
+ * on a busy host: fired by a timer with every other upstream's probes, each carries the gateway's own
+ * scheduling delay (measured under load: probes 10-60 ms, calls to the same anvil 2-5 ms). Against a node
+ * judged by its calls it would lose every comparison, never get the calls that would show it as fast, and
+ * a healthy node would sit idle. So unless both have a p90, the two are compared by their last probes'
+ * medians (ProbeLatencies: same timer, same conditions; a node slow on its probes too stays out of
+ * favour); with no probes yet, by the tail as above.
  */
-function tailLatencyMs(u: Upstream): number {
-  return Math.max(u.latency.p90(), u.latencyEwmaMs);
+function comparableLatencyMs(u: Upstream, other: Upstream): number {
+  const p90 = u.latency.p90();
+  if (p90 < 0 || other.latency.p90() < 0) {
+    const probes = u.probeLatency.median();
+    if (probes >= 0 && other.probeLatency.median() >= 0) return probes;
+  }
+  return Math.max(p90, u.latencyEwmaMs);
 }
 
 /** What else selection weighs: calls in flight, the error rate, over the upstream's weight. */
@@ -197,8 +211,8 @@ export class Selector {
     // and weight decide alone; with those equal too, the weighted draw does (`a`). Two distinct candidates
     // are always both compared, so without the tie every sequential call would go to whichever node is a
     // few milliseconds faster, and the other would get none.
-    const la = tailLatencyMs(a);
-    const lb = tailLatencyMs(b);
+    const la = comparableLatencyMs(a, b);
+    const lb = comparableLatencyMs(b, a);
     const tie =
       Math.abs(la - lb) <= LATENCY_TIE_MS || (la <= lb * LATENCY_TIE_RATIO && lb <= la * LATENCY_TIE_RATIO);
     const sa = tie ? load(a) : (la + 1) * load(a);

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { LatencyWindow, MIN_SAMPLES, WINDOW_MS } from "../../../../data-plane/src/upstream/latency-window";
+import {
+  LatencyWindow,
+  MIN_SAMPLES,
+  ProbeLatencies,
+  WINDOW_MS,
+} from "../../../../data-plane/src/upstream/latency-window";
 
 describe("data plane: upstream latency window (p95 for the hedge delay, p90 for selection)", () => {
   it("is unknown until MIN_SAMPLES, then the p95 as a bucket's upper edge (within 20% above)", () => {
@@ -76,5 +81,21 @@ describe("data plane: upstream latency window (p95 for the hedge delay, p90 for 
     // New samples after that count from scratch.
     for (let i = 0; i < MIN_SAMPLES; i++) w.record(2, 2 * WINDOW_MS + 3);
     assert.ok(w.p90() > 0 && w.p90() <= 2.4, `p90 ${w.p90()}`);
+  });
+
+  it("ProbeLatencies: the median of the last five probes; up to two outliers do not move it", () => {
+    const p = new ProbeLatencies();
+    assert.equal(p.median(), -1, "no probe yet");
+    p.record(40);
+    assert.equal(p.median(), 40, "one probe is its own median");
+    p.record(1);
+    assert.equal(p.median(), 1, "two: the lower");
+    for (const ms of [2, 60, 1.5]) p.record(ms);
+    assert.equal(p.median(), 2, "[40, 1, 2, 60, 1.5]");
+    // Five fast probes push both outliers out; the median follows what the node does now.
+    for (let i = 0; i < 5; i++) p.record(1);
+    assert.equal(p.median(), 1);
+    for (let i = 0; i < 3; i++) p.record(300);
+    assert.equal(p.median(), 300, "three slow probes of five: the node is slow");
   });
 });

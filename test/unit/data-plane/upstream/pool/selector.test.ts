@@ -41,6 +41,26 @@ describe("upstream pool: selection", () => {
     assert.deepEqual([...seen], ["u0"], "within the tie: load decides, then the draw (the first drawn)");
   });
 
+  it("a node with no recent answers is compared by the probes' medians: probes reading high do not steer every call away", () => {
+    let draws = 0;
+    // The first draw of each select alternates between u0 and u1 (the second draw is the other node).
+    const { selector, u } = base([{}, {}], { random: () => [0.3, 0.7, 0.7, 0.3][draws++ % 4]! });
+    for (const x of u) x.head = 100;
+    // u0 serves the calls: a window of 2 ms answers. u1 has only been probed, and probes read higher than
+    // calls (the gateway's own scheduling), which left its EWMA (probes count in it) far above u0's. Both
+    // are probed alike: 10 ms, one probe held for 80 ms.
+    for (let i = 0; i < 40; i++) u[0]!.latency.record(2, 0);
+    u[0]!.latencyEwmaMs = 2;
+    for (const x of u) for (const ms of [10, 11, 80, 10, 12]) x.probeLatency.record(ms);
+    u[1]!.latencyEwmaMs = 25;
+    const picked = { u0: 0, u1: 0 } as Record<string, number>;
+    for (let i = 0; i < 40; i++) picked[selector.select(undefined)!.id]!++;
+    assert.deepEqual(picked, { u0: 20, u1: 20 }, "a tie: the draw decides");
+    // Slow on its probes too (three of five at 80 ms): it stays out of favour.
+    for (let i = 0; i < 3; i++) u[1]!.probeLatency.record(80);
+    for (let i = 0; i < 20; i++) assert.equal(selector.select(undefined)?.id, "u0");
+  });
+
   it("reads what a call needs: the head, a block's state, a family once one is declared", () => {
     const { selector } = base([{}, {}]);
     assert.equal(selector.need({ method: "eth_blockNumber", params: [] }), AT_HEAD);

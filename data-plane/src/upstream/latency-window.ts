@@ -120,7 +120,7 @@ const PROBES_KEPT = 5;
  * sample every HEALTH_CHECK_INTERVAL_MS, fired by a timer together with the other upstreams' probes, so a
  * single one can carry the gateway's own scheduling delay (tens of ms on a loaded host) rather than the
  * node's: the median of five ignores up to two such outliers, where an EWMA of them stays raised for many
- * intervals. Selection judges a node without a recent window of answers by it (selector.ts).
+ * intervals. Selection compares two nodes by it unless both have a recent window of answers (selector.ts).
  */
 export class ProbeLatencies {
   private readonly ring = new Float64Array(PROBES_KEPT);

@@ -259,10 +259,12 @@ export class Upstream {
     else if (kind === ExchangeKind.Probe && failure === undefined) this.probeLatency.record(ms);
     if (failure === undefined) {
       this.recordSuccess();
-    } else if (failure === "buffer_full" || failure === "cancelled") {
+    } else if (failure === "buffer_full" || failure === "cancelled" || failure === "rate_limited") {
       // buffer_full: the gateway's own memory is spent, nothing is known about the node, not even from a
-      // probe. cancelled: another node answered a hedged read first; this one was merely slower. Neither
-      // is a breaker count nor an error (the half-open claim, if any, is given back above).
+      // probe. cancelled: another node answered a hedged read first; this one was merely slower.
+      // rate_limited (HTTP 429, a health probe's too): the node throttles us and is backed off (backOff),
+      // as a probe answered with a JSON-RPC rate-limit error is. None is a breaker count nor an error (the
+      // half-open claim, if any, is given back above).
     } else if (kind === ExchangeKind.Probe) {
       this.recordFailure("health_probe");
     } else if (failure === "unreachable") {
@@ -274,7 +276,7 @@ export class Upstream {
       // EWMA) but does not count toward the breaker. The pool probes the node to find out.
       this.errorRateEwma += EWMA_ALPHA * (1 - this.errorRateEwma);
     }
-    // Anything else (rate_limited: see backOff; too_large, refused: the request's doing) is no health verdict. Only the kinds above that a client
+    // Anything else (too_large, refused: the request's doing) is no health verdict. Only the kinds above that a client
     // cannot cause at will count; a new kind a client can provoke (an answer over a size cap, say) stays
     // neutral unless it is added above on purpose.
   }

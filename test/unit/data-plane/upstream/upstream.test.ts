@@ -113,6 +113,17 @@ describe("data plane: upstream breaker verdicts by failure kind", () => {
     void u.close();
   });
 
+  it("a health probe answered with HTTP 429 is a back-off too, never a breaker count", () => {
+    const { u, opened, feed } = upstream(1);
+    feed(ExchangeKind.Probe, "rate_limited", 3);
+    assert.equal(u.breakerOpen, false);
+    assert.equal(u.consecutiveFailures, 0);
+    assert.deepEqual(opened, []);
+    feed(ExchangeKind.Probe, "timeout");
+    assert.deepEqual(opened, ["health_probe"], "a probe that gets no answer still counts");
+    void u.close();
+  });
+
   it("parses Retry-After as seconds or an HTTP date", () => {
     assert.equal(retryAfterMs("2"), 2_000);
     assert.equal(retryAfterMs(["1.5"]), 1_500);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { generateKeyPairSync, type KeyObject, randomBytes, sign as rsaSign } from "node:crypto";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import type { AccessRecord, JwtKeyRecord } from "../../../../shared/src/redis/records";
+import { eventually } from "../../../helpers/eventually";
 import { evmNetwork } from "../../../helpers/seed-redis";
 import { type Gateway, post, type RpcResponse, startGateway } from "../harness";
 import { call, RecordingUpstream } from "../limits/fixtures";
@@ -44,7 +45,8 @@ async function metric(g: Gateway, name: string, labels = ""): Promise<number> {
 const reasonOf = (r: RpcResponse): string | undefined => r.json?.error?.data?.reason;
 
 describe("data plane: JWT verification cost under attack (key sizes, kid, failed-check throttle)", function () {
-  this.timeout(60_000);
+  // One test may wait up to 30 s for the start of a failure window.
+  this.timeout(120_000);
   let up: RecordingUpstream;
   let g: Gateway;
   let good: Pair;
@@ -151,6 +153,10 @@ describe("data plane: JWT verification cost under attack (key sizes, kid, failed
 
   it("a flood of bad signatures from one address is throttled (429, Retry-After) while a good token from another address works", async () => {
     const attacker = "10.66.0.1";
+    // The throttle counts in fixed windows aligned to the epoch (JWT_FAILURE_WINDOW_MS, 60 s here): a flood
+    // that crossed a window's end would get PER_ADDRESS more checks in the next one. It starts with at
+    // least 30 s of its window left (waiting for the next window when less is), far more than it takes.
+    await eventually(() => Date.now() % 60_000 <= 30_000, "a failure window with 30 s left", 35_000, 50);
     const badBefore = await metric(g, "rpcgw_jwt_verifications_total", '{result="jwt_bad_signature"}');
     const forwardedBefore = up.count("lim_jwt");
     const statuses = new Map<string, number>();
